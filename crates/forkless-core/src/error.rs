@@ -1,0 +1,88 @@
+//! The core's one error type: every transition that is illegal in the current state says why.
+
+use crate::decision::RejectReason;
+use crate::id::Epoch;
+
+/// Why a session ended. Carried by [`Error::SessionEnded`] and reported on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EndReason {
+    /// The client sent DELETE.
+    Deleted,
+    /// A reconnect could not be proven fork-free (decision (b)).
+    Rejected(RejectReason),
+    /// No activity within the idle time-to-live.
+    IdleExpired,
+    /// The server could not vouch for the session after a failure (for example a failed
+    /// durable write).
+    Failed,
+}
+
+impl EndReason {
+    /// The wire code, as in `error.data.reason`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Deleted => "deleted",
+            Self::Rejected(r) => r.as_str(),
+            Self::IdleExpired => "idle_expired",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// An operation the model refuses in its current state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The session has ended; nothing more can be emitted or attached.
+    #[error("session ended ({})", reason.as_str())]
+    SessionEnded {
+        /// Why it ended.
+        reason: EndReason,
+    },
+    /// The stream is not (or no longer) part of this session.
+    #[error("stream is not part of this session")]
+    StreamUnknown,
+    /// The stream was fenced; events are never redirected to another stream.
+    #[error("stream is fenced")]
+    StreamFenced,
+    /// The stream already carried its final event.
+    #[error("stream is completed")]
+    StreamCompleted,
+    /// The caller's attachment was superseded by a newer one.
+    #[error("attachment epoch {held} is stale; current is {current}")]
+    StaleEpoch {
+        /// The epoch the caller holds.
+        held: Epoch,
+        /// The stream's current epoch.
+        current: Epoch,
+    },
+    /// The stream has no attached connection.
+    #[error("stream has no attached connection")]
+    NotAttached,
+    /// The session already holds `session_max_streams` streams.
+    #[error("session holds the maximum of {max} streams")]
+    TooManyStreams {
+        /// The configured limit.
+        max: usize,
+    },
+    /// The append would exceed the session's byte budget.
+    #[error("session byte budget of {max} bytes exhausted")]
+    SessionBudgetExceeded {
+        /// The configured limit.
+        max: u64,
+    },
+    /// One event is larger than a whole stream may hold.
+    #[error("event of {size} bytes exceeds the per-stream limit of {max} bytes")]
+    EventTooLarge {
+        /// Size of the refused event.
+        size: u64,
+        /// The configured limit.
+        max: u64,
+    },
+    /// A stream with this id already exists (ids are never reused).
+    #[error("stream id already in use")]
+    StreamExists,
+    /// The session's revision has no streams or resumption (2026-07-28).
+    #[error("revision has no sessions")]
+    Stateless,
+}

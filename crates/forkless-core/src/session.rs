@@ -1,0 +1,543 @@
+//! A session and its streams: the unit the store reads, decides on and writes back by
+//! compare-and-set.
+//!
+//! This module owns the session-level transitions (create, open a request stream, append,
+//! attach through the GET decision, detach, liveness, retention, end). It does not own
+//! payloads, versions or waking readers: those belong to the store.
+//!
+//! ```text
+//!   create ──▶ Active ──── on_end(Deleted | Rejected(reason) | IdleExpired | Failed) ──▶ Ended
+//!                │  ▲                                                  (terminal; every
+//!                └──┘ on_get / open_request_stream / append / on_tick   stream fenced)
+//! ```
+
+use crate::config::{Config, Limits};
+use crate::decision::{ConflictReason, Decision, GetRequest, OpenNew, RejectReason, decide_get};
+use crate::error::{EndReason, Error};
+use crate::id::{EntropySource, Epoch, EventId, Seq, SessionId, StreamId};
+use crate::revision::Revision;
+use crate::stream::{FenceCause, Stream, StreamKind};
+use crate::time::Timestamp;
+use alloc_free::StreamMap;
+
+mod alloc_free {
+    //! A small ordered map of streams; sessions hold few streams, so a sorted vector beats a
+    //! tree on every operation that matters here.
+    use crate::id::StreamId;
+    use crate::stream::Stream;
+
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub(super) struct StreamMap(Vec<Stream>);
+
+    impl StreamMap {
+        pub(super) fn get(&self, id: StreamId) -> Option<&Stream> {
+            self.0.binary_search_by_key(&id, Stream::id).ok().map(|i| &self.0[i])
+        }
+        pub(super) fn get_mut(&mut self, id: StreamId) -> Option<&mut Stream> {
+            self.0.binary_search_by_key(&id, Stream::id).ok().map(|i| &mut self.0[i])
+        }
+        /// Insert; false if the id is taken.
+        pub(super) fn insert(&mut self, stream: Stream) -> bool {
+            match self.0.binary_search_by_key(&stream.id(), Stream::id) {
+                Ok(_) => false,
+                Err(i) => {
+                    self.0.insert(i, stream);
+                    true
+                }
+            }
+        }
+        pub(super) fn remove(&mut self, id: StreamId) -> Option<Stream> {
+            self.0.binary_search_by_key(&id, Stream::id).ok().map(|i| self.0.remove(i))
+        }
+        pub(super) fn len(&self) -> usize {
+            self.0.len()
+        }
+        pub(super) fn iter(&self) -> impl Iterator<Item = &Stream> {
+            self.0.iter()
+        }
+        pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Stream> {
+            self.0.iter_mut()
+        }
+    }
+}
+
+/// A session's lifecycle state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionState {
+    /// Serving requests.
+    Active(Active),
+    /// Terminal: answered with 404 from now on.
+    Ended(Ended),
+}
+
+/// An active session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Active {
+    /// The last request, attach or write on this session.
+    pub last_activity: Timestamp,
+}
+
+/// An ended session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended {
+    /// When.
+    pub at: Timestamp,
+    /// Why.
+    pub reason: EndReason,
+}
+
+/// Per-session facts fixed at initialize, plus the lifecycle state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    id: SessionId,
+    revision: Revision,
+    reset_contract: bool,
+    principal: Option<String>,
+    created_at: Timestamp,
+    state: SessionState,
+}
+
+impl Session {
+    /// The session id.
+    pub const fn id(&self) -> SessionId {
+        self.id
+    }
+    /// The negotiated revision.
+    pub const fn revision(&self) -> Revision {
+        self.revision
+    }
+    /// Whether the client declared `experimental["forkless/resume"]` (PROTOCOL section 7).
+    pub const fn reset_contract(&self) -> bool {
+        self.reset_contract
+    }
+    /// The authenticated principal the session is bound to, when auth is on.
+    pub fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
+    }
+    /// When it was created.
+    pub const fn created_at(&self) -> Timestamp {
+        self.created_at
+    }
+    /// The lifecycle state.
+    pub const fn state(&self) -> &SessionState {
+        &self.state
+    }
+    /// Why it ended, if it did.
+    pub const fn ended(&self) -> Option<EndReason> {
+        match self.state {
+            SessionState::Ended(e) => Some(e.reason),
+            SessionState::Active(_) => None,
+        }
+    }
+}
+
+/// What a client said at initialize that the session keeps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewSession {
+    /// The id (from the CSPRNG).
+    pub id: SessionId,
+    /// The negotiated revision; must have sessions.
+    pub revision: Revision,
+    /// Whether the client declared the reset contract.
+    pub reset_contract: bool,
+    /// The principal to bind to, when auth is on.
+    pub principal: Option<String>,
+}
+
+/// A granted attachment: the shell now serves `stream` to one connection holding `epoch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The stream to serve (`Mcp-Stream-Id`).
+    pub stream: StreamId,
+    /// The connection's epoch; writing stops as soon as it is no longer current.
+    pub epoch: Epoch,
+    /// Deliver events with seq greater than this.
+    pub after: Seq,
+    /// `Mcp-Stream-Resumed`: true only for a proven continuation (row 11).
+    pub resumed: bool,
+    /// Whether a previous connection was attached and must stop before this one writes.
+    pub displaced: bool,
+    /// The standalone stream fenced by a reset (row 3), if any.
+    pub fenced: Option<StreamId>,
+}
+
+/// The outcome of a GET, after it was applied to the record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GetOutcome {
+    /// 200 SSE.
+    Attached(Grant),
+    /// 409; nothing changed.
+    Conflict(ConflictReason),
+    /// 404; the session has ended with this reason.
+    Rejected(RejectReason),
+}
+
+/// An append's target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendTarget {
+    /// The session's standalone stream, whichever it is at the moment of the append.
+    Standalone,
+    /// A specific stream; never redirected.
+    Stream(StreamId),
+}
+
+/// What time alone did to a session in [`SessionRecord::on_tick`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tick {
+    /// Attachments detached by liveness expiry.
+    pub detached: Vec<StreamId>,
+    /// Streams whose retained events were all evicted by their time-to-live.
+    pub evicted: Vec<StreamId>,
+    /// Completed request streams dropped entirely by their time-to-live.
+    pub dropped: Vec<StreamId>,
+    /// Whether the session ended by idling.
+    pub ended: bool,
+}
+
+impl Tick {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.detached.is_empty() && self.evicted.is_empty() && self.dropped.is_empty() && !self.ended
+    }
+}
+
+/// A session with its streams' metadata: the unit of compare-and-set in every store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionRecord {
+    session: Session,
+    standalone: StreamId,
+    streams: StreamMap,
+    retained_bytes: u64,
+}
+
+impl SessionRecord {
+    /// A new active session with an empty, never-attached standalone stream.
+    pub fn create(new: NewSession, now: Timestamp, entropy: &mut impl EntropySource) -> Result<Self, Error> {
+        if !new.revision.has_sessions() {
+            return Err(Error::Stateless);
+        }
+        let standalone = Stream::new(StreamId::generate(entropy), StreamKind::Standalone, now);
+        let mut streams = StreamMap::default();
+        streams.insert(standalone);
+        Ok(Self {
+            session: Session {
+                id: new.id,
+                revision: new.revision,
+                reset_contract: new.reset_contract,
+                principal: new.principal,
+                created_at: now,
+                state: SessionState::Active(Active { last_activity: now }),
+            },
+            standalone: standalone.id(),
+            streams,
+            retained_bytes: 0,
+        })
+    }
+
+    /// Reassemble a record from persisted parts (stores only).
+    pub fn restore(
+        new: NewSession,
+        created_at: Timestamp,
+        state: SessionState,
+        standalone: StreamId,
+        streams: impl IntoIterator<Item = Stream>,
+    ) -> Result<Self, Error> {
+        let mut map = StreamMap::default();
+        for s in streams {
+            if !map.insert(s) {
+                return Err(Error::StreamExists);
+            }
+        }
+        if map.get(standalone).is_none() {
+            return Err(Error::StreamUnknown);
+        }
+        let retained_bytes = map.iter().map(Stream::retained_bytes).sum();
+        let session = Session {
+            id: new.id,
+            revision: new.revision,
+            reset_contract: new.reset_contract,
+            principal: new.principal,
+            created_at,
+            state,
+        };
+        Ok(Self { session, standalone, streams: map, retained_bytes })
+    }
+
+    // ===== events =====
+
+    /// A GET arrived: decide (PROTOCOL section 4) and apply the decision in one step.
+    /// A rejection ends the session; a conflict changes nothing.
+    pub fn on_get(
+        &mut self,
+        req: &GetRequest<'_>,
+        now: Timestamp,
+        cfg: &Config,
+        entropy: &mut impl EntropySource,
+    ) -> Result<GetOutcome, Error> {
+        self.check_active()?;
+        let outcome = match decide_get(self, req, now, cfg) {
+            Decision::Conflict(reason) => return Ok(GetOutcome::Conflict(reason)),
+            Decision::Reject(reason) => {
+                self.on_end(EndReason::Rejected(reason), now)?;
+                return Ok(GetOutcome::Rejected(reason));
+            }
+            Decision::Resume { stream, after } => self.attach(stream, after, true, None, now, cfg)?,
+            Decision::OpenNew(OpenNew::Standalone(stream)) => {
+                self.attach(stream, Seq::PRIMING, false, None, now, cfg)?
+            }
+            Decision::OpenNew(OpenNew::Reset(old)) => {
+                let fresh = Stream::new(StreamId::generate(entropy), StreamKind::Standalone, now);
+                self.check_room(&cfg.limits)?;
+                self.stream_mut(old)?.on_fence(now, FenceCause::Reset)?;
+                self.drop_bytes_of(old);
+                if !self.streams.insert(fresh) {
+                    return Err(Error::StreamExists);
+                }
+                self.standalone = fresh.id();
+                self.attach(fresh.id(), Seq::PRIMING, false, Some(old), now, cfg)?
+            }
+        };
+        self.touch(now);
+        Ok(GetOutcome::Attached(outcome))
+    }
+
+    /// A POST request is answered with SSE: a new request stream, attached to that POST's
+    /// connection.
+    pub fn open_request_stream(
+        &mut self,
+        id: StreamId,
+        now: Timestamp,
+        cfg: &Config,
+    ) -> Result<Grant, Error> {
+        self.check_active()?;
+        self.check_room(&cfg.limits)?;
+        if !self.streams.insert(Stream::new(id, StreamKind::Request, now)) {
+            return Err(Error::StreamExists);
+        }
+        self.touch(now);
+        self.attach(id, Seq::PRIMING, false, None, now, cfg)
+    }
+
+    /// Append an event of `size` bytes; `complete` makes it the stream's final event.
+    /// Sequence assignment and the fencing/ended checks happen in this one step.
+    pub fn append(
+        &mut self,
+        target: AppendTarget,
+        size: u64,
+        complete: bool,
+        now: Timestamp,
+        limits: &Limits,
+    ) -> Result<EventId, Error> {
+        self.check_active()?;
+        let id = match target {
+            AppendTarget::Standalone => self.standalone,
+            AppendTarget::Stream(id) => id,
+        };
+        if size > limits.stream_max_bytes {
+            return Err(Error::EventTooLarge { size, max: limits.stream_max_bytes });
+        }
+        if self.retained_bytes.saturating_add(size) > limits.session_max_bytes {
+            return Err(Error::SessionBudgetExceeded { max: limits.session_max_bytes });
+        }
+        let appended = self.stream_mut(id)?.on_append(size, complete, now)?;
+        self.retained_bytes += size;
+        Ok(EventId::new(id, appended.seq))
+    }
+
+    /// Whether `stream` holds more than its limits allow; the store then evicts its oldest
+    /// event with [`Self::on_evict_oldest`] and asks again.
+    pub fn must_evict(&self, stream: StreamId, limits: &Limits) -> bool {
+        self.streams.get(stream).is_some_and(|s| {
+            s.retained_events() > 0
+                && (s.retained_events() > limits.stream_max_events
+                    || s.retained_bytes() > limits.stream_max_bytes)
+        })
+    }
+
+    /// The store evicted the oldest retained event (of `size` bytes) of `stream`.
+    pub fn on_evict_oldest(&mut self, stream: StreamId, size: u64) -> Result<(), Error> {
+        let s = self.stream_mut(stream)?;
+        let before = s.retained_bytes();
+        s.on_evict_oldest(size);
+        let freed = before - s.retained_bytes();
+        self.retained_bytes = self.retained_bytes.saturating_sub(freed);
+        Ok(())
+    }
+
+    /// The connection holding `epoch` on `stream` completed a write (liveness renewal).
+    pub fn on_write_completed(
+        &mut self,
+        stream: StreamId,
+        epoch: Epoch,
+        now: Timestamp,
+        cfg: &Config,
+    ) -> Result<(), Error> {
+        self.check_active()?;
+        self.stream_mut(stream)?.on_write_completed(epoch, now, cfg.grace)?;
+        self.touch(now);
+        Ok(())
+    }
+
+    /// The connection holding `epoch` on `stream` went away. The stream stays resumable.
+    pub fn on_detach(&mut self, stream: StreamId, epoch: Epoch, now: Timestamp) -> Result<(), Error> {
+        self.check_active()?;
+        self.stream_mut(stream)?.on_detach(epoch, now)?;
+        self.touch(now);
+        Ok(())
+    }
+
+    /// Complete `stream` without a final event.
+    pub fn on_complete(&mut self, stream: StreamId, now: Timestamp) -> Result<(), Error> {
+        self.check_active()?;
+        self.stream_mut(stream)?.on_complete(now)
+    }
+
+    /// A request arrived on the session: it is not idle.
+    pub fn on_request(&mut self, now: Timestamp) -> Result<(), Error> {
+        self.check_active()?;
+        self.touch(now);
+        Ok(())
+    }
+
+    /// End the session: every stream fenced, nothing retained. Ending twice is refused.
+    pub fn on_end(&mut self, reason: EndReason, now: Timestamp) -> Result<(), Error> {
+        self.check_active()?;
+        for s in self.streams.iter_mut() {
+            if !s.is_fenced() {
+                // Cannot fail: checked not fenced.
+                let _ = s.on_fence(now, FenceCause::SessionEnded);
+            }
+            s.on_evict_all();
+        }
+        self.retained_bytes = 0;
+        self.session.state = SessionState::Ended(Ended { at: now, reason });
+        Ok(())
+    }
+
+    /// Let time pass: expire liveness, apply stream time-to-live, end an idle session.
+    pub fn on_tick(&mut self, now: Timestamp, cfg: &Config) -> Tick {
+        let mut tick = Tick::default();
+        if self.session.ended().is_some() {
+            return tick;
+        }
+        let ttl = cfg.limits.stream_ttl;
+        let standalone = self.standalone;
+        for s in self.streams.iter_mut() {
+            if s.on_liveness_check(now) {
+                tick.detached.push(s.id());
+            }
+            let expired = s.idle_since().is_some_and(|t| now.saturating_since(t) >= ttl);
+            if expired && s.kind() == StreamKind::Request && s.is_completed() {
+                tick.dropped.push(s.id());
+            } else if expired && s.retained_events() > 0 {
+                s.on_evict_all();
+                tick.evicted.push(s.id());
+            }
+        }
+        // Fenced streams have no use once nobody can attach to them.
+        let fenced: Vec<StreamId> =
+            self.streams.iter().filter(|s| s.is_fenced() && s.id() != standalone).map(Stream::id).collect();
+        for id in tick.dropped.iter().chain(&fenced) {
+            self.streams.remove(*id);
+        }
+        tick.dropped.extend(fenced);
+        self.retained_bytes = self.streams.iter().map(Stream::retained_bytes).sum();
+        if let SessionState::Active(a) = self.session.state {
+            let live = self.streams.iter().any(|s| s.is_live(now));
+            if !live && now.saturating_since(a.last_activity) >= cfg.limits.session_idle_ttl {
+                let _ = self.on_end(EndReason::IdleExpired, now);
+                tick.ended = true;
+            }
+        }
+        tick
+    }
+
+    // ===== getters =====
+
+    /// The session.
+    pub const fn session(&self) -> &Session {
+        &self.session
+    }
+    /// The session id.
+    pub const fn id(&self) -> SessionId {
+        self.session.id
+    }
+    /// The current standalone stream.
+    pub fn standalone(&self) -> &Stream {
+        // The standalone id always names a stream of this record (checked by create/restore,
+        // and on_get inserts before switching).
+        self.streams.get(self.standalone).unwrap_or_else(|| unreachable!("standalone stream missing"))
+    }
+    /// A stream of this session.
+    pub fn stream(&self, id: StreamId) -> Option<&Stream> {
+        self.streams.get(id)
+    }
+    /// Every stream of this session.
+    pub fn streams(&self) -> impl Iterator<Item = &Stream> {
+        self.streams.iter()
+    }
+    /// Number of streams held.
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
+    }
+    /// Payload bytes retained across the session's streams.
+    pub const fn retained_bytes(&self) -> u64 {
+        self.retained_bytes
+    }
+    /// The next instant at which [`Self::on_tick`] would change something.
+    pub fn next_deadline(&self, cfg: &Config) -> Option<Timestamp> {
+        let SessionState::Active(a) = self.session.state else { return None };
+        let idle = a.last_activity.saturating_add(cfg.limits.session_idle_ttl);
+        let streams = self.streams.iter().filter_map(|s| s.next_deadline(cfg.limits.stream_ttl));
+        streams.chain(core::iter::once(idle)).min()
+    }
+
+    // ===== helpers =====
+
+    fn attach(
+        &mut self,
+        stream: StreamId,
+        after: Seq,
+        resumed: bool,
+        fenced: Option<StreamId>,
+        now: Timestamp,
+        cfg: &Config,
+    ) -> Result<Grant, Error> {
+        let s = self.stream_mut(stream)?;
+        let displaced = matches!(s.attachment(), Some(crate::stream::Attachment::Attached(_)));
+        let epoch = s.on_attach(now, cfg.grace)?;
+        Ok(Grant { stream, epoch, after, resumed, displaced, fenced })
+    }
+
+    fn drop_bytes_of(&mut self, stream: StreamId) {
+        if let Some(s) = self.streams.get_mut(stream) {
+            self.retained_bytes = self.retained_bytes.saturating_sub(s.retained_bytes());
+            s.on_evict_all();
+        }
+    }
+
+    fn stream_mut(&mut self, id: StreamId) -> Result<&mut Stream, Error> {
+        self.streams.get_mut(id).ok_or(Error::StreamUnknown)
+    }
+
+    fn check_active(&self) -> Result<(), Error> {
+        match self.session.state {
+            SessionState::Active(_) => Ok(()),
+            SessionState::Ended(e) => Err(Error::SessionEnded { reason: e.reason }),
+        }
+    }
+
+    fn check_room(&self, limits: &Limits) -> Result<(), Error> {
+        // The standalone stream does not count against the limit.
+        if self.streams.len() > limits.session_max_streams {
+            return Err(Error::TooManyStreams { max: limits.session_max_streams });
+        }
+        Ok(())
+    }
+
+    fn touch(&mut self, now: Timestamp) {
+        if let SessionState::Active(a) = &mut self.session.state {
+            a.last_activity = a.last_activity.max(now);
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! The store conformance suite: every [`Store`] must pass every check here.
+//!
+//! Call [`run_all`] with a factory of fresh, empty stores, or use
+//! [`store_conformance_tests!`](crate::store_conformance_tests) to get one `#[tokio::test]` per
+//! check. Timeouts in this suite are failure guards (a wake-up that never comes fails the
+//! check instead of hanging CI), never synchronisation.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use forkless_core::{
+    AppendTarget, Config, EndReason, GetOutcome, GetRequest, Limits, NewSession, Revision, SeededEntropy,
+    Seq, SessionId, SessionRecord, StreamId, Timestamp,
+};
+
+use crate::{Error, Store, StreamEnd, Version, transact};
+
+const GUARD: Duration = Duration::from_secs(10);
+const T0: Timestamp = Timestamp::from_millis(1_000_000);
+
+/// Every check, by name.
+pub const CHECKS: &[&str] = &[
+    "create_and_load",
+    "compare_and_set_detects_conflicts",
+    "append_assigns_consecutive_seqs",
+    "read_starts_at_any_cursor",
+    "append_refused_on_fenced_stream",
+    "append_refused_on_ended_session",
+    "append_bumps_version",
+    "watch_wakes_on_append",
+    "watch_reports_attach_and_fence",
+    "concurrent_appends_are_gap_free",
+    "concurrent_resumes_each_get_a_distinct_epoch",
+    "eviction_by_count",
+    "eviction_by_bytes",
+    "completed_stream_refuses_appends",
+    "remove_forgets_everything",
+];
+
+/// Run one check by name against a fresh store.
+pub async fn run<S: Store>(name: &str, store: S) {
+    let store = Arc::new(store);
+    match name {
+        "create_and_load" => create_and_load(store).await,
+        "compare_and_set_detects_conflicts" => compare_and_set_detects_conflicts(store).await,
+        "append_assigns_consecutive_seqs" => append_assigns_consecutive_seqs(store).await,
+        "read_starts_at_any_cursor" => read_starts_at_any_cursor(store).await,
+        "append_refused_on_fenced_stream" => append_refused_on_fenced_stream(store).await,
+        "append_refused_on_ended_session" => append_refused_on_ended_session(store).await,
+        "append_bumps_version" => append_bumps_version(store).await,
+        "watch_wakes_on_append" => watch_wakes_on_append(store).await,
+        "watch_reports_attach_and_fence" => watch_reports_attach_and_fence(store).await,
+        "concurrent_appends_are_gap_free" => concurrent_appends_are_gap_free(store).await,
+        "concurrent_resumes_each_get_a_distinct_epoch" => {
+            concurrent_resumes_each_get_a_distinct_epoch(store).await
+        }
+        "eviction_by_count" => eviction_by_count(store).await,
+        "eviction_by_bytes" => eviction_by_bytes(store).await,
+        "completed_stream_refuses_appends" => completed_stream_refuses_appends(store).await,
+        "remove_forgets_everything" => remove_forgets_everything(store).await,
+        other => panic!("no conformance check named {other}"),
+    }
+}
+
+/// Run every check, each against a fresh store from `make`.
+pub async fn run_all<S: Store, F: Future<Output = S>>(make: impl Fn() -> F) {
+    for name in CHECKS {
+        run(name, make().await).await;
+    }
+}
+
+/// One `#[tokio::test]` per conformance check. `$make` is an async expression yielding a
+/// fresh store.
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($make:expr) => {
+        $crate::store_conformance_tests!(@each $make;
+            create_and_load, compare_and_set_detects_conflicts, append_assigns_consecutive_seqs,
+            read_starts_at_any_cursor, append_refused_on_fenced_stream, append_refused_on_ended_session,
+            append_bumps_version, watch_wakes_on_append, watch_reports_attach_and_fence,
+            concurrent_appends_are_gap_free, concurrent_resumes_each_get_a_distinct_epoch,
+            eviction_by_count, eviction_by_bytes, completed_stream_refuses_appends, remove_forgets_everything);
+    };
+    (@each $make:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $crate::conformance::run(stringify!($name), $make.await).await;
+            }
+        )*
+    };
+}
+
+// ===== helpers =====
+
+fn cfg() -> Config {
+    Config::default()
+}
+
+fn new_record(seed: u64, reset_contract: bool) -> SessionRecord {
+    let mut entropy = SeededEntropy::new(seed);
+    let id = SessionId::generate(&mut entropy);
+    let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract, principal: None };
+    SessionRecord::create(new, T0, &mut entropy).expect("revision has sessions")
+}
+
+async fn created<S: Store>(store: &S, seed: u64) -> SessionRecord {
+    let record = new_record(seed, true);
+    store.create(record.clone()).await.expect("create");
+    record
+}
+
+fn payload(n: u64) -> Bytes {
+    Bytes::from(format!("{{\"n\":{n}}}"))
+}
+
+async fn emit<S: Store>(
+    store: &S,
+    session: SessionId,
+    target: AppendTarget,
+    n: u64,
+) -> Result<forkless_core::EventId, Error> {
+    store.append(session, target, payload(n), false, T0, &Limits::default()).await
+}
+
+async fn open_request<S: Store>(store: &S, session: SessionId, seed: u64) -> StreamId {
+    let id = StreamId::generate(&mut SeededEntropy::new(seed));
+    transact(store, session, |r| r.open_request_stream(id, T0, &cfg())).await.expect("open request stream");
+    id
+}
+
+fn seqs(events: &[crate::StoredEvent]) -> Vec<u64> {
+    events.iter().map(|e| e.seq.get()).collect()
+}
+
+// ===== checks =====
+
+async fn create_and_load<S: Store>(store: Arc<S>) {
+    let record = new_record(1, false);
+    assert_eq!(store.create(record.clone()).await.expect("create"), Version::INITIAL);
+    assert!(matches!(store.create(record.clone()).await, Err(Error::SessionExists)));
+    let loaded = store.load(record.id()).await.expect("load").expect("present");
+    assert_eq!(loaded.version, Version::INITIAL);
+    assert_eq!(loaded.value, record);
+    let other = new_record(2, false);
+    assert!(store.load(other.id()).await.expect("load").is_none());
+    assert_eq!(store.sessions().await.expect("sessions"), vec![record.id()]);
+}
+
+async fn compare_and_set_detects_conflicts<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 3).await;
+    let a = store.load(record.id()).await.unwrap().unwrap();
+    let b = store.load(record.id()).await.unwrap().unwrap();
+    let mut first = a.value.clone();
+    first.on_request(T0.saturating_add(Duration::from_secs(1))).unwrap();
+    let v2 = store.compare_and_set(a.version, first.clone()).await.unwrap().expect("first writer wins");
+    assert!(v2 > a.version);
+    assert_eq!(store.compare_and_set(b.version, b.value.clone()).await.unwrap(), None, "second writer loses");
+    let now = store.load(record.id()).await.unwrap().unwrap();
+    assert_eq!((now.version, now.value), (v2, first));
+}
+
+async fn append_assigns_consecutive_seqs<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 4).await;
+    let standalone = record.standalone().id();
+    for n in 1..=5 {
+        let id = emit(&*store, record.id(), AppendTarget::Standalone, n).await.unwrap();
+        assert_eq!((id.stream, id.seq), (standalone, Seq::new(n)));
+    }
+    let request = open_request(&*store, record.id(), 40).await;
+    for n in 1..=3 {
+        let id = emit(&*store, record.id(), AppendTarget::Stream(request), n).await.unwrap();
+        assert_eq!((id.stream, id.seq), (request, Seq::new(n)), "seqs are per stream");
+    }
+    let events = store.read(record.id(), standalone, Seq::PRIMING, 100).await.unwrap();
+    assert_eq!(seqs(&events), vec![1, 2, 3, 4, 5]);
+    assert_eq!(events[2].payload, payload(3));
+    let loaded = store.load(record.id()).await.unwrap().unwrap().value;
+    assert_eq!(loaded.stream(standalone).unwrap().high_water(), Seq::new(5));
+}
+
+async fn read_starts_at_any_cursor<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 5).await;
+    let s = record.standalone().id();
+    for n in 1..=10 {
+        emit(&*store, record.id(), AppendTarget::Standalone, n).await.unwrap();
+    }
+    for after in 0..=10u64 {
+        let events = store.read(record.id(), s, Seq::new(after), 100).await.unwrap();
+        assert_eq!(seqs(&events), (after + 1..=10).collect::<Vec<_>>(), "after {after}");
+    }
+    let page = store.read(record.id(), s, Seq::new(2), 3).await.unwrap();
+    assert_eq!(seqs(&page), vec![3, 4, 5], "max bounds the batch");
+    let foreign = StreamId::generate(&mut SeededEntropy::new(99));
+    assert!(matches!(store.read(record.id(), foreign, Seq::PRIMING, 10).await, Err(Error::StreamUnknown)));
+}
+
+async fn append_refused_on_fenced_stream<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 6).await;
+    let old = record.standalone().id();
+    // Attach, emit, detach, then a cursor-less GET under the reset contract fences `old`.
+    let (grant, _) = transact(&*store, record.id(), |r| {
+        r.on_get(&GetRequest::default(), T0, &cfg(), &mut SeededEntropy::new(7))
+    })
+    .await
+    .unwrap();
+    let GetOutcome::Attached(grant) = grant else { panic!("row 1 attaches") };
+    emit(&*store, record.id(), AppendTarget::Standalone, 1).await.unwrap();
+    transact(&*store, record.id(), |r| r.on_detach(old, grant.epoch, T0)).await.unwrap();
+    let (reset, _) = transact(&*store, record.id(), |r| {
+        r.on_get(&GetRequest::default(), T0, &cfg(), &mut SeededEntropy::new(8))
+    })
+    .await
+    .unwrap();
+    let GetOutcome::Attached(reset) = reset else { panic!("row 3 resets") };
+    assert_eq!(reset.fenced, Some(old));
+    let err = emit(&*store, record.id(), AppendTarget::Stream(old), 2).await.unwrap_err();
+    assert!(matches!(err, Error::Core(forkless_core::Error::StreamFenced)), "{err:?}");
+    let id = emit(&*store, record.id(), AppendTarget::Standalone, 3).await.unwrap();
+    assert_eq!((id.stream, id.seq), (reset.stream, Seq::new(1)), "standalone appends go to the new stream");
+}
+
+async fn append_refused_on_ended_session<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 9).await;
+    let s = record.standalone().id();
+    emit(&*store, record.id(), AppendTarget::Standalone, 1).await.unwrap();
+    transact(&*store, record.id(), |r| r.on_end(EndReason::Deleted, T0)).await.unwrap();
+    let err = emit(&*store, record.id(), AppendTarget::Standalone, 2).await.unwrap_err();
+    assert_eq!(err.ended(), Some(EndReason::Deleted));
+    let tomb = store.load(record.id()).await.unwrap().expect("tombstone kept");
+    assert_eq!(tomb.value.session().ended(), Some(EndReason::Deleted));
+    assert!(tomb.value.streams().all(forkless_core::Stream::is_fenced));
+    assert!(
+        matches!(store.read(record.id(), s, Seq::PRIMING, 10).await, Err(Error::Evicted { .. })),
+        "an ended session's events are dropped"
+    );
+}
+
+async fn append_bumps_version<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 10).await;
+    let before = store.load(record.id()).await.unwrap().unwrap();
+    emit(&*store, record.id(), AppendTarget::Standalone, 1).await.unwrap();
+    assert_eq!(store.compare_and_set(before.version, before.value).await.unwrap(), None);
+}
+
+async fn watch_wakes_on_append<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 11).await;
+    let s = record.standalone().id();
+    let mut watch = store.watch(record.id(), s).await.unwrap();
+    assert_eq!(watch.mark_seen().high_water, Seq::PRIMING);
+    let waiter = tokio::spawn(async move { watch.changed().await });
+    emit(&*store, record.id(), AppendTarget::Standalone, 1).await.unwrap();
+    let signal = tokio::time::timeout(GUARD, waiter).await.expect("woken").unwrap();
+    assert_eq!(signal.high_water, Seq::new(1));
+}
+
+async fn watch_reports_attach_and_fence<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 12).await;
+    let s = record.standalone().id();
+    let mut watch = store.watch(record.id(), s).await.unwrap();
+    let before = watch.mark_seen().epoch;
+    transact(&*store, record.id(), |r| {
+        r.on_get(&GetRequest::default(), T0, &cfg(), &mut SeededEntropy::new(1))
+    })
+    .await
+    .unwrap();
+    let attached = tokio::time::timeout(GUARD, watch.changed()).await.expect("woken on attach");
+    assert!(attached.epoch > before);
+    transact(&*store, record.id(), |r| r.on_end(EndReason::Deleted, T0)).await.unwrap();
+    let fenced = tokio::time::timeout(GUARD, watch.changed()).await.expect("woken on fence");
+    assert_eq!(fenced.end, Some(StreamEnd::Fenced));
+}
+
+async fn concurrent_appends_are_gap_free<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 13).await;
+    let s = record.standalone().id();
+    let tasks: Vec<_> = (0..8u64)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            let id = record.id();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                for n in 0..100 {
+                    mine.push(
+                        emit(&*store, id, AppendTarget::Standalone, t * 1000 + n).await.unwrap().seq.get(),
+                    );
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all = BTreeSet::new();
+    for t in tasks {
+        let mine = t.await.unwrap();
+        assert!(mine.windows(2).all(|w| w[0] < w[1]), "each emitter sees increasing seqs");
+        all.extend(mine);
+    }
+    assert_eq!(all, (1..=800).collect::<BTreeSet<_>>(), "no seq assigned twice, none skipped");
+    let events = store.read(record.id(), s, Seq::PRIMING, 10_000).await.unwrap();
+    assert_eq!(seqs(&events), (1..=800).collect::<Vec<_>>());
+}
+
+async fn concurrent_resumes_each_get_a_distinct_epoch<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 14).await;
+    let request = open_request(&*store, record.id(), 140).await;
+    emit(&*store, record.id(), AppendTarget::Stream(request), 1).await.unwrap();
+    let lei = format!("{request}.1");
+    let tasks: Vec<_> = (0..8u64)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            let id = record.id();
+            let lei = lei.clone();
+            tokio::spawn(async move {
+                let req = GetRequest { last_event_id: Some(&lei), stream_token: None };
+                let (out, _) =
+                    transact(&*store, id, |r| r.on_get(&req, T0, &cfg(), &mut SeededEntropy::new(t)))
+                        .await
+                        .unwrap();
+                match out {
+                    GetOutcome::Attached(g) => (g.epoch, g.resumed),
+                    other => panic!("resume refused: {other:?}"),
+                }
+            })
+        })
+        .collect();
+    let mut epochs = BTreeSet::new();
+    for t in tasks {
+        let (epoch, resumed) = t.await.unwrap();
+        assert!(resumed);
+        assert!(epochs.insert(epoch), "two resumes were granted the same epoch");
+    }
+    let last = store.load(record.id()).await.unwrap().unwrap().value.stream(request).unwrap().epoch();
+    assert_eq!(Some(&last), epochs.iter().next_back(), "exactly one attachment is current");
+}
+
+async fn eviction_by_count<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 15).await;
+    let s = record.standalone().id();
+    let limits = Limits { stream_max_events: 3, ..Limits::default() };
+    for n in 1..=5 {
+        store.append(record.id(), AppendTarget::Standalone, payload(n), false, T0, &limits).await.unwrap();
+    }
+    let err = store.read(record.id(), s, Seq::new(1), 10).await.unwrap_err();
+    assert!(matches!(err, Error::Evicted { low_water } if low_water == Seq::new(3)), "{err:?}");
+    assert_eq!(seqs(&store.read(record.id(), s, Seq::new(2), 10).await.unwrap()), vec![3, 4, 5]);
+    let meta = store.load(record.id()).await.unwrap().unwrap().value;
+    assert_eq!(meta.stream(s).unwrap().low_water(), Seq::new(3));
+}
+
+async fn eviction_by_bytes<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 16).await;
+    let s = record.standalone().id();
+    let limits = Limits { stream_max_bytes: 25, ..Limits::default() };
+    for _ in 1..=4 {
+        let p = Bytes::from_static(b"0123456789");
+        store.append(record.id(), AppendTarget::Standalone, p, false, T0, &limits).await.unwrap();
+    }
+    assert_eq!(seqs(&store.read(record.id(), s, Seq::new(2), 10).await.unwrap()), vec![3, 4]);
+    let meta = store.load(record.id()).await.unwrap().unwrap().value;
+    assert_eq!(meta.stream(s).unwrap().retained_bytes(), 20);
+    let big = Bytes::from(vec![b'x'; 26]);
+    let err = store.append(record.id(), AppendTarget::Standalone, big, false, T0, &limits).await.unwrap_err();
+    assert!(matches!(err, Error::Core(forkless_core::Error::EventTooLarge { .. })), "{err:?}");
+}
+
+async fn completed_stream_refuses_appends<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 17).await;
+    let request = open_request(&*store, record.id(), 170).await;
+    let mut watch = store.watch(record.id(), request).await.unwrap();
+    watch.mark_seen();
+    store
+        .append(record.id(), AppendTarget::Stream(request), payload(1), true, T0, &Limits::default())
+        .await
+        .unwrap();
+    let signal = tokio::time::timeout(GUARD, watch.changed()).await.expect("woken");
+    assert_eq!((signal.high_water, signal.end), (Seq::new(1), Some(StreamEnd::Completed)));
+    let err = emit(&*store, record.id(), AppendTarget::Stream(request), 2).await.unwrap_err();
+    assert!(matches!(err, Error::Core(forkless_core::Error::StreamCompleted)), "{err:?}");
+}
+
+async fn remove_forgets_everything<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 18).await;
+    emit(&*store, record.id(), AppendTarget::Standalone, 1).await.unwrap();
+    store.remove(record.id()).await.unwrap();
+    assert!(store.load(record.id()).await.unwrap().is_none());
+    assert!(matches!(
+        emit(&*store, record.id(), AppendTarget::Standalone, 2).await,
+        Err(Error::SessionUnknown)
+    ));
+    assert!(store.sessions().await.unwrap().is_empty());
+}

@@ -1,0 +1,126 @@
+//! A wrapper that makes any store fail on demand, for testing what callers do when a write
+//! does not happen (or happens but is not acknowledged).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, Timestamp};
+
+use crate::{Error, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
+
+/// A failure to inject into the next matching call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The next append fails before anything is stored (a failed write or full disk).
+    Append,
+    /// The next append is stored but the caller gets an error (the acknowledgement is lost,
+    /// as after a crash between commit and reply).
+    AppendUnacknowledged,
+    /// The next compare-and-set fails before anything is written.
+    CompareAndSet,
+    /// The next load fails.
+    Load,
+    /// The next read fails.
+    Read,
+}
+
+/// Any [`Store`], with failures injected by [`FaultyStore::inject`].
+#[derive(Clone, Debug)]
+pub struct FaultyStore<S> {
+    inner: S,
+    faults: Arc<Mutex<VecDeque<Fault>>>,
+}
+
+impl<S: Store> FaultyStore<S> {
+    /// Wrap `inner`; no fault is armed.
+    pub fn new(inner: S) -> Self {
+        Self { inner, faults: Arc::default() }
+    }
+
+    /// Arm `fault` for the next matching call (faults of one kind fire in order).
+    pub fn inject(&self, fault: Fault) {
+        if let Ok(mut f) = self.faults.lock() {
+            f.push_back(fault);
+        }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    fn take(&self, kinds: &[Fault]) -> Option<Fault> {
+        let mut faults = self.faults.lock().ok()?;
+        let i = faults.iter().position(|f| kinds.contains(f))?;
+        faults.remove(i)
+    }
+}
+
+fn injected(what: &str) -> Error {
+    Error::Backend(format!("injected fault: {what}"))
+}
+
+impl<S: Store> Store for FaultyStore<S> {
+    async fn create(&self, record: SessionRecord) -> Result<Version> {
+        self.inner.create(record).await
+    }
+
+    async fn load(&self, id: SessionId) -> Result<Option<Versioned<SessionRecord>>> {
+        if self.take(&[Fault::Load]).is_some() {
+            return Err(injected("load"));
+        }
+        self.inner.load(id).await
+    }
+
+    async fn compare_and_set(&self, expected: Version, record: SessionRecord) -> Result<Option<Version>> {
+        if self.take(&[Fault::CompareAndSet]).is_some() {
+            return Err(injected("compare_and_set"));
+        }
+        self.inner.compare_and_set(expected, record).await
+    }
+
+    async fn append(
+        &self,
+        session: SessionId,
+        target: AppendTarget,
+        payload: Bytes,
+        complete: bool,
+        now: Timestamp,
+        limits: &Limits,
+    ) -> Result<EventId> {
+        match self.take(&[Fault::Append, Fault::AppendUnacknowledged]) {
+            Some(Fault::Append) => Err(injected("append")),
+            Some(_) => {
+                self.inner.append(session, target, payload, complete, now, limits).await?;
+                Err(injected("append acknowledgement"))
+            }
+            None => self.inner.append(session, target, payload, complete, now, limits).await,
+        }
+    }
+
+    async fn read(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        after: Seq,
+        max: usize,
+    ) -> Result<Vec<StoredEvent>> {
+        if self.take(&[Fault::Read]).is_some() {
+            return Err(injected("read"));
+        }
+        self.inner.read(session, stream, after, max).await
+    }
+
+    async fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
+        self.inner.watch(session, stream).await
+    }
+
+    async fn remove(&self, id: SessionId) -> Result<()> {
+        self.inner.remove(id).await
+    }
+
+    async fn sessions(&self) -> Result<Vec<SessionId>> {
+        self.inner.sessions().await
+    }
+}

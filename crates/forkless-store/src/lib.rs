@@ -1,0 +1,283 @@
+//! # forkless-store: where sessions and event logs live
+//!
+//! This crate owns the [`Store`] trait, the promises every backend keeps, the in-memory
+//! backend ([`MemoryStore`]), the conformance suite every backend must pass
+//! ([`conformance`], behind the `conformance` feature) and a fault-injecting wrapper
+//! ([`FaultyStore`]).
+//!
+//! It does not decide anything: every decision is made by `forkless-core` on a
+//! [`SessionRecord`] snapshot, and the store applies the result with compare-and-set
+//! ([`transact`]). So the same Rust code decides for every backend, and two writers racing on
+//! one session cannot both win.
+//!
+//! ## The promises
+//!
+//! 1. **Versioned snapshots.** [`Store::load`] returns a record with its [`Version`];
+//!    [`Store::compare_and_set`] replaces it only if the version is unchanged, and bumps it.
+//! 2. **Atomic append.** [`Store::append`] runs [`SessionRecord::append`] (the fencing and
+//!    ended checks, and `seq = high-water + 1`) and stores the payload in one atomic step, then
+//!    applies retention. An append on a fenced stream or ended session returns the typed error
+//!    and stores nothing. An append bumps the record's version.
+//! 3. **Reads from any cursor.** [`Store::read`] returns the events after a cursor in order,
+//!    without gaps, or [`Error::Evicted`] when retention dropped some of them.
+//! 4. **Wake-ups without polling.** [`Store::watch`] hands out a [`StreamWatch`] that wakes on
+//!    every append, attach (epoch change), completion and fence of its stream.
+//! 5. **Ended sessions drop their events.** Once a record is written in the ended state its
+//!    logs are dropped; the record stays as a tombstone (so the server can answer 404 with the
+//!    reason) until [`Store::remove`].
+
+use core::fmt;
+use core::future::Future;
+
+use bytes::Bytes;
+use forkless_core::{
+    AppendTarget, EndReason, Epoch, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, StreamState,
+    Timestamp,
+};
+
+mod faulty;
+mod memory;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use faulty::{Fault, FaultyStore};
+pub use memory::MemoryStore;
+
+/// The version of a stored [`SessionRecord`], bumped by every successful write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version(u64);
+
+impl Version {
+    /// The version of a freshly created record.
+    pub const INITIAL: Self = Self(1);
+
+    /// The version `n`.
+    pub const fn new(n: u64) -> Self {
+        Self(n)
+    }
+
+    /// The number.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The following version.
+    pub const fn next(self) -> Self {
+        Self(self.0 + 1)
+    }
+}
+
+/// A value together with the version it was read at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versioned<T> {
+    /// The version.
+    pub version: Version,
+    /// The value.
+    pub value: T,
+}
+
+/// One stored event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// Its position in its stream.
+    pub seq: Seq,
+    /// The serialized JSON-RPC message.
+    pub payload: Bytes,
+}
+
+/// How a stream's delivery ends, as seen by a watcher.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamEnd {
+    /// The final event was appended; deliver up to the high-water mark, then end.
+    Completed,
+    /// Fenced: stop before the next write.
+    Fenced,
+}
+
+/// What a writer needs to know about its stream, published on every change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamSignal {
+    /// Seq of the last appended event.
+    pub high_water: Seq,
+    /// The current attach epoch.
+    pub epoch: Epoch,
+    /// Whether and how the stream ended.
+    pub end: Option<StreamEnd>,
+}
+
+impl StreamSignal {
+    /// The signal of a stream's current metadata.
+    pub fn of(stream: &forkless_core::Stream) -> Self {
+        let end = match stream.state() {
+            StreamState::Open(_) => None,
+            StreamState::Completed(_) => Some(StreamEnd::Completed),
+            StreamState::Fenced(_) => Some(StreamEnd::Fenced),
+        };
+        Self { high_water: stream.high_water(), epoch: stream.epoch(), end }
+    }
+}
+
+/// A subscription to one stream's [`StreamSignal`]. Wakes without polling.
+#[derive(Debug)]
+pub struct StreamWatch {
+    rx: tokio::sync::watch::Receiver<StreamSignal>,
+}
+
+impl StreamWatch {
+    /// A watch over a channel a store publishes to.
+    pub fn new(rx: tokio::sync::watch::Receiver<StreamSignal>) -> Self {
+        Self { rx }
+    }
+
+    /// The latest signal.
+    pub fn current(&self) -> StreamSignal {
+        *self.rx.borrow()
+    }
+
+    /// Wait for the next change and return it. If the store dropped the stream, this returns
+    /// a fenced signal, so a writer always stops.
+    pub async fn changed(&mut self) -> StreamSignal {
+        match self.rx.changed().await {
+            Ok(()) => *self.rx.borrow_and_update(),
+            Err(_) => StreamSignal { end: Some(StreamEnd::Fenced), ..*self.rx.borrow() },
+        }
+    }
+
+    /// Mark the current value as seen.
+    pub fn mark_seen(&mut self) -> StreamSignal {
+        *self.rx.borrow_and_update()
+    }
+}
+
+/// Everything that can go wrong in a store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The core refused the transition (fenced stream, ended session, limits, ...).
+    #[error(transparent)]
+    Core(#[from] forkless_core::Error),
+    /// No session with this id (never existed, or removed).
+    #[error("unknown session")]
+    SessionUnknown,
+    /// A session with this id already exists.
+    #[error("session already exists")]
+    SessionExists,
+    /// The stream is not part of the session.
+    #[error("unknown stream")]
+    StreamUnknown,
+    /// Events after the cursor were evicted; the oldest retained seq is `low_water`.
+    #[error("events after the cursor were evicted (oldest retained is {low_water})")]
+    Evicted {
+        /// The stream's low-water mark.
+        low_water: Seq,
+    },
+    /// Compare-and-set kept losing to concurrent writers.
+    #[error("gave up after {attempts} compare-and-set conflicts")]
+    Contended {
+        /// How many times it tried.
+        attempts: u32,
+    },
+    /// The backend failed (I/O, connection, disk full). Nothing was applied.
+    #[error("store backend failed: {0}")]
+    Backend(String),
+    /// The backend cannot vouch for its state after an earlier failure and refuses work.
+    #[error("store is poisoned after an earlier failure: {0}")]
+    Poisoned(String),
+    /// Persisted data is of an unknown format version or unreadable.
+    #[error("stored data is unreadable: {0}")]
+    Corrupt(String),
+}
+
+impl Error {
+    /// The session's end reason, when the error says it ended.
+    pub fn ended(&self) -> Option<EndReason> {
+        match self {
+            Self::Core(forkless_core::Error::SessionEnded { reason }) => Some(*reason),
+            _ => None,
+        }
+    }
+}
+
+/// The result type of store operations.
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+/// A backend for sessions and event logs. See the crate docs for the promises every method
+/// keeps; [`conformance::run_all`] checks them.
+pub trait Store: Send + Sync + 'static {
+    /// Insert a new record (version [`Version::INITIAL`]). [`Error::SessionExists`] if taken.
+    fn create(&self, record: SessionRecord) -> impl Future<Output = Result<Version>> + Send;
+
+    /// The record and its version; `None` if unknown or removed. Ended records are returned.
+    fn load(&self, id: SessionId) -> impl Future<Output = Result<Option<Versioned<SessionRecord>>>> + Send;
+
+    /// Replace the record if its stored version is still `expected`. Returns the new version,
+    /// or `None` when another writer got there first (nothing written). Logs of streams the
+    /// new record no longer holds are dropped, as are all logs of an ended record; watchers
+    /// of changed streams are woken.
+    fn compare_and_set(
+        &self,
+        expected: Version,
+        record: SessionRecord,
+    ) -> impl Future<Output = Result<Option<Version>>> + Send;
+
+    /// Append `payload` to `target` (see promise 2); `complete` makes it the final event.
+    fn append(
+        &self,
+        session: SessionId,
+        target: AppendTarget,
+        payload: Bytes,
+        complete: bool,
+        now: Timestamp,
+        limits: &Limits,
+    ) -> impl Future<Output = Result<EventId>> + Send;
+
+    /// Up to `max` events of `stream` with seq greater than `after`, in order.
+    fn read(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        after: Seq,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<StoredEvent>>> + Send;
+
+    /// Subscribe to `stream`'s signal.
+    fn watch(&self, session: SessionId, stream: StreamId)
+    -> impl Future<Output = Result<StreamWatch>> + Send;
+
+    /// Forget a session and everything it holds.
+    fn remove(&self, id: SessionId) -> impl Future<Output = Result<()>> + Send;
+
+    /// Ids of every stored session (for sweeps and recovery).
+    fn sessions(&self) -> impl Future<Output = Result<Vec<SessionId>>> + Send;
+}
+
+/// How many times [`transact`] retries a lost compare-and-set before giving up.
+pub const MAX_CAS_ATTEMPTS: u32 = 64;
+
+/// Load `id`, run `f` on the snapshot, and write the result back by compare-and-set,
+/// retrying on conflict. `f` must be a pure function of the record (it may run several
+/// times). If `f` fails, nothing is written. Returns `f`'s value and the new version.
+pub async fn transact<S, R, F>(store: &S, id: SessionId, mut f: F) -> Result<(R, Version)>
+where
+    S: Store + ?Sized,
+    F: FnMut(&mut SessionRecord) -> Result<R, forkless_core::Error> + Send,
+    R: Send,
+{
+    for _ in 0..MAX_CAS_ATTEMPTS {
+        let Some(Versioned { version, mut value }) = store.load(id).await? else {
+            return Err(Error::SessionUnknown);
+        };
+        let out = f(&mut value)?;
+        if let Some(v) = store.compare_and_set(version, value).await? {
+            return Ok((out, v));
+        }
+    }
+    Err(Error::Contended { attempts: MAX_CAS_ATTEMPTS })
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}", self.0)
+    }
+}
