@@ -16,7 +16,7 @@ use crate::decision::{ConflictReason, Decision, GetRequest, OpenNew, RejectReaso
 use crate::error::{EndReason, Error};
 use crate::id::{EntropySource, Epoch, EventId, Seq, SessionId, StreamId};
 use crate::revision::Revision;
-use crate::stream::{FenceCause, Stream, StreamKind};
+use crate::stream::{FenceCause, Stream, StreamKind, StreamState};
 use crate::time::Timestamp;
 use alloc_free::StreamMap;
 
@@ -434,9 +434,15 @@ impl SessionRecord {
                 tick.evicted.push(s.id());
             }
         }
-        // Fenced streams have no use once nobody can attach to them.
-        let fenced: Vec<StreamId> =
-            self.streams.iter().filter(|s| s.is_fenced() && s.id() != standalone).map(Stream::id).collect();
+        // A fenced stream's metadata is kept for `ttl` so a late resume still gets the precise
+        // `stream_fenced` (row 8) rather than `stream_unknown`; then it is dropped.
+        let fenced: Vec<StreamId> = self
+            .streams
+            .iter()
+            .filter(|s| s.id() != standalone)
+            .filter(|s| matches!(s.state(), StreamState::Fenced(f) if now.saturating_since(f.at) >= ttl))
+            .map(Stream::id)
+            .collect();
         for id in tick.dropped.iter().chain(&fenced) {
             self.streams.remove(*id);
         }

@@ -342,8 +342,12 @@ impl Stream {
         }
     }
 
-    /// The next instant at which time alone changes this stream (liveness or TTL).
+    /// The next instant at which time alone changes this stream (liveness, TTL, or dropping a
+    /// fenced stream's metadata).
     pub fn next_deadline(&self, ttl: Duration) -> Option<Timestamp> {
+        if let StreamState::Fenced(f) = self.state {
+            return Some(f.at.saturating_add(ttl));
+        }
         match self.attachment()? {
             Attachment::Attached(a) => Some(a.deadline),
             Attachment::Detached(_) => self.idle_since().map(|t| t.saturating_add(ttl)),
