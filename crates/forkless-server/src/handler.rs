@@ -1,0 +1,522 @@
+//! The application's side of the server: the [`Handler`] trait and the handles it gets to talk
+//! back to the client ([`RequestContext`], [`SessionHandle`]).
+//!
+//! This module owns the API a handler sees and the in-process session state those handles
+//! reach (pending server-to-client requests, cancellation tokens, the session's end). It does
+//! not own HTTP, the SSE wire format or any decision about streams: every event a handle emits
+//! is appended to the store, and the core decides whether that is allowed (a fenced stream or
+//! ended session is a typed [`SendError`], never a redirect and never a silent drop).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use forkless_core::{AppendTarget, EndReason, EventId, Revision, SessionId, StreamId};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// A JSON-RPC error object, as a handler returns it and as the client may answer with it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RpcError {
+    /// The JSON-RPC error code.
+    pub code: i64,
+    /// A short description.
+    pub message: String,
+    /// Optional structured detail.
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// JSON-RPC: the method does not exist.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// JSON-RPC: invalid method parameters.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// JSON-RPC: internal error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+
+    /// An error with `code` and `message` and no data.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), data: None }
+    }
+
+    /// The same error carrying `data`.
+    pub fn with_data(self, data: Value) -> Self {
+        Self { data: Some(data), ..self }
+    }
+
+    /// -32601 for `method`.
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(Self::METHOD_NOT_FOUND, format!("method not found: {method}"))
+    }
+
+    /// -32602.
+    pub fn invalid_params(msg: impl Into<String>) -> Self {
+        Self::new(Self::INVALID_PARAMS, msg)
+    }
+
+    /// -32603.
+    pub fn internal(msg: impl Into<String>) -> Self {
+        Self::new(Self::INTERNAL_ERROR, msg)
+    }
+
+    /// The JSON-RPC `error` object.
+    pub fn to_json(&self) -> Value {
+        let mut obj = json!({ "code": self.code, "message": self.message });
+        if let Some(data) = &self.data {
+            obj["data"] = data.clone();
+        }
+        obj
+    }
+
+    /// Read an `error` object sent by the client; anything malformed becomes an internal error
+    /// that says so.
+    pub(crate) fn from_json(v: &Value) -> Self {
+        let code = v.get("code").and_then(Value::as_i64);
+        let message = v.get("message").and_then(Value::as_str);
+        match (code, message) {
+            (Some(code), Some(message)) => {
+                Self { code, message: message.to_owned(), data: v.get("data").cloned() }
+            }
+            _ => Self::internal("the client answered with a malformed error object").with_data(v.clone()),
+        }
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JSON-RPC error {}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+/// What the server says about itself in the `initialize` result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerInfo {
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+    /// `capabilities` (an object); the server adds `experimental["forkless/resume"]`.
+    pub capabilities: Value,
+    /// `instructions`, if any.
+    pub instructions: Option<String>,
+}
+
+/// The application logic behind the MCP endpoint.
+pub trait Handler: Send + Sync + 'static {
+    /// serverInfo / capabilities / instructions for initialize results.
+    fn info(&self) -> ServerInfo;
+
+    /// A client request other than initialize and ping (which the server answers itself).
+    /// Runs in its own task; not cancelled when the client disconnects (2025 revisions).
+    fn handle_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        ctx: RequestContext,
+    ) -> impl Future<Output = Result<Value, RpcError>> + Send;
+
+    /// A client notification other than notifications/initialized and notifications/cancelled.
+    fn handle_notification(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        session: SessionHandle,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (method, params, session);
+        async {}
+    }
+}
+
+/// Why a message from the handler could not be delivered (or a server-to-client request
+/// got no result).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The session has ended; nothing more reaches this client.
+    #[error("session ended ({})", reason.as_str())]
+    SessionEnded {
+        /// Why it ended.
+        reason: EndReason,
+    },
+    /// The target stream was fenced; events are never redirected to another stream.
+    #[error("stream is fenced")]
+    StreamFenced,
+    /// The target stream already carried its final event (the response).
+    #[error("stream is completed")]
+    StreamCompleted,
+    /// The store refused or failed the append (limits, backend failure).
+    #[error("store: {0}")]
+    Store(String),
+    /// The client answered the server-to-client request with an error.
+    #[error("client answered with {0}")]
+    Rejected(RpcError),
+    /// The request this context belongs to was cancelled (or its connection closed, 2026).
+    #[error("request cancelled")]
+    Cancelled,
+    /// 2026-07-28: no sessions, no standalone stream, no server-to-client requests.
+    #[error("not available in the stateless revision")]
+    Stateless,
+}
+
+impl SendError {
+    /// The typed error for a store failure on an append.
+    pub(crate) fn from_store(e: forkless_store::Error) -> Self {
+        use forkless_core::Error as Core;
+        match e {
+            forkless_store::Error::Core(Core::SessionEnded { reason }) => Self::SessionEnded { reason },
+            forkless_store::Error::Core(Core::StreamFenced) => Self::StreamFenced,
+            forkless_store::Error::Core(Core::StreamCompleted) => Self::StreamCompleted,
+            forkless_store::Error::Core(Core::Stateless) => Self::Stateless,
+            other => Self::Store(other.to_string()),
+        }
+    }
+}
+
+/// A boxed, sendable future (the type-erased store calls handles make).
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The store operations a handle needs, erased over the store type so that handles are not
+/// generic. Implemented by the server for every `S: Store`.
+pub(crate) trait Outbox: Send + Sync + 'static {
+    /// Append one serialized message; `complete` makes it the stream's final event.
+    fn append(
+        &self,
+        session: SessionId,
+        target: AppendTarget,
+        payload: Bytes,
+        complete: bool,
+    ) -> BoxFuture<'_, Result<EventId, SendError>>;
+    /// Complete a request stream without a final event (its request was cancelled).
+    fn complete(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<(), SendError>>;
+}
+
+/// The in-process state of one session: what handles reach and what teardown clears.
+pub(crate) struct SessionShared {
+    pub(crate) id: SessionId,
+    pub(crate) revision: Revision,
+    pub(crate) client_capabilities: Value,
+    pub(crate) client_info: Value,
+    /// `None` for a stateless (2026-07-28) request.
+    pub(crate) outbox: Option<Arc<dyn Outbox>>,
+    /// Cancelled when the session ends here (or the server shuts down); every request's token
+    /// is a child of it.
+    pub(crate) cancel: CancellationToken,
+    ended: OnceLock<EndReason>,
+    next_outgoing_id: AtomicU64,
+    /// Server-to-client requests awaiting the client's response, by JSON id.
+    pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, SendError>>>>,
+    /// Client requests in flight, by JSON id, for `notifications/cancelled`.
+    in_flight: Mutex<HashMap<String, CancellationToken>>,
+}
+
+impl fmt::Debug for SessionShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionShared")
+            .field("id", &self.id)
+            .field("revision", &self.revision)
+            .field("ended", &self.ended.get())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The key of a JSON-RPC id in the maps above (ids are strings or numbers).
+pub(crate) fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+impl SessionShared {
+    pub(crate) fn new(
+        id: SessionId,
+        revision: Revision,
+        client_capabilities: Value,
+        client_info: Value,
+        outbox: Option<Arc<dyn Outbox>>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            id,
+            revision,
+            client_capabilities,
+            client_info,
+            outbox,
+            cancel,
+            ended: OnceLock::new(),
+            next_outgoing_id: AtomicU64::new(1),
+            pending: Mutex::default(),
+            in_flight: Mutex::default(),
+        }
+    }
+
+    /// Why the session ended in this process, if it did.
+    pub(crate) fn ended(&self) -> Option<EndReason> {
+        self.ended.get().copied()
+    }
+
+    /// Tear down: record the reason, cancel every request, fail every pending
+    /// server-to-client request. Idempotent; the first reason wins.
+    pub(crate) fn end(&self, reason: EndReason) {
+        let _ = self.ended.set(reason);
+        let reason = self.ended().unwrap_or(reason);
+        self.cancel.cancel();
+        let pending: Vec<_> = lock(&self.pending).drain().collect();
+        for (_, tx) in pending {
+            let _ = tx.send(Err(SendError::SessionEnded { reason }));
+        }
+        lock(&self.in_flight).clear();
+    }
+
+    /// A client request starts: its cancellation token, registered under its id.
+    pub(crate) fn begin_request(&self, id: &Value) -> CancellationToken {
+        let token = self.cancel.child_token();
+        lock(&self.in_flight).insert(id_key(id), token.clone());
+        token
+    }
+
+    /// A client request finished.
+    pub(crate) fn finish_request(&self, id: &Value) {
+        lock(&self.in_flight).remove(&id_key(id));
+    }
+
+    /// `notifications/cancelled` for `id`; false if no such request is in flight.
+    pub(crate) fn cancel_request(&self, id: &Value) -> bool {
+        match lock(&self.in_flight).get(&id_key(id)) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The client answered a server-to-client request; false if nobody waits for `id`.
+    pub(crate) fn resolve(&self, id: &Value, outcome: Result<Value, RpcError>) -> bool {
+        let Some(tx) = lock(&self.pending).remove(&id_key(id)) else { return false };
+        let _ = tx.send(outcome.map_err(SendError::Rejected));
+        true
+    }
+
+    fn check_open(&self) -> Result<&Arc<dyn Outbox>, SendError> {
+        if let Some(reason) = self.ended() {
+            return Err(SendError::SessionEnded { reason });
+        }
+        self.outbox.as_ref().ok_or(SendError::Stateless)
+    }
+
+    async fn append(&self, target: AppendTarget, message: &Value, complete: bool) -> Result<(), SendError> {
+        let outbox = self.check_open()?;
+        let payload = Bytes::from(message.to_string());
+        let out = outbox.append(self.id, target, payload, complete).await;
+        if let Err(SendError::SessionEnded { reason }) = &out {
+            self.end(*reason);
+        }
+        out.map(|_| ())
+    }
+
+    /// Send a server-to-client request on `target` and wait for the client's answer (or
+    /// `cancel`).
+    async fn request(
+        &self,
+        target: AppendTarget,
+        method: &str,
+        params: Value,
+        cancel: &CancellationToken,
+    ) -> Result<Value, SendError> {
+        self.check_open()?;
+        let id = Value::from(self.next_outgoing_id.fetch_add(1, Ordering::Relaxed));
+        let key = id_key(&id);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(key.clone(), tx);
+        // Registered before the append: the client may answer before the append returns.
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        if let Err(e) = self.append(target, &message, false).await {
+            lock(&self.pending).remove(&key);
+            return Err(e);
+        }
+        tokio::select! {
+            outcome = rx => outcome.unwrap_or_else(|_| Err(self.ended_error())),
+            () = cancel.cancelled() => {
+                lock(&self.pending).remove(&key);
+                Err(self.ended().map_or(SendError::Cancelled, |reason| SendError::SessionEnded { reason }))
+            }
+        }
+    }
+
+    fn ended_error(&self) -> SendError {
+        self.ended().map_or(SendError::Cancelled, |reason| SendError::SessionEnded { reason })
+    }
+}
+
+/// A poisoned map only means another task panicked mid-insert; the map itself is still sound.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A session, as a handler sees it: who the client is, and its standalone stream.
+#[derive(Clone)]
+pub struct SessionHandle {
+    pub(crate) shared: Arc<SessionShared>,
+}
+
+impl fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("SessionHandle").field(&self.shared).finish()
+    }
+}
+
+impl SessionHandle {
+    /// The session id (for a stateless 2026-07-28 request: a fresh id that names nothing).
+    pub fn id(&self) -> SessionId {
+        self.shared.id
+    }
+
+    /// The negotiated revision.
+    pub fn revision(&self) -> Revision {
+        self.shared.revision
+    }
+
+    /// The client's `capabilities` from initialize (`null` when not known).
+    pub fn client_capabilities(&self) -> &Value {
+        &self.shared.client_capabilities
+    }
+
+    /// The client's `clientInfo` from initialize (`null` when not known).
+    pub fn client_info(&self) -> &Value {
+        &self.shared.client_info
+    }
+
+    /// Why the session ended, if this process knows it did.
+    pub fn ended(&self) -> Option<EndReason> {
+        self.shared.ended()
+    }
+
+    /// A notification on the session's standalone GET stream (kept until the client opens or
+    /// resumes it).
+    pub async fn notify(&self, method: &str, params: Value) -> Result<(), SendError> {
+        let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+        self.shared.append(AppendTarget::Standalone, &message, false).await
+    }
+
+    /// A server-to-client request on the standalone stream; resolves with the client's result.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, SendError> {
+        let cancel = self.shared.cancel.clone();
+        self.shared.request(AppendTarget::Standalone, method, params, &cancel).await
+    }
+}
+
+/// Where a request's own messages go.
+#[derive(Clone, Debug)]
+pub(crate) enum Outlet {
+    /// The request is answered with SSE: its stream in the store.
+    Stream(StreamId),
+    /// The request is answered with JSON: the session's standalone stream.
+    Standalone,
+    /// A stateless (2026-07-28) request answered with SSE: straight to its connection.
+    Direct(mpsc::Sender<Value>),
+    /// A stateless request answered with JSON: nowhere to send anything before the answer.
+    Nowhere,
+}
+
+/// One client request, as its handler sees it.
+#[derive(Clone)]
+pub struct RequestContext {
+    pub(crate) session: SessionHandle,
+    pub(crate) request_id: Value,
+    pub(crate) progress_token: Option<Value>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) outlet: Outlet,
+}
+
+impl fmt::Debug for RequestContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestContext")
+            .field("session", &self.session.id())
+            .field("request_id", &self.request_id)
+            .field("outlet", &self.outlet)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RequestContext {
+    /// The session this request belongs to.
+    pub fn session(&self) -> &SessionHandle {
+        &self.session
+    }
+
+    /// The JSON-RPC id of the request.
+    pub fn request_id(&self) -> &Value {
+        &self.request_id
+    }
+
+    /// `params._meta.progressToken`, if the client sent one.
+    pub fn progress_token(&self) -> Option<&Value> {
+        self.progress_token.as_ref()
+    }
+
+    /// Cancelled by `notifications/cancelled` for this request, by the end of the session, by
+    /// server shutdown, and (2026-07-28 only) by the client closing the response stream.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// A notification on this request's stream (its SSE stream; when the request is answered
+    /// as JSON it goes to the session's standalone stream).
+    pub async fn notify(&self, method: &str, params: Value) -> Result<(), SendError> {
+        let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+        match &self.outlet {
+            Outlet::Stream(id) => {
+                self.session.shared.append(AppendTarget::Stream(*id), &message, false).await
+            }
+            Outlet::Standalone => self.session.shared.append(AppendTarget::Standalone, &message, false).await,
+            Outlet::Direct(tx) => {
+                if self.cancel.is_cancelled() {
+                    return Err(SendError::Cancelled);
+                }
+                tx.send(message).await.map_err(|_| SendError::Cancelled)
+            }
+            Outlet::Nowhere => Err(SendError::Stateless),
+        }
+    }
+
+    /// `notifications/progress` with this request's progressToken; `Ok(())` and nothing sent
+    /// when the request had none.
+    pub async fn progress(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<&str>,
+    ) -> Result<(), SendError> {
+        let Some(token) = &self.progress_token else { return Ok(()) };
+        let mut params = json!({ "progressToken": token, "progress": progress });
+        if let Some(total) = total {
+            params["total"] = json!(total);
+        }
+        if let Some(message) = message {
+            params["message"] = json!(message);
+        }
+        self.notify("notifications/progress", params).await
+    }
+
+    /// `notifications/message` with `level` and `data`.
+    pub async fn log(&self, level: &str, data: Value) -> Result<(), SendError> {
+        self.notify("notifications/message", json!({ "level": level, "data": data })).await
+    }
+
+    /// A server-to-client request (sampling/createMessage, elicitation/create, roots/list) on
+    /// this request's stream; resolves with the client's result (the client POSTs the
+    /// JSON-RPC response).
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, SendError> {
+        let target = match &self.outlet {
+            Outlet::Stream(id) => AppendTarget::Stream(*id),
+            Outlet::Standalone => AppendTarget::Standalone,
+            Outlet::Direct(_) | Outlet::Nowhere => return Err(SendError::Stateless),
+        };
+        self.session.shared.request(target, method, params, &self.cancel).await
+    }
+}
