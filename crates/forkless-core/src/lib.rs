@@ -74,6 +74,11 @@ pub use error::{EndReason, Error};
 pub use id::OsEntropy;
 pub use id::{EntropySource, Epoch, EventId, IdError, SeededEntropy, Seq, SessionId, StreamId};
 pub use revision::{Revision, UnsupportedRevision};
-pub use session::{AppendTarget, GetOutcome, Grant, NewSession, Session, SessionRecord, SessionState, Tick};
-pub use stream::{Attachment, FenceCause, Stream, StreamKind, StreamState};
+pub use session::{
+    Active, AppendTarget, Ended, GetOutcome, Grant, NewSession, Session, SessionRecord, SessionState, Tick,
+};
+pub use stream::{
+    Attached, Attachment, Completed, Detached, FenceCause, Fenced, Label, Open, Stream, StreamKind,
+    StreamState,
+};
 pub use time::Timestamp;

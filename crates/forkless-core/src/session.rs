@@ -16,7 +16,7 @@ use crate::decision::{ConflictReason, Decision, GetRequest, OpenNew, RejectReaso
 use crate::error::{EndReason, Error};
 use crate::id::{EntropySource, Epoch, EventId, Seq, SessionId, StreamId};
 use crate::revision::Revision;
-use crate::stream::{FenceCause, Stream, StreamKind, StreamState};
+use crate::stream::{FenceCause, Label, Stream, StreamKind, StreamState};
 use crate::time::Timestamp;
 use alloc_free::StreamMap;
 
@@ -309,9 +309,20 @@ impl SessionRecord {
         now: Timestamp,
         cfg: &Config,
     ) -> Result<Grant, Error> {
+        self.open_labeled_request_stream(id, None, now, cfg)
+    }
+
+    /// [`Self::open_request_stream`], tagging the stream with `label` (see [`Label`]).
+    pub fn open_labeled_request_stream(
+        &mut self,
+        id: StreamId,
+        label: Option<Label>,
+        now: Timestamp,
+        cfg: &Config,
+    ) -> Result<Grant, Error> {
         self.check_active()?;
         self.check_room(&cfg.limits)?;
-        if !self.streams.insert(Stream::new(id, StreamKind::Request, now)) {
+        if !self.streams.insert(Stream::new(id, StreamKind::Request, now).with_label(label)) {
             return Err(Error::StreamExists);
         }
         self.touch(now);
@@ -412,6 +423,20 @@ impl SessionRecord {
         self.retained_bytes = 0;
         self.session.state = SessionState::Ended(Ended { at: now, reason });
         Ok(())
+    }
+
+    /// The server restarted: no connection survived, so every attachment is detached (the
+    /// streams stay resumable). Returns the open request streams, whose handlers died with the
+    /// process; the caller answers each and completes it.
+    pub fn on_restart(&mut self, now: Timestamp) -> Vec<StreamId> {
+        let mut orphaned = Vec::new();
+        for s in self.streams.iter_mut() {
+            s.on_restart(now);
+            if s.kind() == StreamKind::Request && matches!(s.state(), StreamState::Open(_)) {
+                orphaned.push(s.id());
+            }
+        }
+        orphaned
     }
 
     /// Let time pass: expire liveness, apply stream time-to-live, end an idle session.

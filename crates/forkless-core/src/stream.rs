@@ -25,6 +25,39 @@ use crate::error::Error;
 use crate::id::{Epoch, Seq, StreamId};
 use crate::time::Timestamp;
 
+/// An opaque tag the shell attaches to a request stream (forkless-server stores the JSON-RPC
+/// request id), so that crash recovery can still answer the request. At most
+/// [`Label::CAPACITY`] bytes, stored inline so a [`Stream`] stays `Copy`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Label {
+    len: u8,
+    bytes: [u8; Label::CAPACITY],
+}
+
+impl Label {
+    /// The longest label.
+    pub const CAPACITY: usize = 62;
+
+    /// A label holding `bytes`, or `None` if they are longer than [`Self::CAPACITY`].
+    pub fn new(bytes: &[u8]) -> Option<Self> {
+        let len = u8::try_from(bytes.len()).ok().filter(|&l| usize::from(l) <= Self::CAPACITY)?;
+        let mut buf = [0u8; Self::CAPACITY];
+        buf[..bytes.len()].copy_from_slice(bytes);
+        Some(Self { len, bytes: buf })
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl core::fmt::Debug for Label {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Label({:?})", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
 /// Which kind of stream this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StreamKind {
@@ -113,6 +146,7 @@ pub struct Stream {
     epoch: Epoch,
     ever_attached: bool,
     state: StreamState,
+    label: Option<Label>,
 }
 
 /// What a successful append assigned.
@@ -136,7 +170,14 @@ impl Stream {
             epoch: Epoch::NONE,
             ever_attached: false,
             state: StreamState::Open(Open { attachment: Attachment::Detached(Detached { since: now }) }),
+            label: None,
         }
+    }
+
+    /// The same stream carrying `label`.
+    pub const fn with_label(mut self, label: Option<Label>) -> Self {
+        self.label = label;
+        self
     }
 
     /// Reassemble a stream from persisted fields (stores only). Inconsistent bounds are
@@ -153,7 +194,7 @@ impl Stream {
         state: StreamState,
     ) -> Self {
         let low_water = low_water.max(Seq::FIRST).min(high_water.next());
-        Self { id, kind, high_water, low_water, retained_bytes, epoch, ever_attached, state }
+        Self { id, kind, high_water, low_water, retained_bytes, epoch, ever_attached, state, label: None }
     }
 
     // ===== events =====
@@ -207,6 +248,15 @@ impl Stream {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// The process restarted: whatever was attached is gone (detached, not fenced).
+    pub fn on_restart(&mut self, now: Timestamp) {
+        if let Ok(attachment) = self.attachment_mut() {
+            if matches!(attachment, Attachment::Attached(_)) {
+                *attachment = Attachment::Detached(Detached { since: now });
+            }
         }
     }
 
@@ -294,6 +344,10 @@ impl Stream {
     /// Whether any connection ever attached.
     pub const fn ever_attached(&self) -> bool {
         self.ever_attached
+    }
+    /// The shell's tag, if any.
+    pub const fn label(&self) -> Option<&Label> {
+        self.label.as_ref()
     }
     /// The lifecycle state.
     pub const fn state(&self) -> &StreamState {
