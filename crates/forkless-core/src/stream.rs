@@ -253,10 +253,10 @@ impl Stream {
 
     /// The process restarted: whatever was attached is gone (detached, not fenced).
     pub fn on_restart(&mut self, now: Timestamp) {
-        if let Ok(attachment) = self.attachment_mut() {
-            if matches!(attachment, Attachment::Attached(_)) {
-                *attachment = Attachment::Detached(Detached { since: now });
-            }
+        if let Ok(attachment) = self.attachment_mut()
+            && matches!(attachment, Attachment::Attached(_))
+        {
+            *attachment = Attachment::Detached(Detached { since: now });
         }
     }
 
