@@ -1,0 +1,927 @@
+//! The async client: session lifecycle, requests and notifications, and the application API.
+//!
+//! Owns the session (initialize, `Mcp-Session-Id`, `MCP-Protocol-Version`, 404 handling and
+//! re-initialization), the table of requests awaiting a response, progress routing and the
+//! registry of live streams. It does not own the reading or resuming of SSE streams (that is
+//! `driver.rs`, around the state machine of `resume.rs`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use forkless_core::{EntropySource, OsEntropy, Revision, SeededEntropy};
+use reqwest::header::ACCEPT;
+use reqwest::{Response, StatusCode, Url};
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::backoff::RetryPolicy;
+use crate::driver::{self, StreamControl, StreamShared};
+use crate::error::Error;
+use crate::events::{ClientEvent, Notifications, Progress, RejectAll, ServerRequestHandler, StreamOrigin};
+use crate::http::{self, BodyKind};
+use crate::jsonrpc::{self, Incoming};
+use crate::resume::{ResumeHeaders, check_grace};
+use crate::stats::StreamStats;
+
+/// The capability key this client declares in `initialize` (PROTOCOL section 7).
+pub const RESUME_CAPABILITY: &str = "forkless/resume";
+
+/// Settings, with their defaults; see [`ClientBuilder`].
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) retry: RetryPolicy,
+    pub(crate) reinit_on_404: bool,
+    pub(crate) request_timeout: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) revision: Revision,
+    pub(crate) client_name: String,
+    pub(crate) client_version: String,
+    pub(crate) capabilities: Map<String, Value>,
+    pub(crate) declare_resume: bool,
+}
+
+/// Configures and creates a [`Client`].
+///
+/// ```no_run
+/// # async fn f() -> Result<(), forkless_client::Error> {
+/// use std::time::Duration;
+/// let client = forkless_client::Client::builder("http://127.0.0.1:8080/mcp")
+///     .retry_budget(Duration::from_secs(30))
+///     .reinit_on_404(true)
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
+pub struct ClientBuilder {
+    url: String,
+    http: Option<reqwest::Client>,
+    connect_timeout: Duration,
+    settings: Settings,
+    handler: Arc<dyn ServerRequestHandler>,
+    jitter_seed: Option<u64>,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder").field("url", &self.url).field("settings", &self.settings).finish()
+    }
+}
+
+impl ClientBuilder {
+    /// A builder for the MCP endpoint at `url` (point it at a proxy to inject faults).
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            http: None,
+            connect_timeout: Duration::from_secs(10),
+            settings: Settings {
+                retry: RetryPolicy::default(),
+                reinit_on_404: false,
+                request_timeout: None,
+                idle_timeout: Some(Duration::from_secs(60)),
+                revision: Revision::LATEST_WITH_SESSIONS,
+                client_name: "forkless-client".into(),
+                client_version: env!("CARGO_PKG_VERSION").into(),
+                capabilities: Map::new(),
+                declare_resume: true,
+            },
+            handler: Arc::new(RejectAll),
+            jitter_seed: None,
+        }
+    }
+
+    /// Use this `reqwest::Client` (custom TLS, proxies, connectors) instead of a default one.
+    pub fn http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = Some(http);
+        self
+    }
+
+    /// TCP connect timeout of the default HTTP client.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The whole reconnect pacing.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.settings.retry = policy;
+        self
+    }
+
+    /// Total time from losing a stream's connection to giving up. The server's grace window
+    /// must be shorter, or the client refuses it ([`Error::GraceTooLong`]).
+    pub fn retry_budget(mut self, budget: Duration) -> Self {
+        self.settings.retry.budget = budget;
+        self
+    }
+
+    /// First reconnect delay and the cap of the exponential backoff.
+    pub fn backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.settings.retry.initial = initial;
+        self.settings.retry.max_delay = max;
+        self
+    }
+
+    /// Re-initialize a new session when the server ends ours (404). Off by default: the
+    /// application sees [`Error::SessionEnded`] and decides.
+    pub fn reinit_on_404(mut self, on: bool) -> Self {
+        self.settings.reinit_on_404 = on;
+        self
+    }
+
+    /// Fail a request with [`Error::Timeout`] (and send `notifications/cancelled`) when it
+    /// takes longer than this. None by default.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.request_timeout = Some(timeout);
+        self
+    }
+
+    /// Treat an SSE connection that delivers no bytes (not even keep-alive comments) for this
+    /// long as lost and resume it. `None` disables the check. Default 60 s.
+    pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.settings.idle_timeout = timeout;
+        self
+    }
+
+    /// The protocol revision requested in `initialize` (default 2025-11-25).
+    pub fn protocol_revision(mut self, revision: Revision) -> Self {
+        self.settings.revision = revision;
+        self
+    }
+
+    /// `clientInfo` sent in `initialize`.
+    pub fn client_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.settings.client_name = name.into();
+        self.settings.client_version = version.into();
+        self
+    }
+
+    /// Declare a client capability (`sampling`, `elicitation`, `roots`, …) in `initialize`.
+    pub fn capability(mut self, name: impl Into<String>, value: Value) -> Self {
+        self.settings.capabilities.insert(name.into(), value);
+        self
+    }
+
+    /// Whether to declare `experimental["forkless/resume"]` (default true). Turning it off
+    /// makes a plain-specification client, for tests of servers' fallback paths.
+    pub fn declare_resume(mut self, on: bool) -> Self {
+        self.settings.declare_resume = on;
+        self
+    }
+
+    /// Who answers the server's requests (sampling, elicitation, roots). Default: reject all.
+    pub fn handler(mut self, handler: impl ServerRequestHandler) -> Self {
+        self.handler = Arc::new(handler);
+        self
+    }
+
+    /// Make backoff jitter deterministic (tests, simulations).
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter_seed = Some(seed);
+        self
+    }
+
+    /// Create the client without contacting the server; the first request initializes.
+    pub fn build(self) -> Result<Client, Error> {
+        let url = Url::parse(&self.url).map_err(|e| Error::InvalidUrl(format!("{}: {e}", self.url)))?;
+        if self.settings.retry.budget.is_zero() {
+            return Err(Error::InvalidSetting("retry budget must be positive"));
+        }
+        let http = match self.http {
+            Some(h) => h,
+            None => reqwest::Client::builder().connect_timeout(self.connect_timeout).build()?,
+        };
+        let entropy: Box<dyn EntropySource + Send> = match self.jitter_seed {
+            Some(seed) => Box::new(SeededEntropy::new(seed)),
+            None => Box::new(OsEntropy),
+        };
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        Ok(Client {
+            inner: Arc::new_cyclic(|me| Inner {
+                me: me.clone(),
+                http,
+                url,
+                settings: self.settings,
+                handler: self.handler,
+                session: Mutex::new(Session::default()),
+                init_lock: tokio::sync::Mutex::new(()),
+                closed: AtomicBool::new(false),
+                next_id: AtomicU64::new(1),
+                pending: Mutex::new(HashMap::new()),
+                progress: Mutex::new(HashMap::new()),
+                events_tx,
+                events_rx: Mutex::new(Some(events_rx)),
+                streams: Mutex::new(Streams::default()),
+                entropy: Mutex::new(entropy),
+            }),
+        })
+    }
+
+    /// Create the client and initialize a session.
+    pub async fn connect(self) -> Result<Client, Error> {
+        let client = self.build()?;
+        client.inner.ensure_session().await?;
+        Ok(client)
+    }
+}
+
+/// An MCP Streamable HTTP client that resumes SSE streams without forking them.
+///
+/// Cheap to clone; clones share the session. See the crate docs for the guarantees.
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl Client {
+    /// Connect to `url` with default settings and initialize a session.
+    pub async fn connect(url: impl Into<String>) -> Result<Self, Error> {
+        ClientBuilder::new(url).connect().await
+    }
+
+    /// A [`ClientBuilder`] for `url`.
+    pub fn builder(url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+
+    /// The current `Mcp-Session-Id`, if a session is active and the server assigned one.
+    pub fn session_id(&self) -> Option<String> {
+        let s = lock(&self.inner.session);
+        matches!(s.state, SessionState::Active).then(|| s.id.clone()).flatten()
+    }
+
+    /// The negotiated protocol revision of the current session.
+    pub fn revision(&self) -> Option<Revision> {
+        lock(&self.inner.session).revision
+    }
+
+    /// The `initialize` result of the current session (server info, capabilities, …).
+    pub fn server_info(&self) -> Option<Value> {
+        lock(&self.inner.session).init_result.clone()
+    }
+
+    /// The server's grace window, from `initialize` or the latest SSE response.
+    pub fn server_grace(&self) -> Option<Duration> {
+        lock(&self.inner.session).grace
+    }
+
+    /// Why the session ended, if it has (and has not been replaced).
+    pub fn session_error(&self) -> Option<Error> {
+        match &lock(&self.inner.session).state {
+            SessionState::Ended(e) => Some(e.clone()),
+            _ => None,
+        }
+    }
+
+    /// Send a request and wait for its response (JSON or SSE, resumed across drops).
+    pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, Error> {
+        self.inner.execute(method, params, None::<fn(Progress)>).await
+    }
+
+    /// Like [`Client::request`], with a progress token; `on_progress` sees every
+    /// `notifications/progress` for it.
+    pub async fn request_with_progress(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        on_progress: impl FnMut(Progress),
+    ) -> Result<Value, Error> {
+        self.inner.execute(method, params, Some(on_progress)).await
+    }
+
+    /// `tools/call`: returns the `CallToolResult` as JSON (inspect `isError` there).
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<Value, Error> {
+        self.request("tools/call", Some(json!({"name": name, "arguments": arguments}))).await
+    }
+
+    /// `tools/call` with progress reporting.
+    pub async fn call_tool_with_progress(
+        &self,
+        name: &str,
+        arguments: Value,
+        on_progress: impl FnMut(Progress),
+    ) -> Result<Value, Error> {
+        self.request_with_progress(
+            "tools/call",
+            Some(json!({"name": name, "arguments": arguments})),
+            on_progress,
+        )
+        .await
+    }
+
+    /// Send a notification (answered 202 by the server).
+    pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), Error> {
+        let view = self.inner.ensure_session().await?;
+        self.inner.send_one_way(&view, &jsonrpc::notification(method, params)).await
+    }
+
+    /// The event stream: server notifications and stream/session events. There is one per
+    /// client; a second call fails with [`Error::NotificationsTaken`].
+    pub fn notifications(&self) -> Result<Notifications, Error> {
+        lock(&self.inner.events_rx).take().map(Notifications::new).ok_or(Error::NotificationsTaken)
+    }
+
+    /// Open the session's standalone GET stream. Its messages arrive on
+    /// [`Client::notifications`]; it is resumed automatically when its connection drops.
+    pub async fn open_standalone(&self) -> Result<StreamControl, Error> {
+        let view = self.inner.ensure_session().await?;
+        driver::open_standalone(&self.inner, view).await
+    }
+
+    /// Live streams and the most recently finished ones, for inspection and fault injection.
+    pub fn streams(&self) -> Vec<StreamControl> {
+        let s = lock(&self.inner.streams);
+        s.live.iter().chain(s.finished.iter()).map(|sh| StreamControl::new(sh.clone())).collect()
+    }
+
+    /// Statistics summed over every stream this client has had.
+    pub fn stats(&self) -> StreamStats {
+        let s = lock(&self.inner.streams);
+        let mut total = s.retired.clone();
+        for sh in &s.live {
+            total.add(&sh.stats());
+        }
+        total
+    }
+
+    /// End the session (DELETE) and stop every stream. Requests in flight fail with
+    /// [`Error::Closed`]. A 405 (the server does not support DELETE) is not an error.
+    pub async fn close(&self) -> Result<(), Error> {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        let view = {
+            let s = lock(&self.inner.session);
+            matches!(s.state, SessionState::Active).then(|| s.view())
+        };
+        let Some(view) = view else { return Ok(()) };
+        self.inner.end_session(&view, Error::Closed);
+        self.inner.delete(&view).await
+    }
+}
+
+/// A snapshot of the session the caller works in. Streams keep the one they were opened in,
+/// so a stream of an ended session never talks to its successor.
+#[derive(Clone, Debug)]
+pub(crate) struct SessionView {
+    pub(crate) id: Option<String>,
+    pub(crate) revision: Option<Revision>,
+    pub(crate) generation: u64,
+    pub(crate) cancel: CancellationToken,
+}
+
+#[derive(Debug, Default)]
+enum SessionState {
+    #[default]
+    NotStarted,
+    Initializing,
+    Active,
+    Ended(Error),
+}
+
+#[derive(Debug, Default)]
+struct Session {
+    id: Option<String>,
+    revision: Option<Revision>,
+    init_result: Option<Value>,
+    grace: Option<Duration>,
+    state: SessionState,
+    generation: u64,
+    cancel: CancellationToken,
+}
+
+impl Session {
+    fn view(&self) -> SessionView {
+        SessionView {
+            id: self.id.clone(),
+            revision: self.revision,
+            generation: self.generation,
+            cancel: self.cancel.clone(),
+        }
+    }
+}
+
+type PendingTx = oneshot::Sender<Result<Value, Error>>;
+
+#[derive(Default)]
+pub(crate) struct Streams {
+    pub(crate) live: Vec<Arc<StreamShared>>,
+    pub(crate) finished: VecDeque<Arc<StreamShared>>,
+    pub(crate) retired: StreamStats,
+}
+
+pub(crate) struct Inner {
+    /// The `Arc` this lives in, for tasks that outlive a borrowed `&Inner`.
+    me: Weak<Inner>,
+    pub(crate) http: reqwest::Client,
+    pub(crate) url: Url,
+    pub(crate) settings: Settings,
+    handler: Arc<dyn ServerRequestHandler>,
+    session: Mutex<Session>,
+    init_lock: tokio::sync::Mutex<()>,
+    closed: AtomicBool,
+    next_id: AtomicU64,
+    /// Request id → (session generation, waiter).
+    pending: Mutex<HashMap<u64, (u64, PendingTx)>>,
+    /// Progress token → callback channel.
+    progress: Mutex<HashMap<String, mpsc::UnboundedSender<Progress>>>,
+    events_tx: mpsc::UnboundedSender<ClientEvent>,
+    events_rx: Mutex<Option<mpsc::UnboundedReceiver<ClientEvent>>>,
+    pub(crate) streams: Mutex<Streams>,
+    pub(crate) entropy: Mutex<Box<dyn EntropySource + Send>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("url", &self.url.as_str()).finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Removes a request's waiter and progress route when the request is done or abandoned.
+struct PendingGuard<'a> {
+    inner: &'a Inner,
+    id: u64,
+    token: Option<String>,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.inner.pending).remove(&self.id);
+        if let Some(t) = &self.token {
+            lock(&self.inner.progress).remove(t);
+        }
+    }
+}
+
+impl Inner {
+    pub(crate) fn emit(&self, event: ClientEvent) {
+        // The receiver may have been dropped by an application that does not want events.
+        let _ = self.events_tx.send(event);
+    }
+
+    /// The active session, initializing (or re-initializing, if configured) as needed.
+    pub(crate) async fn ensure_session(&self) -> Result<SessionView, Error> {
+        loop {
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(Error::Closed);
+            }
+            {
+                let s = lock(&self.session);
+                match &s.state {
+                    SessionState::Active => return Ok(s.view()),
+                    SessionState::Ended(e) if !self.settings.reinit_on_404 => return Err(e.clone()),
+                    _ => {}
+                }
+            }
+            let _serial = self.init_lock.lock().await;
+            let needs_init = {
+                let s = lock(&self.session);
+                !matches!(s.state, SessionState::Active)
+            };
+            if needs_init {
+                self.initialize().await?;
+            }
+        }
+    }
+
+    fn initialize_params(&self) -> Value {
+        let mut caps = self.settings.capabilities.clone();
+        if self.settings.declare_resume {
+            let experimental = caps.entry("experimental").or_insert_with(|| json!({}));
+            if let Some(obj) = experimental.as_object_mut() {
+                obj.insert(RESUME_CAPABILITY.into(), json!({"version": 1}));
+            }
+        }
+        json!({
+            "protocolVersion": self.settings.revision.as_str(),
+            "capabilities": caps,
+            "clientInfo": {"name": self.settings.client_name, "version": self.settings.client_version},
+        })
+    }
+
+    /// Run `initialize` + `notifications/initialized`. Called with `init_lock` held.
+    async fn initialize(&self) -> Result<(), Error> {
+        let provisional = {
+            let mut s = lock(&self.session);
+            let restarted = s.generation > 0;
+            s.generation += 1;
+            s.id = None;
+            s.revision = None;
+            s.init_result = None;
+            s.grace = None;
+            s.cancel = CancellationToken::new();
+            s.state = SessionState::Initializing;
+            (s.view(), restarted)
+        };
+        let (mut view, restarted) = provisional;
+        let result = self.initialize_exchange(&mut view).await;
+        let mut s = lock(&self.session);
+        if s.generation != view.generation {
+            return Err(Error::Closed);
+        }
+        match result {
+            Ok((result, revision, grace)) => {
+                s.id = view.id.clone();
+                s.revision = Some(revision);
+                s.init_result = Some(result);
+                s.grace = grace;
+                s.state = SessionState::Active;
+                drop(s);
+                if restarted {
+                    self.emit(ClientEvent::SessionStarted { session_id: view.id });
+                }
+                Ok(())
+            }
+            Err(e) => {
+                s.state = SessionState::Ended(e.clone());
+                s.cancel.cancel();
+                Err(e)
+            }
+        }
+    }
+
+    async fn initialize_exchange(
+        &self,
+        view: &mut SessionView,
+    ) -> Result<(Value, Revision, Option<Duration>), Error> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let body = jsonrpc::request(id, "initialize", Some(self.initialize_params()));
+        let (rx, guard) = self.register(id, view.generation, None);
+        let resp = self.post(view, &body).await?;
+        if resp.status().is_success() {
+            view.id = http::header(resp.headers(), http::SESSION_ID);
+            if let Some(id) = &view.id
+                && (id.is_empty() || !id.bytes().all(|b| (0x21..=0x7e).contains(&b)))
+            {
+                return Err(Error::Protocol(format!("Mcp-Session-Id {id:?} is not visible ASCII")));
+            }
+            lock(&self.session).id = view.id.clone();
+        }
+        let result = self.await_response(view, id, resp, rx, None::<(_, fn(Progress))>).await;
+        drop(guard);
+        let result = result?;
+        let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
+        let revision: Revision =
+            version.parse().map_err(|_| Error::UnsupportedRevision(version.to_owned()))?;
+        if !revision.has_sessions() && revision > self.settings.revision {
+            return Err(Error::UnsupportedRevision(version.to_owned()));
+        }
+        view.revision = Some(revision);
+        let grace = result
+            .pointer("/capabilities/experimental")
+            .and_then(|e| e.get(RESUME_CAPABILITY))
+            .and_then(|c| c.get("graceMs"))
+            .and_then(Value::as_u64)
+            .map(Duration::from_millis);
+        if let Some(grace) = grace {
+            check_grace(grace, self.settings.retry.budget)?;
+        }
+        self.send_one_way(view, &jsonrpc::notification("notifications/initialized", None)).await?;
+        Ok((result, revision, grace))
+    }
+
+    fn register(
+        &self,
+        id: u64,
+        generation: u64,
+        token: Option<(String, mpsc::UnboundedSender<Progress>)>,
+    ) -> (oneshot::Receiver<Result<Value, Error>>, PendingGuard<'_>) {
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(id, (generation, tx));
+        let token = token.map(|(t, ptx)| {
+            lock(&self.progress).insert(t.clone(), ptx);
+            t
+        });
+        (rx, PendingGuard { inner: self, id, token })
+    }
+
+    async fn execute<F: FnMut(Progress)>(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+        mut on_progress: Option<F>,
+    ) -> Result<Value, Error> {
+        let run = async {
+            // One retry, and only when the server provably never saw the request (404 to
+            // the POST itself) and we are configured to start a new session.
+            for attempt in 0..2 {
+                let view = self.ensure_session().await?;
+                match self.execute_in(&view, method, params.clone(), on_progress.as_mut()).await {
+                    Err((e @ Error::SessionEnded { .. }, true))
+                        if attempt == 0 && self.settings.reinit_on_404 =>
+                    {
+                        tracing::info!(error = %e, "session ended; re-initializing and retrying once");
+                    }
+                    other => return other.map_err(|(e, _)| e),
+                }
+            }
+            Err(Error::Closed)
+        };
+        match self.settings.request_timeout {
+            None => run.await,
+            Some(limit) => match tokio::time::timeout(limit, run).await {
+                Ok(r) => r,
+                Err(_) => Err(Error::Timeout(limit)),
+            },
+        }
+    }
+
+    /// One attempt; the `bool` says whether the server provably did not process it.
+    async fn execute_in<F: FnMut(Progress)>(
+        self: &Arc<Self>,
+        view: &SessionView,
+        method: &str,
+        mut params: Option<Value>,
+        on_progress: Option<&mut F>,
+    ) -> Result<Value, (Error, bool)> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let progress = match on_progress {
+            Some(cb) => {
+                let token = format!("forkless-progress-{id}");
+                let p = params.get_or_insert_with(|| json!({}));
+                let Some(obj) = p.as_object_mut() else {
+                    return Err((
+                        Error::InvalidSetting("request params must be an object for progress"),
+                        true,
+                    ));
+                };
+                let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+                if let Some(meta) = meta.as_object_mut() {
+                    meta.insert("progressToken".into(), token.clone().into());
+                }
+                let (ptx, prx) = mpsc::unbounded_channel();
+                Some(((token, ptx), (prx, cb)))
+            }
+            None => None,
+        };
+        let (route, sink) = match progress {
+            Some((route, sink)) => (Some(route), Some(sink)),
+            None => (None, None),
+        };
+        let (rx, guard) = self.register(id, view.generation, route);
+        let body = jsonrpc::request(id, method, params);
+        let timeout_guard = CancelOnDrop { inner: self.clone(), view: view.clone(), id, armed: true };
+        let resp = self.post(view, &body).await.map_err(|e| (e, false))?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            let e = http::status_error(resp).await;
+            self.end_session(view, e.clone());
+            timeout_guard.disarm();
+            return Err((e, true));
+        }
+        let result = self.await_response(view, id, resp, rx, sink).await;
+        timeout_guard.disarm();
+        drop(guard);
+        result.map_err(|e| (e, false))
+    }
+
+    /// Wait for the response to request `id`, whose POST was answered with `resp`.
+    async fn await_response<F: FnMut(Progress)>(
+        &self,
+        view: &SessionView,
+        id: u64,
+        resp: Response,
+        mut rx: oneshot::Receiver<Result<Value, Error>>,
+        sink: Option<(mpsc::UnboundedReceiver<Progress>, F)>,
+    ) -> Result<Value, Error> {
+        let status = resp.status();
+        if !status.is_success() {
+            let e = http::status_error(resp).await;
+            if matches!(e, Error::SessionEnded { .. }) {
+                self.end_session(view, e.clone());
+            }
+            return Err(e);
+        }
+        if status == StatusCode::ACCEPTED {
+            return Err(Error::Protocol("a request was answered 202 Accepted".into()));
+        }
+        match http::body_kind(resp.headers()) {
+            BodyKind::Json => {
+                let text = resp.text().await?;
+                for msg in jsonrpc::parse(&text)? {
+                    self.dispatch(view, msg, StreamOrigin::Request(id));
+                }
+            }
+            BodyKind::Sse => {
+                let shared = StreamShared::new(StreamOrigin::Request(id), view.clone());
+                driver::start(self.self_arc()?, shared, resp)?;
+            }
+            BodyKind::Other => {
+                return Err(Error::Protocol(format!(
+                    "response content type {:?} is neither JSON nor SSE",
+                    http::header(resp.headers(), "content-type")
+                )));
+            }
+        }
+        let Some((mut prx, mut cb)) = sink else {
+            return rx.await.unwrap_or(Err(Error::Closed));
+        };
+        loop {
+            tokio::select! {
+                biased;
+                Some(p) = prx.recv() => cb(p),
+                r = &mut rx => {
+                    // Progress that raced the response is still reported, in order.
+                    while let Ok(p) = prx.try_recv() {
+                        cb(p);
+                    }
+                    return r.unwrap_or(Err(Error::Closed));
+                }
+            }
+        }
+    }
+
+    /// The `Arc` this `Inner` lives in (drivers need an owned handle).
+    fn self_arc(&self) -> Result<Arc<Self>, Error> {
+        self.me.upgrade().ok_or(Error::Closed)
+    }
+
+    /// Route one message from the server.
+    pub(crate) fn dispatch(&self, view: &SessionView, msg: Incoming, origin: StreamOrigin) -> bool {
+        match msg {
+            Incoming::Response { id, outcome } => {
+                let Some(n) = id.as_u64() else {
+                    tracing::warn!(?id, "response with an id we never used; dropped");
+                    return false;
+                };
+                match lock(&self.pending).remove(&n) {
+                    Some((_, tx)) => {
+                        let _ = tx.send(outcome);
+                    }
+                    None => tracing::warn!(
+                        id = n,
+                        "response for a request nobody awaits (cancelled or timed out)"
+                    ),
+                }
+                origin == StreamOrigin::Request(n)
+            }
+            Incoming::Notification(n) => {
+                if n.method == "notifications/progress"
+                    && let Some(params) = &n.params
+                    && let Some(route) = params
+                        .get("progressToken")
+                        .map(token_key)
+                        .and_then(|k| lock(&self.progress).get(&k).cloned())
+                    && let Some(p) = Progress::from_params(params)
+                    && route.send(p).is_ok()
+                {
+                    return false;
+                }
+                self.emit(ClientEvent::Notification(n));
+                false
+            }
+            Incoming::Request { id, method, params } => {
+                let handler = self.handler.clone();
+                let me = self.self_arc();
+                let view = view.clone();
+                tokio::spawn(async move {
+                    let outcome =
+                        if method == "ping" { Ok(json!({})) } else { handler.handle(method, params).await };
+                    let Ok(me) = me else { return };
+                    if let Err(e) = me.send_one_way(&view, &jsonrpc::response(id, outcome)).await {
+                        tracing::warn!(error = %e, "could not deliver our answer to a server request");
+                    }
+                });
+                false
+            }
+        }
+    }
+
+    /// The session ended (404, gap, close): fail everything waiting in it, stop its streams.
+    pub(crate) fn end_session(&self, view: &SessionView, error: Error) {
+        {
+            let mut s = lock(&self.session);
+            if s.generation != view.generation || matches!(s.state, SessionState::Ended(_)) {
+                return;
+            }
+            s.state = SessionState::Ended(error.clone());
+            s.cancel.cancel();
+        }
+        let failed: Vec<PendingTx> = {
+            let mut p = lock(&self.pending);
+            let ids: Vec<u64> =
+                p.iter().filter(|(_, (g, _))| *g == view.generation).map(|(id, _)| *id).collect();
+            ids.into_iter().filter_map(|id| p.remove(&id)).map(|(_, tx)| tx).collect()
+        };
+        for tx in failed {
+            let _ = tx.send(Err(error.clone()));
+        }
+        tracing::warn!(%error, "session ended");
+        self.emit(ClientEvent::SessionEnded { error });
+    }
+
+    /// Fail one request (its stream could not be continued).
+    pub(crate) fn fail_request(&self, id: u64, error: Error) {
+        if let Some((_, tx)) = lock(&self.pending).remove(&id) {
+            let _ = tx.send(Err(error));
+        }
+    }
+
+    pub(crate) fn note_grace(&self, view: &SessionView, grace: Duration) {
+        let mut s = lock(&self.session);
+        if s.generation == view.generation {
+            s.grace = Some(grace);
+        }
+    }
+
+    fn with_session_headers(
+        &self,
+        mut rb: reqwest::RequestBuilder,
+        view: &SessionView,
+    ) -> reqwest::RequestBuilder {
+        if let Some(id) = &view.id {
+            rb = rb.header(http::SESSION_ID, id);
+        }
+        if let Some(rev) = view.revision.filter(|r| *r >= Revision::V2025_06_18) {
+            rb = rb.header(http::PROTOCOL_VERSION, rev.as_str());
+        }
+        rb
+    }
+
+    async fn post(&self, view: &SessionView, body: &Value) -> Result<Response, Error> {
+        let rb = self.http.post(self.url.clone()).header(ACCEPT, http::ACCEPT_POST).json(body);
+        Ok(self.with_session_headers(rb, view).send().await?)
+    }
+
+    pub(crate) async fn get(
+        &self,
+        view: &SessionView,
+        resume: Option<&ResumeHeaders>,
+    ) -> Result<Response, Error> {
+        let mut rb = self.http.get(self.url.clone()).header(ACCEPT, http::ACCEPT_SSE);
+        if let Some(h) = resume {
+            rb = rb.header(http::LAST_EVENT_ID, &h.last_event_id);
+            if let Some(token) = h.stream_token {
+                rb = rb.header(http::STREAM_ID, token.to_string());
+            }
+        }
+        Ok(self.with_session_headers(rb, view).send().await?)
+    }
+
+    pub(crate) async fn delete(&self, view: &SessionView) -> Result<(), Error> {
+        if view.id.is_none() {
+            return Ok(());
+        }
+        let rb = self.with_session_headers(self.http.delete(self.url.clone()), view);
+        let resp = rb.send().await?;
+        match resp.status().as_u16() {
+            200..=299 | 404 | 405 => Ok(()),
+            _ => Err(http::status_error(resp).await),
+        }
+    }
+
+    /// POST a notification or a response: the server answers 202.
+    async fn send_one_way(&self, view: &SessionView, body: &Value) -> Result<(), Error> {
+        let resp = self.post(view, body).await?;
+        if resp.status().is_success() {
+            return Ok(());
+        }
+        let e = http::status_error(resp).await;
+        if matches!(e, Error::SessionEnded { .. }) {
+            self.end_session(view, e.clone());
+        }
+        Err(e)
+    }
+}
+
+/// Sends `notifications/cancelled` for a request abandoned before its response (timeout or
+/// a dropped future), as the specification asks.
+struct CancelOnDrop {
+    inner: Arc<Inner>,
+    view: SessionView,
+    id: u64,
+    armed: bool,
+}
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if !self.armed || self.view.cancel.is_cancelled() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let (inner, view, id) = (self.inner.clone(), self.view.clone(), self.id);
+        rt.spawn(async move {
+            let params = json!({"requestId": id, "reason": "client abandoned the request"});
+            let _ = inner
+                .send_one_way(&view, &jsonrpc::notification("notifications/cancelled", Some(params)))
+                .await;
+        });
+    }
+}
+
+fn token_key(token: &Value) -> String {
+    match token {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,348 @@
+//! Stream drivers: one task per SSE stream that reads its connections, feeds the resumption
+//! state machine, routes the messages, and reconnects with backoff when a connection is lost.
+//!
+//! Decisions about continuity are the [`StreamTracker`]'s; pacing is the [`RetryPolicy`]'s;
+//! message routing and session ends are the client's. This module is the loop that connects
+//! them to the network, plus [`StreamControl`], the handle tools use to watch and cut streams.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use forkless_core::StreamId;
+use futures::StreamExt;
+use reqwest::Response;
+use sse_stream::SseByteStream;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{Inner, SessionView, lock};
+use crate::error::Error;
+use crate::events::{ClientEvent, StreamOrigin};
+use crate::http::{self, BodyKind, IdleGuarded};
+use crate::jsonrpc;
+use crate::resume::{Opened, Step, StreamTracker};
+use crate::stats::StreamStats;
+
+/// How many finished streams [`crate::Client::streams`] keeps for inspection.
+const FINISHED_STREAMS_KEPT: usize = 64;
+
+/// What a driver shares with [`StreamControl`] handles and the client.
+#[derive(Debug)]
+pub(crate) struct StreamShared {
+    origin: StreamOrigin,
+    session: SessionView,
+    stream_id: Mutex<Option<StreamId>>,
+    stats: Mutex<StreamStats>,
+    cut: Notify,
+    finished: AtomicBool,
+    stop: CancellationToken,
+}
+
+impl StreamShared {
+    pub(crate) fn new(origin: StreamOrigin, session: SessionView) -> Arc<Self> {
+        let stop = session.cancel.child_token();
+        Arc::new(Self {
+            origin,
+            session,
+            stream_id: Mutex::new(None),
+            stats: Mutex::new(StreamStats::default()),
+            cut: Notify::new(),
+            finished: AtomicBool::new(false),
+            stop,
+        })
+    }
+
+    pub(crate) fn stats(&self) -> StreamStats {
+        lock(&self.stats).clone()
+    }
+
+    fn stats_mut(&self) -> MutexGuard<'_, StreamStats> {
+        lock(&self.stats)
+    }
+}
+
+/// A handle on one SSE stream: its statistics, and fault injection for the check and chaos
+/// tools.
+#[derive(Clone, Debug)]
+pub struct StreamControl {
+    shared: Arc<StreamShared>,
+}
+
+impl StreamControl {
+    pub(crate) fn new(shared: Arc<StreamShared>) -> Self {
+        Self { shared }
+    }
+
+    /// Which stream this is.
+    pub fn origin(&self) -> StreamOrigin {
+        self.shared.origin
+    }
+
+    /// The server's identity for the stream (`Mcp-Stream-Id`), if it named one.
+    pub fn stream_id(&self) -> Option<StreamId> {
+        *lock(&self.shared.stream_id)
+    }
+
+    /// A snapshot of the stream's counters.
+    pub fn stats(&self) -> StreamStats {
+        self.shared.stats()
+    }
+
+    /// Whether the driver has stopped (completed, failed or closed).
+    pub fn is_finished(&self) -> bool {
+        self.shared.finished.load(Ordering::SeqCst)
+    }
+
+    /// Drop the current connection as if the network had failed; the stream then resumes as
+    /// usual. If no connection is being read right now (the driver is between connections),
+    /// the next one is cut as soon as it is established.
+    pub fn cut(&self) {
+        self.shared.cut.notify_one();
+    }
+
+    /// Stop this stream for good (without ending the session).
+    pub fn close(&self) {
+        self.shared.stop.cancel();
+    }
+}
+
+/// Open the standalone GET stream and start its driver.
+pub(crate) async fn open_standalone(inner: &Arc<Inner>, view: SessionView) -> Result<StreamControl, Error> {
+    let shared = StreamShared::new(StreamOrigin::Standalone, view);
+    let mut tracker = StreamTracker::new(inner.settings.retry.budget);
+    let (resp, _) = connect(inner, &shared, &mut tracker, Instant::now(), true).await?;
+    let control = StreamControl::new(shared.clone());
+    spawn(inner.clone(), shared, tracker, resp);
+    Ok(control)
+}
+
+/// Start the driver of a POST answered with SSE (the head is judged before returning, so a
+/// refused grace window fails the request right away).
+pub(crate) fn start(inner: Arc<Inner>, shared: Arc<StreamShared>, resp: Response) -> Result<(), Error> {
+    let mut tracker = StreamTracker::new(inner.settings.retry.budget);
+    let head = http::response_head(resp.headers());
+    let opened = tracker.on_head(&head, &mut shared.stats_mut())?;
+    note_head(&inner, &shared, &tracker, &head);
+    debug_assert!(matches!(opened, Opened::Fresh { .. }));
+    spawn(inner, shared, tracker, resp);
+    Ok(())
+}
+
+fn spawn(inner: Arc<Inner>, shared: Arc<StreamShared>, tracker: StreamTracker, resp: Response) {
+    lock(&inner.streams).live.push(shared.clone());
+    tokio::spawn(async move {
+        let outcome = run(&inner, &shared, tracker, resp).await;
+        shared.finished.store(true, Ordering::SeqCst);
+        if let Err(error) = outcome
+            && !shared.stop.is_cancelled()
+        {
+            fail(&inner, &shared, error).await;
+        }
+        retire(&inner, &shared);
+    });
+}
+
+fn retire(inner: &Inner, shared: &Arc<StreamShared>) {
+    let mut streams = lock(&inner.streams);
+    streams.live.retain(|s| !Arc::ptr_eq(s, shared));
+    let stats = shared.stats();
+    streams.retired.add(&stats);
+    streams.finished.push_back(shared.clone());
+    while streams.finished.len() > FINISHED_STREAMS_KEPT {
+        streams.finished.pop_front();
+    }
+}
+
+async fn fail(inner: &Arc<Inner>, shared: &StreamShared, error: Error) {
+    tracing::warn!(origin = ?shared.origin, %error, "stream failed");
+    match error {
+        Error::SessionEnded { .. } => inner.end_session(&shared.session, error),
+        Error::Gap { .. } => {
+            // The session cannot be trusted any more: end it here and at the server.
+            inner.end_session(&shared.session, error);
+            if let Err(e) = inner.delete(&shared.session).await {
+                tracing::debug!(error = %e, "DELETE of the broken session failed");
+            }
+        }
+        error => {
+            if let StreamOrigin::Request(id) = shared.origin {
+                inner.fail_request(id, error.clone());
+            }
+            inner.emit(ClientEvent::StreamFailed { origin: shared.origin, error });
+        }
+    }
+}
+
+/// How one connection ended.
+#[derive(Debug)]
+enum ConnEnd {
+    /// The server closed the body.
+    Closed,
+    /// The connection failed (I/O error, idle timeout, or a cut).
+    Lost(String),
+    /// The stream was stopped (client closed, session ended, [`StreamControl::close`]).
+    Stopped,
+}
+
+async fn run(
+    inner: &Arc<Inner>,
+    shared: &Arc<StreamShared>,
+    mut tracker: StreamTracker,
+    mut resp: Response,
+) -> Result<(), Error> {
+    let mut answered = false;
+    loop {
+        let end = read_connection(inner, shared, &mut tracker, resp, &mut answered).await?;
+        match &end {
+            ConnEnd::Lost(why) => tracing::info!(origin = ?shared.origin, %why, answered, "connection lost"),
+            _ => tracing::debug!(origin = ?shared.origin, ?end, answered, "connection ended"),
+        }
+        if matches!(end, ConnEnd::Stopped) || answered {
+            return Ok(());
+        }
+        shared.stats_mut().disconnects += 1;
+        let lost_at = Instant::now();
+        let (next, opened) = connect(inner, shared, &mut tracker, lost_at, false).await?;
+        shared.stats_mut().resume_latency.record(lost_at.elapsed());
+        match opened {
+            Opened::Continued { continuity } => inner.emit(ClientEvent::Resumed {
+                origin: shared.origin,
+                stream: tracker.stream_id(),
+                continuity,
+            }),
+            Opened::NewStream { previous, stream } => {
+                inner.emit(ClientEvent::NewStream { origin: shared.origin, previous, current: stream })
+            }
+            Opened::Fresh { .. } => {}
+        }
+        resp = next;
+    }
+}
+
+async fn read_connection(
+    inner: &Arc<Inner>,
+    shared: &StreamShared,
+    tracker: &mut StreamTracker,
+    resp: Response,
+    answered: &mut bool,
+) -> Result<ConnEnd, Error> {
+    let body = IdleGuarded::new(Box::pin(resp.bytes_stream()), inner.settings.idle_timeout);
+    let mut events = Box::pin(SseByteStream::new(body));
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = shared.stop.cancelled() => return Ok(ConnEnd::Stopped),
+            () = shared.cut.notified() => return Ok(ConnEnd::Lost("cut by StreamControl".into())),
+            next = events.next() => next,
+        };
+        let sse = match next {
+            None => return Ok(ConnEnd::Closed),
+            Some(Err(e)) => return Ok(ConnEnd::Lost(e.to_string())),
+            Some(Ok(sse)) => sse,
+        };
+        let step = tracker.on_event(&sse, &mut shared.stats_mut())?;
+        if let Step::Deliver(data) = step {
+            for msg in jsonrpc::parse(&data)? {
+                *answered |= inner.dispatch(&shared.session, msg, shared.origin);
+            }
+        }
+    }
+}
+
+/// Open (`first`) or re-open the stream's connection, with backoff, until the server answers
+/// with an SSE response the tracker accepts, the budget runs out, or a final answer comes.
+async fn connect(
+    inner: &Arc<Inner>,
+    shared: &StreamShared,
+    tracker: &mut StreamTracker,
+    lost_at: Instant,
+    first: bool,
+) -> Result<(Response, Opened), Error> {
+    let policy = inner.settings.retry;
+    let mut attempt: u32 = 0;
+    let mut last = String::from("no attempt made");
+    loop {
+        let resume = tracker.begin_reconnect();
+        if resume.is_none() && matches!(shared.origin, StreamOrigin::Request(_)) {
+            // A POST stream can only be continued through a cursor (GET + Last-Event-ID).
+            return Err(Error::NotResumable);
+        }
+        if !(first && attempt == 0) {
+            let delay = {
+                let mut entropy = lock(&inner.entropy);
+                policy.delay(attempt, tracker.server_retry(), lost_at.elapsed(), &mut **entropy)
+            };
+            let Some(delay) = delay else {
+                return Err(Error::RetryBudgetExhausted { attempts: attempt, budget: policy.budget, last });
+            };
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = shared.stop.cancelled() => return Err(Error::Closed),
+            }
+        }
+        attempt = attempt.saturating_add(1);
+        if resume.is_some() {
+            shared.stats_mut().resumes_attempted += 1;
+        }
+        let sent = tokio::select! {
+            r = inner.get(&shared.session, resume.as_ref()) => r,
+            () = shared.stop.cancelled() => return Err(Error::Closed),
+        };
+        let resp = match sent {
+            Ok(resp) => resp,
+            Err(e) => {
+                shared.stats_mut().reject("transport");
+                last = e.to_string();
+                continue;
+            }
+        };
+        let status = resp.status();
+        if status.is_success() && http::body_kind(resp.headers()) == BodyKind::Sse {
+            let head = http::response_head(resp.headers());
+            let opened = tracker.on_head(&head, &mut shared.stats_mut());
+            let opened = match opened {
+                Ok(o) => o,
+                Err(e) => {
+                    shared.stats_mut().reject("protocol");
+                    return Err(e);
+                }
+            };
+            if resume.is_some() && matches!(opened, Opened::NewStream { .. }) {
+                shared.stats_mut().reject("new_stream");
+            }
+            note_head(inner, shared, tracker, &head);
+            return Ok((resp, opened));
+        }
+        let error = match status.as_u16() {
+            405 => Error::StandaloneUnsupported,
+            s if (200..300).contains(&s) => Error::Protocol(format!(
+                "GET answered {s} with content type {:?}",
+                http::header(resp.headers(), "content-type")
+            )),
+            _ => http::status_error(resp).await,
+        };
+        let reason = match &error {
+            Error::SessionEnded { reason: Some(r) } => r.clone(),
+            _ => format!("status_{}", status.as_u16()),
+        };
+        shared.stats_mut().reject(&reason);
+        if !error.is_transient() {
+            return Err(error);
+        }
+        last = error.to_string();
+    }
+}
+
+fn note_head(
+    inner: &Inner,
+    shared: &StreamShared,
+    tracker: &StreamTracker,
+    head: &crate::resume::ResponseHead,
+) {
+    *lock(&shared.stream_id) = tracker.stream_id();
+    if let Some(ms) = head.grace_ms.as_deref().and_then(|g| g.trim().parse::<u64>().ok()) {
+        inner.note_grace(&shared.session, std::time::Duration::from_millis(ms));
+    }
+}
