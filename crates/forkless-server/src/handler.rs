@@ -309,7 +309,12 @@ impl SessionShared {
         self.outbox.as_ref().ok_or(SendError::Stateless)
     }
 
-    async fn append(&self, target: AppendTarget, message: &Value, complete: bool) -> Result<(), SendError> {
+    pub(crate) async fn append(
+        &self,
+        target: AppendTarget,
+        message: &Value,
+        complete: bool,
+    ) -> Result<(), SendError> {
         let outbox = self.check_open()?;
         let payload = Bytes::from(message.to_string());
         let out = outbox.append(self.id, target, payload, complete).await;

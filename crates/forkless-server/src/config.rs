@@ -1,0 +1,215 @@
+//! The server's settings, their documented defaults, and their validation.
+//!
+//! This module owns [`ServerConfig`] and what counts as an allowed `Origin`. The settings the
+//! core decides with (grace, retry, keep-alive, retention) live in [`forkless_core::Config`]
+//! and are validated by it; [`ServerConfig::validate`] adds the server's own checks.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderMap;
+
+/// How a POSTed request is answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AnswerMode {
+    /// A new SSE stream per request (resumable via GET with `Last-Event-ID`). The default.
+    #[default]
+    Sse,
+    /// One `application/json` response; the request's notifications go to the standalone
+    /// stream.
+    Json,
+}
+
+/// Which `Origin` headers are accepted (a request without `Origin` is always accepted:
+/// non-browser clients do not send one).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AllowedOrigins {
+    /// `http://` or `https://` with host `localhost`, `127.0.0.1` or `[::1]`, any port.
+    /// The default: protects a local server from DNS rebinding.
+    #[default]
+    Localhost,
+    /// Exactly these origins (compared case-insensitively, e.g. `https://app.example`).
+    List(Vec<String>),
+    /// Every origin. Only for servers behind another origin check.
+    Any,
+}
+
+impl AllowedOrigins {
+    /// Whether `origin` (the header's value) is allowed.
+    pub fn allows(&self, origin: &str) -> bool {
+        match self {
+            Self::Any => true,
+            Self::List(list) => list.iter().any(|o| o.eq_ignore_ascii_case(origin)),
+            Self::Localhost => is_local_origin(origin),
+        }
+    }
+}
+
+fn is_local_origin(origin: &str) -> bool {
+    let lower = origin.to_ascii_lowercase();
+    let Some(rest) = lower.strip_prefix("http://").or_else(|| lower.strip_prefix("https://")) else {
+        return false;
+    };
+    let (host, port) = if let Some(v6) = rest.strip_prefix("[::1]") {
+        ("[::1]", v6)
+    } else {
+        match rest.find(':') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        }
+    };
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    port_ok && matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+/// Derives the authenticated principal of a request (for example from `Authorization`).
+/// Sessions are bound to the principal that created them; a request from another principal
+/// is answered 404, as if the session did not exist.
+#[derive(Clone)]
+pub struct PrincipalFn(pub Arc<PrincipalClosure>);
+
+/// The closure behind [`PrincipalFn`].
+pub type PrincipalClosure = dyn Fn(&HeaderMap) -> Option<String> + Send + Sync;
+
+impl PrincipalFn {
+    /// Wrap a closure.
+    pub fn new(f: impl Fn(&HeaderMap) -> Option<String> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+}
+
+impl fmt::Debug for PrincipalFn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PrincipalFn(..)")
+    }
+}
+
+/// Everything the server is configured with. Every field has a documented default.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The MCP endpoint. Default `/mcp`.
+    pub path: String,
+    /// What the core decides with (grace, retry interval and budget, keep-alive, retention).
+    /// Default [`forkless_core::Config::default`].
+    pub core: forkless_core::Config,
+    /// How POSTed requests are answered. Default [`AnswerMode::Sse`].
+    pub answer: AnswerMode,
+    /// Accepted `Origin`s. Default [`AllowedOrigins::Localhost`].
+    pub allowed_origins: AllowedOrigins,
+    /// Largest accepted POST body; larger ones get 413. Default 4 MiB.
+    pub max_body_bytes: usize,
+    /// 2025-11-25 polling: close an SSE connection (not its stream) after this long, after
+    /// sending `retry:`; the client reconnects with `Last-Event-ID`. Default `None` (never).
+    pub poll_after: Option<Duration>,
+    /// How often the sweeper applies liveness expiry, retention and idle ends. Default 1 s.
+    pub sweep_interval: Duration,
+    /// How long an ended session's tombstone is kept (so late requests learn the reason)
+    /// before it is removed from the store. Default 5 minutes.
+    pub tombstone_ttl: Duration,
+    /// Events read from the store per batch while delivering. Default 256.
+    pub read_batch: usize,
+    /// How long graceful shutdown waits for connections to finish after every SSE body was
+    /// ended. Default 5 s.
+    pub drain_timeout: Duration,
+    /// Binds sessions to a principal. Default `None` (no binding).
+    pub principal: Option<PrincipalFn>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            path: "/mcp".to_owned(),
+            core: forkless_core::Config::default(),
+            answer: AnswerMode::Sse,
+            allowed_origins: AllowedOrigins::Localhost,
+            max_body_bytes: 4 << 20,
+            poll_after: None,
+            sweep_interval: Duration::from_secs(1),
+            tombstone_ttl: Duration::from_secs(300),
+            read_batch: 256,
+            drain_timeout: Duration::from_secs(5),
+            principal: None,
+        }
+    }
+}
+
+/// A setting the server refuses to start with.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The core's settings are inconsistent.
+    #[error(transparent)]
+    Core(#[from] forkless_core::ConfigError),
+    /// The endpoint path must start with `/` and must not shadow `/metrics` or `/healthz`.
+    #[error("endpoint path {0:?} must start with '/' and differ from /metrics and /healthz")]
+    Path(String),
+    /// A size or duration that must be above zero is zero.
+    #[error("{0} must be above zero")]
+    Zero(&'static str),
+}
+
+impl ServerConfig {
+    /// Check every setting; [`crate::Server::new`] calls this.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.core.validate()?;
+        if !self.path.starts_with('/') || self.path == "/metrics" || self.path == "/healthz" {
+            return Err(ConfigError::Path(self.path.clone()));
+        }
+        let zero: [(&'static str, bool); 5] = [
+            ("max_body_bytes", self.max_body_bytes == 0),
+            ("sweep_interval", self.sweep_interval.is_zero()),
+            ("read_batch", self.read_batch == 0),
+            ("drain_timeout", self.drain_timeout.is_zero()),
+            ("poll_after", self.poll_after.is_some_and(|d| d.is_zero())),
+        ];
+        match zero.iter().find(|(_, z)| *z) {
+            Some((name, _)) => Err(ConfigError::Zero(name)),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert_eq!(ServerConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        let cfg = ServerConfig { path: "mcp".into(), ..ServerConfig::default() };
+        assert!(matches!(cfg.validate(), Err(ConfigError::Path(_))));
+        let cfg = ServerConfig { read_batch: 0, ..ServerConfig::default() };
+        assert_eq!(cfg.validate(), Err(ConfigError::Zero("read_batch")));
+        let mut cfg = ServerConfig::default();
+        cfg.core.grace = cfg.core.retry_budget;
+        assert!(matches!(cfg.validate(), Err(ConfigError::Core(_))));
+    }
+
+    #[test]
+    fn local_origins() {
+        let o = AllowedOrigins::Localhost;
+        for ok in ["http://localhost", "http://localhost:3000", "https://127.0.0.1:8443", "http://[::1]:9"] {
+            assert!(o.allows(ok), "{ok}");
+        }
+        for bad in [
+            "null",
+            "http://evil.example",
+            "http://localhost.evil.example",
+            "http://127.0.0.1.nip.io",
+            "ftp://localhost",
+            "http://localhost:",
+            "http://localhost:80/x",
+        ] {
+            assert!(!o.allows(bad), "{bad}");
+        }
+        assert!(AllowedOrigins::List(vec!["https://app.example".into()]).allows("HTTPS://app.example"));
+    }
+}

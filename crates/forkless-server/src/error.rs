@@ -1,0 +1,203 @@
+//! The crate's one error enum for everything a request can fail with, and the one function
+//! mapping each error to its HTTP status and JSON-RPC code ([`Error::status_and_code`]).
+//!
+//! Every error answers with a JSON-RPC error body without `id`:
+//! `{"jsonrpc":"2.0","error":{"code":..,"message":..,"data":{"reason":..}}}` and is logged
+//! once, when it becomes a response.
+
+use axum::response::{IntoResponse, Response};
+use forkless_core::{ConflictReason, EndReason};
+use http::{HeaderValue, StatusCode, header};
+use serde_json::json;
+
+/// JSON-RPC: invalid JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC: not a valid request object.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC: internal error.
+pub const INTERNAL_ERROR: i64 = -32603;
+/// The session is unknown or ended: start a new session (PROTOCOL section 4, (b)).
+pub const SESSION_ENDED: i64 = -32001;
+/// The standalone stream already has a live connection (row 2).
+pub const STREAM_CONFLICT: i64 = -32002;
+
+/// Why a request to the MCP endpoint was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The body is not JSON.
+    #[error("parse error: {0}")]
+    Parse(String),
+    /// The body is JSON but not a JSON-RPC message of an accepted shape.
+    #[error("invalid JSON-RPC message: {0}")]
+    InvalidMessage(String),
+    /// A request other than initialize without `Mcp-Session-Id`.
+    #[error("missing Mcp-Session-Id header")]
+    MissingSessionId,
+    /// `MCP-Protocol-Version` names no revision this server speaks.
+    #[error("unsupported MCP-Protocol-Version {0:?}")]
+    UnsupportedVersion(String),
+    /// `initialize` sent with a session id.
+    #[error("initialize on an existing session")]
+    AlreadyInitialized,
+    /// A JSON-RPC batch in a revision without batches.
+    #[error("JSON-RPC batches are not accepted in revision {0}")]
+    BatchNotAllowed(&'static str),
+    /// `Origin` is present and not allowed.
+    #[error("origin {0:?} is not allowed")]
+    OriginForbidden(String),
+    /// The session id names no session (never existed, removed, malformed or another
+    /// principal's).
+    #[error("session not found")]
+    SessionUnknown,
+    /// The session has ended.
+    #[error("session ended ({})", .0.as_str())]
+    SessionEnded(EndReason),
+    /// The method is not served here (GET/DELETE in the stateless revision).
+    #[error("method not allowed")]
+    MethodNotAllowed {
+        /// The value of the `Allow` header.
+        allow: &'static str,
+    },
+    /// `Accept` lacks a media type the answer needs.
+    #[error("Accept must include {0}")]
+    NotAcceptable(&'static str),
+    /// Row 2: the stream has a live connection.
+    #[error("the stream already has a live connection")]
+    Conflict(ConflictReason),
+    /// The body is larger than `max_body_bytes`.
+    #[error("body exceeds {max} bytes")]
+    BodyTooLarge {
+        /// The limit.
+        max: usize,
+    },
+    /// The body could not be read.
+    #[error("body could not be read: {0}")]
+    BodyRead(String),
+    /// `Content-Type` is not `application/json`.
+    #[error("Content-Type must be application/json")]
+    UnsupportedMediaType,
+    /// The session holds too many streams or bytes (a retention limit).
+    #[error("limit reached: {0}")]
+    Limit(forkless_core::Error),
+    /// The store failed.
+    #[error("store failed: {0}")]
+    Store(forkless_store::Error),
+}
+
+impl From<forkless_store::Error> for Error {
+    fn from(e: forkless_store::Error) -> Self {
+        use forkless_core::Error as Core;
+        match e {
+            forkless_store::Error::SessionUnknown => Self::SessionUnknown,
+            forkless_store::Error::Core(Core::SessionEnded { reason }) => Self::SessionEnded(reason),
+            forkless_store::Error::Core(
+                c @ (Core::TooManyStreams { .. }
+                | Core::SessionBudgetExceeded { .. }
+                | Core::EventTooLarge { .. }),
+            ) => Self::Limit(c),
+            other => Self::Store(other),
+        }
+    }
+}
+
+impl Error {
+    /// The one mapping of errors to (HTTP status, JSON-RPC code).
+    pub fn status_and_code(&self) -> (StatusCode, i64) {
+        match self {
+            Self::Parse(_) => (StatusCode::BAD_REQUEST, PARSE_ERROR),
+            Self::InvalidMessage(_)
+            | Self::MissingSessionId
+            | Self::UnsupportedVersion(_)
+            | Self::AlreadyInitialized
+            | Self::BatchNotAllowed(_)
+            | Self::BodyRead(_) => (StatusCode::BAD_REQUEST, INVALID_REQUEST),
+            Self::OriginForbidden(_) => (StatusCode::FORBIDDEN, INVALID_REQUEST),
+            Self::SessionUnknown | Self::SessionEnded(_) => (StatusCode::NOT_FOUND, SESSION_ENDED),
+            Self::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, INVALID_REQUEST),
+            Self::NotAcceptable(_) => (StatusCode::NOT_ACCEPTABLE, INVALID_REQUEST),
+            Self::Conflict(_) => (StatusCode::CONFLICT, STREAM_CONFLICT),
+            Self::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, INVALID_REQUEST),
+            Self::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, INVALID_REQUEST),
+            Self::Limit(_) => (StatusCode::TOO_MANY_REQUESTS, INTERNAL_ERROR),
+            Self::Store(forkless_store::Error::Contended { .. }) => {
+                (StatusCode::SERVICE_UNAVAILABLE, INTERNAL_ERROR)
+            }
+            Self::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR),
+        }
+    }
+
+    /// The machine-readable `error.data.reason`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Parse(_) => "parse_error",
+            Self::InvalidMessage(_) => "invalid_message",
+            Self::MissingSessionId => "session_id_missing",
+            Self::UnsupportedVersion(_) => "protocol_version_unsupported",
+            Self::AlreadyInitialized => "already_initialized",
+            Self::BatchNotAllowed(_) => "batch_not_allowed",
+            Self::OriginForbidden(_) => "origin_forbidden",
+            Self::SessionUnknown => "session_unknown",
+            Self::SessionEnded(reason) => reason.as_str(),
+            Self::MethodNotAllowed { .. } => "method_not_allowed",
+            Self::NotAcceptable(_) => "not_acceptable",
+            Self::Conflict(reason) => reason.as_str(),
+            Self::BodyTooLarge { .. } => "body_too_large",
+            Self::BodyRead(_) => "body_unreadable",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::Limit(_) => "limit_reached",
+            Self::Store(_) => "store_failed",
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            // Decision (b): the one answer every specification-following client treats as
+            // "initialize again".
+            Self::SessionUnknown | Self::SessionEnded(_) => format!("{self}; start a new session"),
+            _ => self.to_string(),
+        }
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        if status.is_server_error() {
+            tracing::warn!(status = status.as_u16(), reason = self.reason(), error = %self, "request failed");
+        } else {
+            tracing::debug!(status = status.as_u16(), reason = self.reason(), error = %self, "request refused");
+        }
+        let body = json!({
+            "jsonrpc": "2.0",
+            "error": { "code": code, "message": self.message(), "data": { "reason": self.reason() } },
+        });
+        let mut response = (status, axum::Json(body)).into_response();
+        if let Self::MethodNotAllowed { allow } = self {
+            response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use forkless_core::RejectReason;
+
+    #[test]
+    fn ended_sessions_are_404_with_the_reason_and_the_restart_hint() {
+        let e = Error::SessionEnded(EndReason::Rejected(RejectReason::CursorMalformed));
+        assert_eq!(e.status_and_code(), (StatusCode::NOT_FOUND, SESSION_ENDED));
+        assert_eq!(e.reason(), "cursor_malformed");
+        assert!(e.message().ends_with("; start a new session"));
+    }
+
+    #[test]
+    fn store_errors_map_to_typed_errors() {
+        let ended =
+            forkless_store::Error::Core(forkless_core::Error::SessionEnded { reason: EndReason::Deleted });
+        assert!(matches!(Error::from(ended), Error::SessionEnded(EndReason::Deleted)));
+        assert!(matches!(Error::from(forkless_store::Error::SessionUnknown), Error::SessionUnknown));
+    }
+}

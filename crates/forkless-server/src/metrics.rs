@@ -1,0 +1,211 @@
+//! Counters and histograms, rendered as Prometheus text on `GET /metrics`.
+//!
+//! Hand-rolled atomics: this module owns the metric names and their rendering, nothing else.
+//! Labels are static wire codes, so labelled counters are small maps.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A counter per label set.
+#[derive(Debug, Default)]
+struct Labelled(Mutex<BTreeMap<Vec<(&'static str, String)>, u64>>);
+
+impl Labelled {
+    fn inc(&self, labels: &[(&'static str, &str)]) {
+        let key = labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+        let mut m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *m.entry(key).or_default() += 1;
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        let m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (labels, v) in m.iter() {
+            let rendered: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+            let _ = writeln!(out, "{name}{{{}}} {v}", rendered.join(","));
+        }
+    }
+}
+
+/// A histogram with fixed upper bounds.
+#[derive(Debug)]
+struct Histogram {
+    bounds: &'static [f64],
+    buckets: Vec<AtomicU64>,
+    count: AtomicU64,
+    /// Sum in millionths, to stay in integers.
+    sum_micro: AtomicU64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            buckets: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum_micro: AtomicU64::new(0),
+        }
+    }
+
+    fn observe(&self, v: f64) {
+        for (b, bucket) in self.bounds.iter().zip(&self.buckets) {
+            if v <= *b {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        self.sum_micro.fetch_add((v.max(0.0) * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (b, bucket) in self.bounds.iter().zip(&self.buckets) {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {}", bucket.load(Ordering::Relaxed));
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        #[allow(clippy::cast_precision_loss)]
+        let sum = self.sum_micro.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
+fn counter(out: &mut String, name: &str, help: &str, v: &AtomicU64) {
+    let _ =
+        writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", v.load(Ordering::Relaxed));
+}
+
+/// Every metric the server keeps.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    pub(crate) sessions_created: AtomicU64,
+    sessions_ended: Labelled,
+    streams_opened: Labelled,
+    pub(crate) events_appended: AtomicU64,
+    get_outcomes: Labelled,
+    pub(crate) fences: AtomicU64,
+    pub(crate) evictions: AtomicU64,
+    pub(crate) liveness_expired: AtomicU64,
+    errors: Labelled,
+    replay_events: Histogram,
+    request_seconds: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            sessions_created: AtomicU64::new(0),
+            sessions_ended: Labelled::default(),
+            streams_opened: Labelled::default(),
+            events_appended: AtomicU64::new(0),
+            get_outcomes: Labelled::default(),
+            fences: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            liveness_expired: AtomicU64::new(0),
+            errors: Labelled::default(),
+            replay_events: Histogram::new(&[0.0, 1.0, 10.0, 100.0, 1000.0, 10000.0]),
+            request_seconds: Histogram::new(&[0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 10.0, 60.0]),
+        }
+    }
+}
+
+impl Metrics {
+    pub(crate) fn inc(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn session_ended(&self, reason: &'static str) {
+        self.sessions_ended.inc(&[("reason", reason)]);
+    }
+
+    pub(crate) fn stream_opened(&self, kind: &'static str) {
+        self.streams_opened.inc(&[("kind", kind)]);
+    }
+
+    pub(crate) fn get_outcome(&self, outcome: &'static str, reason: &'static str) {
+        self.get_outcomes.inc(&[("outcome", outcome), ("reason", reason)]);
+    }
+
+    pub(crate) fn error(&self, status: &str, reason: &str) {
+        self.errors.inc(&[("status", status), ("reason", reason)]);
+    }
+
+    #[allow(clippy::cast_precision_loss)]
+    pub(crate) fn replayed(&self, events: u64) {
+        self.replay_events.observe(events as f64);
+    }
+
+    pub(crate) fn request_took(&self, seconds: f64) {
+        self.request_seconds.observe(seconds);
+    }
+
+    /// The Prometheus text exposition.
+    pub(crate) fn render(&self) -> String {
+        let mut out = String::new();
+        counter(&mut out, "forkless_sessions_created_total", "Sessions created.", &self.sessions_created);
+        self.sessions_ended.render(&mut out, "forkless_sessions_ended_total", "Sessions ended, by reason.");
+        self.streams_opened.render(&mut out, "forkless_streams_opened_total", "SSE streams opened, by kind.");
+        counter(
+            &mut out,
+            "forkless_events_appended_total",
+            "Events appended to streams.",
+            &self.events_appended,
+        );
+        self.get_outcomes.render(
+            &mut out,
+            "forkless_get_outcomes_total",
+            "GET decisions, by outcome and reason.",
+        );
+        counter(&mut out, "forkless_streams_fenced_total", "Streams fenced by a reset.", &self.fences);
+        counter(
+            &mut out,
+            "forkless_evictions_total",
+            "Streams whose events retention evicted.",
+            &self.evictions,
+        );
+        counter(
+            &mut out,
+            "forkless_liveness_expired_total",
+            "Attachments detached because writes stopped completing.",
+            &self.liveness_expired,
+        );
+        self.errors.render(&mut out, "forkless_http_errors_total", "Refused requests, by status and reason.");
+        self.replay_events.render(&mut out, "forkless_replay_events", "Events replayed on a resume.");
+        self.request_seconds.render(
+            &mut out,
+            "forkless_request_duration_seconds",
+            "Handler latency per request.",
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_labels_and_histograms() {
+        let m = Metrics::default();
+        Metrics::inc(&m.sessions_created);
+        m.get_outcome("rejected", "cursor_malformed");
+        m.replayed(5);
+        let text = m.render();
+        assert!(text.contains("forkless_sessions_created_total 1\n"));
+        assert!(
+            text.contains(
+                "forkless_get_outcomes_total{outcome=\"rejected\",reason=\"cursor_malformed\"} 1\n"
+            )
+        );
+        assert!(text.contains("forkless_replay_events_bucket{le=\"10\"} 1\n"));
+        assert!(text.contains("forkless_replay_events_bucket{le=\"1\"} 0\n"));
+        assert!(text.contains("forkless_replay_events_count 1\n"));
+    }
+}

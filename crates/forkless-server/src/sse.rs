@@ -1,0 +1,130 @@
+//! The SSE wire encoding, in one place.
+//!
+//! This module owns how an event, a comment and a `retry:` field look on the wire
+//! (WHATWG "server-sent events"). It does not decide what to send. Payloads are serialized
+//! JSON, which has no raw newlines, but `data` is still split on every line break so that no
+//! payload can ever end an event early or smuggle in a field.
+
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use forkless_core::EventId;
+
+/// One event: an optional `id:`, then `data` split into `data:` lines, then the blank line.
+pub(crate) fn event(id: Option<&EventId>, data: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(data.len() + 48);
+    if let Some(id) = id {
+        out.put_slice(format!("id: {id}\n").as_bytes());
+    }
+    put_data(&mut out, data);
+    out.put_u8(b'\n');
+    out.freeze()
+}
+
+/// The priming event of a new stream (PROTOCOL section 3): its id (`<stream>.0`), an empty
+/// `data` field, and `retry:`.
+pub(crate) fn priming(id: &EventId, retry: Duration) -> Bytes {
+    Bytes::from(format!("id: {id}\nretry: {}\ndata: \n\n", millis(retry)))
+}
+
+/// A `retry:` field on its own (an event without data, which clients do not dispatch).
+pub(crate) fn retry(retry: Duration) -> Bytes {
+    Bytes::from(format!("retry: {}\n\n", millis(retry)))
+}
+
+/// A comment line (keep-alive); line breaks in `text` become separate comment lines.
+pub(crate) fn comment(text: &str) -> Bytes {
+    let mut out = BytesMut::new();
+    for line in split_lines(text.as_bytes()) {
+        out.put_slice(b": ");
+        out.put_slice(line);
+        out.put_u8(b'\n');
+    }
+    out.put_u8(b'\n');
+    out.freeze()
+}
+
+fn put_data(out: &mut BytesMut, data: &[u8]) {
+    for line in split_lines(data) {
+        out.put_slice(b"data: ");
+        out.put_slice(line);
+        out.put_u8(b'\n');
+    }
+}
+
+/// Split on CRLF, LF and CR (the three SSE line ends); an empty input is one empty line.
+fn split_lines(data: &[u8]) -> Vec<&[u8]> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < data.len() {
+        match data[i] {
+            b'\n' => {
+                lines.push(&data[start..i]);
+                start = i + 1;
+            }
+            b'\r' => {
+                lines.push(&data[start..i]);
+                if data.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    lines.push(&data[start..]);
+    lines
+}
+
+fn millis(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use forkless_core::{SeededEntropy, Seq, StreamId};
+
+    fn id(seq: u64) -> EventId {
+        EventId::new(StreamId::generate(&mut SeededEntropy::new(7)), Seq::new(seq))
+    }
+
+    #[test]
+    fn event_with_id_and_json() {
+        let e = id(41);
+        assert_eq!(event(Some(&e), br#"{"a":1}"#), format!("id: {e}\ndata: {{\"a\":1}}\n\n"));
+    }
+
+    #[test]
+    fn event_without_id() {
+        assert_eq!(event(None, b"x"), "data: x\n\n");
+    }
+
+    #[test]
+    fn multi_line_data_becomes_several_data_lines() {
+        assert_eq!(event(None, b"a\nb\r\nc\rd"), "data: a\ndata: b\ndata: c\ndata: d\n\n");
+        assert_eq!(event(None, b"a\n"), "data: a\ndata: \n\n");
+    }
+
+    #[test]
+    fn priming_has_id_seq_zero_empty_data_and_retry() {
+        let e = id(0);
+        let out = priming(&e, Duration::from_millis(1500));
+        assert_eq!(out, format!("id: {e}\nretry: 1500\ndata: \n\n"));
+        assert!(out.starts_with(format!("id: {}.0\n", e.stream).as_bytes()));
+    }
+
+    #[test]
+    fn comments_and_retry() {
+        assert_eq!(comment("keep-alive"), ": keep-alive\n\n");
+        assert_eq!(comment("a\nb"), ": a\n: b\n\n");
+        assert_eq!(retry(Duration::from_secs(2)), "retry: 2000\n\n");
+    }
+
+    #[test]
+    fn empty_data_is_one_empty_data_line() {
+        assert_eq!(event(None, b""), "data: \n\n");
+    }
+}

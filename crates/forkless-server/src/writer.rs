@@ -1,0 +1,340 @@
+//! The one SSE writer per attachment: replay and live delivery on one path.
+//!
+//! This module owns turning a granted attachment ([`forkless_core::Grant`]) into an HTTP body.
+//! The body is a `futures::Stream` polled by hyper, so a chunk is produced only when hyper
+//! has room for it: a connection that stops draining stops polling, stops renewing its
+//! liveness, and is detached by the core after `grace`. It does not decide who may attach
+//! (the core did) and never writes to a stream whose epoch moved on.
+//!
+//! ```text
+//!  start ─▶ wait for a displaced writer of this stream to stop (≤ grace) ─▶ preamble
+//!  loop: epoch still ours and stream not fenced?  else end
+//!        queued chunk?                   → yield it
+//!        cursor < high-water?            → read a batch from the cursor, queue, advance
+//!        completed and cursor = high-water → end
+//!        wait: store signal | keep-alive timer | shutdown | poll_after (then retry: and end)
+//!  drop ─▶ detach(stream, epoch) through the core (a stale epoch is fine)
+//! ```
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use forkless_core::{Epoch, EventId, Grant, Seq, SessionId, StreamId};
+use forkless_store::{Store, StreamEnd, StreamSignal, StreamWatch};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::Instrument as _;
+
+use crate::metrics::Metrics;
+use crate::server::{Common, now};
+use crate::sse;
+
+/// What kind of preamble the body starts with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Preamble {
+    /// A new stream in 2025-11-25: the priming event `<stream>.0` with `retry:`.
+    Priming,
+    /// Only `retry:` (older revisions, and resumed streams).
+    Retry,
+}
+
+/// A writer's settings beyond the grant.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WriterOptions {
+    pub(crate) preamble: Preamble,
+    /// Close the connection (not the stream) after this long (2025-11-25 polling).
+    pub(crate) poll_after: Option<Duration>,
+}
+
+/// The HTTP body serving `grant` on `session`.
+pub(crate) fn body<S: Store>(
+    common: Arc<Common<S>>,
+    session: SessionId,
+    grant: Grant,
+    watch: StreamWatch,
+    opts: WriterOptions,
+) -> Body {
+    let span =
+        tracing::info_span!("sse", session = %session, stream = %grant.stream, epoch = grant.epoch.get());
+    let signal = watch.current();
+    if grant.resumed {
+        common.metrics.replayed(signal.high_water.get().saturating_sub(grant.after.get()));
+    }
+    let now = Instant::now();
+    let keep_alive = common.cfg.core.keep_alive;
+    let writer = Writer {
+        guard: DetachGuard {
+            common: common.clone(),
+            session,
+            stream: grant.stream,
+            epoch: grant.epoch,
+            registered: None,
+        },
+        common,
+        cursor: grant.after,
+        watch,
+        signal,
+        queue: VecDeque::new(),
+        started: false,
+        closing: false,
+        finished: false,
+        last_write: now,
+        last_renew: now,
+        wrote_since_renew: false,
+        keep_alive,
+        poll_deadline: opts.poll_after.map(|d| now + d),
+        opts,
+        span,
+    };
+    let stream = futures::stream::unfold(writer, |mut w| async move {
+        let span = w.span.clone();
+        let next = w.next().instrument(span).await;
+        next.map(|chunk| (Ok::<_, Infallible>(chunk), w))
+    });
+    Body::from_stream(stream)
+}
+
+struct Writer<S: Store> {
+    common: Arc<Common<S>>,
+    guard: DetachGuard<S>,
+    cursor: Seq,
+    watch: StreamWatch,
+    /// The last signal seen.
+    signal: StreamSignal,
+    queue: VecDeque<Bytes>,
+    started: bool,
+    /// Yield what is queued, then end.
+    closing: bool,
+    finished: bool,
+    last_write: Instant,
+    last_renew: Instant,
+    wrote_since_renew: bool,
+    keep_alive: Duration,
+    poll_deadline: Option<Instant>,
+    opts: WriterOptions,
+    span: tracing::Span,
+}
+
+impl<S: Store> Writer<S> {
+    fn session(&self) -> SessionId {
+        self.guard.session
+    }
+    fn stream(&self) -> StreamId {
+        self.guard.stream
+    }
+    fn epoch(&self) -> Epoch {
+        self.guard.epoch
+    }
+
+    /// Whether this connection may still write: its epoch is current and the stream is not
+    /// fenced. Checked before every chunk.
+    fn still_ours(&self) -> bool {
+        let now = self.watch.current();
+        let latest = if self.signal.end == Some(StreamEnd::Fenced) { self.signal } else { now };
+        latest.epoch == self.epoch() && latest.end != Some(StreamEnd::Fenced)
+    }
+
+    fn finish(&mut self, why: &'static str) -> Option<Bytes> {
+        tracing::debug!(cursor = self.cursor.get(), why, "sse connection ends");
+        self.finished = true;
+        None
+    }
+
+    async fn next(&mut self) -> Option<Bytes> {
+        if self.finished {
+            return None;
+        }
+        if !self.started {
+            self.start().await;
+            if self.finished {
+                return None;
+            }
+        }
+        // Being polled again means hyper took the previous chunk: a completed write.
+        if self.wrote_since_renew && self.last_renew.elapsed() >= self.keep_alive / 2 && !self.renew().await {
+            return self.finish("liveness renewal refused");
+        }
+        loop {
+            if !self.still_ours() {
+                return self.finish("fenced or displaced");
+            }
+            if let Some(chunk) = self.queue.pop_front() {
+                self.last_write = Instant::now();
+                self.wrote_since_renew = true;
+                return Some(chunk);
+            }
+            if self.closing {
+                return self.finish("closing");
+            }
+            self.signal = self.watch.mark_seen();
+            if self.cursor < self.signal.high_water {
+                if let Err(why) = self.read_batch().await {
+                    return self.finish(why);
+                }
+                continue;
+            }
+            if self.signal.end == Some(StreamEnd::Completed) {
+                return self.finish("stream completed");
+            }
+            let keep_alive_at = self.last_write + self.keep_alive;
+            let poll_at = self.poll_deadline;
+            tokio::select! {
+                sig = self.watch.changed() => self.signal = sig,
+                () = tokio::time::sleep_until(keep_alive_at) => self.queue.push_back(sse::comment("keep-alive")),
+                () = self.common.shutdown.cancelled() => return self.finish("server shutting down"),
+                () = sleep_until_opt(poll_at) => {
+                    // Polling: close the connection, not the stream; the client reconnects
+                    // with Last-Event-ID after `retry`.
+                    self.queue.push_back(sse::retry(self.common.cfg.core.retry_interval));
+                    self.closing = true;
+                }
+            }
+        }
+    }
+
+    /// Wait until any older writer of this stream in this process has stopped (or `grace`
+    /// passed), then register as the stream's writer and queue the preamble.
+    async fn start(&mut self) {
+        self.started = true;
+        let key = (self.session(), self.stream());
+        // Subscribe under the registry lock, so the entry cannot be removed in between.
+        let (tx, mut rx) = {
+            let mut writers = self.common.lock_writers();
+            let tx = writers.entry(key).or_insert_with(|| watch::Sender::new(None));
+            (tx.clone(), tx.subscribe())
+        };
+        let mine = self.epoch();
+        let older_stopped = rx.wait_for(|w| w.is_none_or(|e| e >= mine));
+        tokio::select! {
+            _ = tokio::time::timeout(self.common.cfg.core.grace, older_stopped) => {}
+            () = self.common.shutdown.cancelled() => {
+                self.finished = true;
+                return;
+            }
+        }
+        tx.send_if_modified(|w| {
+            let newer = w.is_none_or(|e| e < mine);
+            if newer {
+                *w = Some(mine);
+            }
+            newer
+        });
+        self.guard.registered = Some(tx);
+        let retry = self.common.cfg.core.retry_interval;
+        let chunk = match self.opts.preamble {
+            Preamble::Priming => sse::priming(&EventId::new(self.stream(), Seq::PRIMING), retry),
+            Preamble::Retry => sse::retry(retry),
+        };
+        self.queue.push_back(chunk);
+    }
+
+    async fn read_batch(&mut self) -> Result<(), &'static str> {
+        let max = self.common.cfg.read_batch;
+        let events = match self.common.store.read(self.session(), self.stream(), self.cursor, max).await {
+            Ok(events) => events,
+            Err(forkless_store::Error::Evicted { low_water }) => {
+                tracing::info!(
+                    cursor = self.cursor.get(),
+                    low_water = low_water.get(),
+                    "reader fell behind retention"
+                );
+                Metrics::inc(&self.common.metrics.evictions);
+                return Err("events after the cursor were evicted");
+            }
+            Err(e) => {
+                tracing::info!(error = %e, "read failed");
+                return Err("read failed");
+            }
+        };
+        if events.is_empty() {
+            return Err("store returned no events below its high-water mark");
+        }
+        for e in events {
+            // The store promises gap-free reads; a gap would break the invariant, so refuse it.
+            if e.seq != self.cursor.next() {
+                tracing::warn!(cursor = self.cursor.get(), seq = e.seq.get(), "gap in stored events");
+                return Err("gap in stored events");
+            }
+            self.cursor = e.seq;
+            let id = EventId::new(self.stream(), e.seq);
+            self.queue.push_back(sse::event(Some(&id), &e.payload));
+        }
+        Ok(())
+    }
+
+    /// Renew liveness through the core; false if this attachment is over.
+    async fn renew(&mut self) -> bool {
+        self.last_renew = Instant::now();
+        self.wrote_since_renew = false;
+        let (stream, epoch, cfg) = (self.stream(), self.epoch(), self.common.cfg.core);
+        let out = forkless_store::transact(&*self.common.store, self.session(), |r| {
+            r.on_write_completed(stream, epoch, now(), &cfg)
+        })
+        .await;
+        match out {
+            Ok(_) => true,
+            Err(forkless_store::Error::Core(e)) => {
+                tracing::debug!(error = %e, "liveness renewal refused");
+                false
+            }
+            // A failing store is no proof this connection is gone; the core detaches it after
+            // grace if renewals keep failing.
+            Err(e) => {
+                tracing::info!(error = %e, "liveness renewal failed");
+                true
+            }
+        }
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Detaches the attachment through the core when the body is dropped (finished, or the
+/// client went away), and unregisters the in-process writer.
+struct DetachGuard<S: Store> {
+    common: Arc<Common<S>>,
+    session: SessionId,
+    stream: StreamId,
+    epoch: Epoch,
+    registered: Option<watch::Sender<Option<Epoch>>>,
+}
+
+impl<S: Store> Drop for DetachGuard<S> {
+    fn drop(&mut self) {
+        let (common, session, stream, epoch) = (self.common.clone(), self.session, self.stream, self.epoch);
+        if let Some(tx) = self.registered.take() {
+            tx.send_if_modified(|w| {
+                let mine = *w == Some(epoch);
+                if mine {
+                    *w = None;
+                }
+                mine
+            });
+            let mut writers = common.lock_writers();
+            if tx.receiver_count() == 0 && tx.borrow().is_none() {
+                writers.remove(&(session, stream));
+            }
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        rt.spawn(async move {
+            let out =
+                forkless_store::transact(&*common.store, session, |r| r.on_detach(stream, epoch, now()))
+                    .await;
+            match out {
+                Ok(_) => tracing::debug!(session = %session, stream = %stream, "detached"),
+                // Displaced, fenced, ended or already detached by liveness: nothing to undo.
+                Err(forkless_store::Error::Core(_) | forkless_store::Error::SessionUnknown) => {}
+                Err(e) => tracing::info!(session = %session, stream = %stream, error = %e, "detach failed"),
+            }
+        });
+    }
+}
