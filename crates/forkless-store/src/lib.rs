@@ -35,12 +35,15 @@ use forkless_core::{
     Timestamp,
 };
 
+pub mod durable;
+mod engine;
 mod faulty;
 mod memory;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use durable::{Durability, Recovery, RedbStore};
 pub use faulty::{Fault, FaultyStore};
 pub use memory::MemoryStore;
 

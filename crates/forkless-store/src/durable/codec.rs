@@ -1,0 +1,340 @@
+//! The on-disk encoding of session records and event keys (format version 1).
+//!
+//! Hand-written and explicit so the file format does not depend on any serializer's
+//! defaults. All integers are big-endian (event keys then sort by seq). Layout of a record:
+//!
+//! ```text
+//! session : id[16] revision:u8 reset_contract:u8 principal:opt_bytes created_at:u64 state
+//! state   : 0 last_activity:u64 | 1 at:u64 end_reason
+//! end     : 0 deleted | 1 rejected reason:u8 | 2 idle_expired | 3 failed
+//! record  : session standalone[12] n:u32 stream*n
+//! stream  : id[12] kind:u8 high:u64 low:u64 bytes:u64 epoch:u64 ever:u8 label:opt_bytes sstate
+//! sstate  : 0 attachment | 1 at:u64 attachment | 2 at:u64 cause:u8
+//! attach  : 0 since:u64 | 1 deadline:u64
+//! opt_bytes: 0 | 1 len:u32 bytes
+//! ```
+
+use forkless_core::{
+    Active, Attached, Attachment, Completed, Detached, EndReason, Ended, Epoch, FenceCause, Fenced, Label,
+    NewSession, Open, RejectReason, Revision, Seq, SessionId, SessionRecord, SessionState, Stream, StreamId,
+    StreamKind, StreamState, Timestamp,
+};
+
+use crate::Error;
+
+/// The format version this code reads and writes.
+pub(crate) const FORMAT_VERSION: u64 = 1;
+
+/// Key of one event: session, stream, seq.
+pub(crate) fn event_key(session: SessionId, stream: StreamId, seq: Seq) -> [u8; 36] {
+    let mut k = [0u8; 36];
+    k[..16].copy_from_slice(session.as_bytes());
+    k[16..28].copy_from_slice(stream.as_bytes());
+    k[28..].copy_from_slice(&seq.get().to_be_bytes());
+    k
+}
+
+/// Split an event key.
+pub(crate) fn split_event_key(k: &[u8]) -> Result<(SessionId, StreamId, Seq), Error> {
+    let k: &[u8; 36] = k.try_into().map_err(|_| corrupt("event key of wrong length"))?;
+    let mut s = [0u8; 16];
+    s.copy_from_slice(&k[..16]);
+    let mut t = [0u8; 12];
+    t.copy_from_slice(&k[16..28]);
+    let mut q = [0u8; 8];
+    q.copy_from_slice(&k[28..]);
+    Ok((SessionId::from_bytes(s), StreamId::from_bytes(t), Seq::new(u64::from_be_bytes(q))))
+}
+
+fn corrupt(what: &str) -> Error {
+    Error::Corrupt(format!("undecodable session record: {what}"))
+}
+
+struct W(Vec<u8>);
+
+impl W {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn bytes(&mut self, v: &[u8]) {
+        self.0.extend_from_slice(v);
+    }
+    fn opt(&mut self, v: Option<&[u8]>) {
+        match v {
+            None => self.u8(0),
+            Some(b) => {
+                self.u8(1);
+                self.0.extend_from_slice(&(b.len() as u32).to_be_bytes());
+                self.bytes(b);
+            }
+        }
+    }
+    fn ts(&mut self, t: Timestamp) {
+        self.u64(t.as_millis());
+    }
+    fn attachment(&mut self, a: Attachment) {
+        match a {
+            Attachment::Detached(d) => {
+                self.u8(0);
+                self.ts(d.since);
+            }
+            Attachment::Attached(a) => {
+                self.u8(1);
+                self.ts(a.deadline);
+            }
+        }
+    }
+}
+
+struct R<'a>(&'a [u8]);
+
+impl R<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], Error> {
+        if self.0.len() < n {
+            return Err(corrupt("truncated"));
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, Error> {
+        Ok(self.take(1)?[0])
+    }
+    fn u64(&mut self) -> Result<u64, Error> {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_be_bytes(b))
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], Error> {
+        let mut b = [0u8; N];
+        b.copy_from_slice(self.take(N)?);
+        Ok(b)
+    }
+    fn opt(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        match self.u8()? {
+            0 => Ok(None),
+            1 => {
+                let len = u32::from_be_bytes(self.array::<4>()?) as usize;
+                Ok(Some(self.take(len)?.to_vec()))
+            }
+            _ => Err(corrupt("bad option tag")),
+        }
+    }
+    fn ts(&mut self) -> Result<Timestamp, Error> {
+        Ok(Timestamp::from_millis(self.u64()?))
+    }
+    fn attachment(&mut self) -> Result<Attachment, Error> {
+        match self.u8()? {
+            0 => Ok(Attachment::Detached(Detached { since: self.ts()? })),
+            1 => Ok(Attachment::Attached(Attached { deadline: self.ts()? })),
+            _ => Err(corrupt("bad attachment tag")),
+        }
+    }
+}
+
+fn revision_code(r: Revision) -> u8 {
+    Revision::ALL.iter().position(|x| *x == r).unwrap_or(0) as u8
+}
+
+fn end_reason(w: &mut W, r: EndReason) {
+    match r {
+        EndReason::Deleted => w.u8(0),
+        EndReason::Rejected(reason) => {
+            w.u8(1);
+            w.u8(RejectReason::ALL.iter().position(|x| *x == reason).unwrap_or(0) as u8);
+        }
+        EndReason::IdleExpired => w.u8(2),
+        EndReason::Failed => w.u8(3),
+    }
+}
+
+/// Encode a record.
+pub(crate) fn encode_record(record: &SessionRecord) -> Vec<u8> {
+    let mut w = W(Vec::with_capacity(64 + 80 * record.stream_count()));
+    let s = record.session();
+    w.bytes(s.id().as_bytes());
+    w.u8(revision_code(s.revision()));
+    w.u8(u8::from(s.reset_contract()));
+    w.opt(s.principal().map(str::as_bytes));
+    w.ts(s.created_at());
+    match *s.state() {
+        SessionState::Active(a) => {
+            w.u8(0);
+            w.ts(a.last_activity);
+        }
+        SessionState::Ended(e) => {
+            w.u8(1);
+            w.ts(e.at);
+            end_reason(&mut w, e.reason);
+        }
+    }
+    w.bytes(record.standalone().id().as_bytes());
+    w.0.extend_from_slice(&(record.stream_count() as u32).to_be_bytes());
+    for st in record.streams() {
+        w.bytes(st.id().as_bytes());
+        w.u8(match st.kind() {
+            StreamKind::Standalone => 0,
+            StreamKind::Request => 1,
+        });
+        w.u64(st.high_water().get());
+        w.u64(st.low_water().get());
+        w.u64(st.retained_bytes());
+        w.u64(st.epoch().get());
+        w.u8(u8::from(st.ever_attached()));
+        w.opt(st.label().map(Label::as_bytes));
+        match *st.state() {
+            StreamState::Open(o) => {
+                w.u8(0);
+                w.attachment(o.attachment);
+            }
+            StreamState::Completed(c) => {
+                w.u8(1);
+                w.ts(c.at);
+                w.attachment(c.attachment);
+            }
+            StreamState::Fenced(f) => {
+                w.u8(2);
+                w.ts(f.at);
+                w.u8(match f.cause {
+                    FenceCause::Reset => 0,
+                    FenceCause::SessionEnded => 1,
+                });
+            }
+        }
+    }
+    w.0
+}
+
+/// The parts of a decoded stream, before the store checks them against the events on disk.
+pub(crate) struct StreamParts {
+    pub(crate) id: StreamId,
+    pub(crate) kind: StreamKind,
+    pub(crate) high_water: Seq,
+    pub(crate) low_water: Seq,
+    pub(crate) retained_bytes: u64,
+    pub(crate) epoch: Epoch,
+    pub(crate) ever_attached: bool,
+    pub(crate) label: Option<Label>,
+    pub(crate) state: StreamState,
+}
+
+impl StreamParts {
+    pub(crate) fn build(&self) -> Stream {
+        Stream::restore(
+            self.id,
+            self.kind,
+            self.high_water,
+            self.low_water,
+            self.retained_bytes,
+            self.epoch,
+            self.ever_attached,
+            self.state,
+        )
+        .with_label(self.label)
+    }
+}
+
+/// A decoded record, in parts.
+pub(crate) struct RecordParts {
+    pub(crate) new: NewSession,
+    pub(crate) created_at: Timestamp,
+    pub(crate) state: SessionState,
+    pub(crate) standalone: StreamId,
+    pub(crate) streams: Vec<StreamParts>,
+}
+
+impl RecordParts {
+    pub(crate) fn build(self) -> Result<SessionRecord, Error> {
+        let streams = self.streams.iter().map(StreamParts::build);
+        SessionRecord::restore(self.new, self.created_at, self.state, self.standalone, streams)
+            .map_err(Error::Core)
+    }
+}
+
+/// Decode a record.
+pub(crate) fn decode_record(bytes: &[u8]) -> Result<RecordParts, Error> {
+    let mut r = R(bytes);
+    let id = SessionId::from_bytes(r.array()?);
+    let revision = *Revision::ALL.get(usize::from(r.u8()?)).ok_or_else(|| corrupt("bad revision"))?;
+    let reset_contract = r.u8()? != 0;
+    let principal = match r.opt()? {
+        Some(b) => Some(String::from_utf8(b).map_err(|_| corrupt("principal is not UTF-8"))?),
+        None => None,
+    };
+    let created_at = r.ts()?;
+    let state = match r.u8()? {
+        0 => SessionState::Active(Active { last_activity: r.ts()? }),
+        1 => {
+            let at = r.ts()?;
+            let reason = match r.u8()? {
+                0 => EndReason::Deleted,
+                1 => EndReason::Rejected(
+                    *RejectReason::ALL
+                        .get(usize::from(r.u8()?))
+                        .ok_or_else(|| corrupt("bad reject reason"))?,
+                ),
+                2 => EndReason::IdleExpired,
+                3 => EndReason::Failed,
+                _ => return Err(corrupt("bad end reason")),
+            };
+            SessionState::Ended(Ended { at, reason })
+        }
+        _ => return Err(corrupt("bad session state")),
+    };
+    let standalone = StreamId::from_bytes(r.array()?);
+    let n = u32::from_be_bytes(r.array()?);
+    let mut streams = Vec::with_capacity(n.min(4096) as usize);
+    for _ in 0..n {
+        let id = StreamId::from_bytes(r.array()?);
+        let kind = match r.u8()? {
+            0 => StreamKind::Standalone,
+            1 => StreamKind::Request,
+            _ => return Err(corrupt("bad stream kind")),
+        };
+        let high_water = Seq::new(r.u64()?);
+        let low_water = Seq::new(r.u64()?);
+        let retained_bytes = r.u64()?;
+        let epoch = Epoch::new(r.u64()?);
+        let ever_attached = r.u8()? != 0;
+        let label = match r.opt()? {
+            Some(b) => Some(Label::new(&b).ok_or_else(|| corrupt("label too long"))?),
+            None => None,
+        };
+        let state = match r.u8()? {
+            0 => StreamState::Open(Open { attachment: r.attachment()? }),
+            1 => {
+                let at = r.ts()?;
+                StreamState::Completed(Completed { at, attachment: r.attachment()? })
+            }
+            2 => {
+                let at = r.ts()?;
+                let cause = match r.u8()? {
+                    0 => FenceCause::Reset,
+                    1 => FenceCause::SessionEnded,
+                    _ => return Err(corrupt("bad fence cause")),
+                };
+                StreamState::Fenced(Fenced { at, cause })
+            }
+            _ => return Err(corrupt("bad stream state")),
+        };
+        streams.push(StreamParts {
+            id,
+            kind,
+            high_water,
+            low_water,
+            retained_bytes,
+            epoch,
+            ever_attached,
+            label,
+            state,
+        });
+    }
+    if !r.0.is_empty() {
+        return Err(corrupt("trailing bytes"));
+    }
+    let new = NewSession { id, revision, reset_contract, principal };
+    Ok(RecordParts { new, created_at, state, standalone, streams })
+}

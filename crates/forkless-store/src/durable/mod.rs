@@ -1,0 +1,450 @@
+//! The durable embedded store: the in-process [`Engine`] with a redb journal behind it.
+//!
+//! Reads and wake-ups are served from memory; every mutation is journaled to a redb file by
+//! one writer thread with group commit (see [`journal`]). On open, the file is read back,
+//! attachments are dropped (no connection survives a restart) and requests whose handler died
+//! are answered with a JSON-RPC error and completed, so no client waits for ever.
+//!
+//! ## Durability modes, and what each can lose on power failure
+//!
+//! | mode | an append returns | readers see an event | lost on power failure |
+//! |---|---|---|---|
+//! | [`Durability::Immediate`] | after its fsync | after its fsync | nothing that was acknowledged or delivered |
+//! | [`Durability::Batched`] | at once | at once | up to one batch window of events, which may already have been delivered |
+//!
+//! In `immediate` mode the server sends an event on the wire only once it is durable, so a
+//! client's cursor never points past what survives. In `batched` mode it can: such a resume
+//! is answered `cursor_ahead` (404, a new session), never with a stream that skips or
+//! re-numbers events. Either way, events are always written in order with their record, so
+//! what survives is a gap-free prefix of every stream.
+//!
+//! A failed write (fsync error, full disk) poisons the store: every later operation returns
+//! [`Error::Poisoned`], and nothing written after the failure is ever delivered; the server
+//! stops with a log line naming the failure.
+
+mod codec;
+mod journal;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, Timestamp};
+use redb::{Database, ReadableDatabase, ReadableTable};
+
+use self::journal::{EVENTS, META, Msg, Op, Poison, SESSIONS};
+use crate::engine::{Effect, Engine};
+use crate::{Error, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
+
+/// When appends are durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Every acknowledged write is on disk (one fsync per group of concurrent writes).
+    Immediate,
+    /// Writes are acknowledged at once and reach disk within `window` (one fsync per window).
+    Batched {
+        /// The longest an acknowledged write waits for its fsync.
+        window: Duration,
+    },
+}
+
+impl Default for Durability {
+    /// Batched with a 5 ms window.
+    fn default() -> Self {
+        Self::Batched { window: Duration::from_millis(5) }
+    }
+}
+
+/// What recovery found when the store was opened.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Sessions read back (active and ended).
+    pub sessions: usize,
+    /// Events read back.
+    pub events: usize,
+    /// Connections that were attached when the process stopped (now detached).
+    pub detached: usize,
+    /// Requests whose handler died with the process, answered with an error and completed.
+    pub orphaned_requests: usize,
+}
+
+/// The redb-backed [`Store`]. Cheap to clone (shared state).
+#[derive(Clone, Debug)]
+pub struct RedbStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    engine: Engine,
+    durability: Durability,
+    poison: Arc<Poison>,
+    // A Mutex only so `Inner` is Sync on every toolchain; sends happen under the engine's
+    // session lock, so this lock is never contended across sessions for long. `None` once
+    // closing.
+    tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    /// Close the queue and wait for the writer to commit what is queued and release the file.
+    fn drop(&mut self) {
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        if let Some(writer) = self.writer.lock().ok().and_then(|mut w| w.take()) {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl RedbStore {
+    /// Open (or create) the data file at `path`, recover its contents at `now`, and start the
+    /// writer thread. A file of an unknown format version is refused, never rewritten.
+    pub fn open(path: impl AsRef<Path>, durability: Durability, now: Timestamp) -> Result<(Self, Recovery)> {
+        let path = path.as_ref();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::Backend(format!("creating {}: {e}", dir.display())))?;
+        }
+        if path.metadata().is_ok_and(|m| m.len() > 0) {
+            // Check the format read-only first, so a file we cannot read is never touched.
+            let db = redb::ReadOnlyDatabase::open(path)
+                .map_err(|e| Error::Backend(format!("opening {}: {e}", path.display())))?;
+            let txn = db.begin_read().map_err(backend_err)?;
+            if let Ok(meta) = txn.open_table(META) {
+                let found = meta.get("format").map_err(backend_err)?.map(|v| v.value());
+                refuse_other_format(found)?;
+            }
+        }
+        let db =
+            Database::create(path).map_err(|e| Error::Backend(format!("opening {}: {e}", path.display())))?;
+        Self::start(db, durability, now)
+    }
+
+    /// Open on a custom redb storage backend (fault injection in tests).
+    pub fn open_with_backend(
+        backend: impl redb::StorageBackend,
+        durability: Durability,
+        now: Timestamp,
+    ) -> Result<(Self, Recovery)> {
+        let db = Database::builder().create_with_backend(backend).map_err(backend_err)?;
+        Self::start(db, durability, now)
+    }
+
+    fn start(db: Database, durability: Durability, now: Timestamp) -> Result<(Self, Recovery)> {
+        check_format(&db)?;
+        let db = Arc::new(db);
+        let (tx, rx) = mpsc::channel();
+        let poison = Arc::new(Poison::default());
+        let store = Self {
+            inner: Arc::new(Inner {
+                engine: Engine::default(),
+                durability,
+                poison: Arc::clone(&poison),
+                tx: Mutex::new(Some(tx)),
+                writer: Mutex::new(None),
+            }),
+        };
+        let recovery = store.recover(&db, now)?;
+        let writer = std::thread::Builder::new()
+            .name("forkless-redb-writer".into())
+            .spawn(move || journal::run(db, rx, durability, poison))
+            .map_err(|e| Error::Backend(format!("spawning the writer thread: {e}")))?;
+        if let Ok(mut w) = store.inner.writer.lock() {
+            *w = Some(writer);
+        }
+        Ok((store, recovery))
+    }
+
+    /// The durability mode.
+    pub fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+
+    /// Wait until everything written so far is on disk.
+    pub async fn flush(&self) -> Result<()> {
+        self.barrier().await
+    }
+
+    fn check(&self) -> Result<()> {
+        self.inner.poison.check().map_err(Error::Poisoned)
+    }
+
+    fn send(&self, msg: Msg) {
+        if let Ok(tx) = self.inner.tx.lock()
+            && let Some(tx) = tx.as_ref()
+        {
+            // A closed channel means the writer died; the barrier then reports it.
+            let _ = tx.send(msg);
+        }
+    }
+
+    async fn barrier(&self) -> Result<()> {
+        let (ack, done) = tokio::sync::oneshot::channel();
+        self.send(Msg::Barrier(ack));
+        match done.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(Error::Poisoned(why)),
+            Err(_) => Err(Error::Poisoned("the durable store's writer thread stopped".into())),
+        }
+    }
+
+    /// Wait for durability when the mode requires it.
+    async fn settle(&self) -> Result<()> {
+        match self.inner.durability {
+            Durability::Immediate => self.barrier().await,
+            Durability::Batched { .. } => self.check(),
+        }
+    }
+
+    /// A persist callback that collects one mutation's effects and sends them as one message
+    /// (while the engine still holds the session lock).
+    fn journal(&self) -> impl FnMut(Effect<'_>) + '_ {
+        let mut ops = Vec::new();
+        move |effect| match effect {
+            Effect::Record(r) => {
+                ops.push(Op::PutRecord { session: *r.id().as_bytes(), record: codec::encode_record(r) })
+            }
+            Effect::Event { record, id, payload } => {
+                ops.push(Op::PutEvent {
+                    key: codec::event_key(record.id(), id.stream, id.seq),
+                    payload: payload.clone(),
+                });
+                ops.push(Op::PutRecord {
+                    session: *record.id().as_bytes(),
+                    record: codec::encode_record(record),
+                });
+                if record.session().ended().is_some() {
+                    ops.push(Op::DropEvents { session: *record.id().as_bytes() });
+                }
+            }
+            Effect::Trim { session, stream, low_water } => {
+                ops.push(Op::Trim { prefix: prefix(session, stream), low_water: low_water.get() });
+            }
+            Effect::DropStream { session, stream } => {
+                ops.push(Op::DropStream { prefix: prefix(session, stream) })
+            }
+            Effect::DropSession(session) => ops.push(Op::DropSession { session: *session.as_bytes() }),
+            Effect::End => {
+                if !ops.is_empty() {
+                    self.send(Msg::Ops(std::mem::take(&mut ops)));
+                }
+            }
+        }
+    }
+
+    fn recover(&self, db: &Database, now: Timestamp) -> Result<Recovery> {
+        let txn = db.begin_read().map_err(backend_err)?;
+        let mut recovery = Recovery::default();
+        let mut records = Vec::new();
+        if let Ok(sessions) = txn.open_table(SESSIONS) {
+            for entry in sessions.iter().map_err(backend_err)? {
+                let (_, v) = entry.map_err(backend_err)?;
+                records.push(codec::decode_record(v.value())?);
+            }
+        }
+        let events_table = txn.open_table(EVENTS).ok();
+        for mut parts in records {
+            let session = parts.new.id;
+            let mut logs: HashMap<StreamId, Vec<StoredEvent>> = HashMap::new();
+            if let Some(events) = &events_table {
+                let mut lo = [0u8; 36];
+                lo[..16].copy_from_slice(session.as_bytes());
+                let mut hi = [0xffu8; 36];
+                hi[..16].copy_from_slice(session.as_bytes());
+                for entry in events.range(&lo[..]..=&hi[..]).map_err(backend_err)? {
+                    let (k, v) = entry.map_err(backend_err)?;
+                    let (_, stream, seq) = codec::split_event_key(k.value())?;
+                    logs.entry(stream)
+                        .or_default()
+                        .push(StoredEvent { seq, payload: Bytes::copy_from_slice(v.value()) });
+                }
+            }
+            // Keep, per stream, the contiguous run that ends at the high-water mark and
+            // starts no lower than the low-water mark; anything else (a trim that committed
+            // before its record, or the reverse) is treated as evicted.
+            for s in &mut parts.streams {
+                let log = logs.entry(s.id).or_default();
+                log.retain(|e| e.seq >= s.low_water && e.seq <= s.high_water);
+                let mut start = log.len();
+                while start > 0 && log[start - 1].seq.get() + (log.len() - start) as u64 == s.high_water.get()
+                {
+                    start -= 1;
+                }
+                log.drain(..start);
+                s.low_water = log.first().map_or(s.high_water.next(), |e| e.seq);
+                s.retained_bytes = log.iter().map(|e| e.payload.len() as u64).sum();
+            }
+            let mut record = parts.build()?;
+            recovery.sessions += 1;
+            recovery.events += logs.values().map(Vec::len).sum::<usize>();
+            recovery.detached += record
+                .streams()
+                .filter(|s| matches!(s.attachment(), Some(forkless_core::Attachment::Attached(_))))
+                .count();
+            let orphaned =
+                if record.session().ended().is_some() { Vec::new() } else { record.on_restart(now) };
+            let labels: Vec<_> = orphaned
+                .iter()
+                .map(|id| (*id, record.stream(*id).and_then(|s| s.label().copied())))
+                .collect();
+            let mut journal = self.journal();
+            journal(Effect::Record(&record));
+            journal(Effect::End);
+            drop(journal);
+            self.inner.engine.restore(record, logs)?;
+            for (stream, label) in labels {
+                let payload = lost_request_error(label.as_ref().map(forkless_core::Label::as_bytes));
+                let limits =
+                    Limits { stream_max_bytes: u64::MAX, session_max_bytes: u64::MAX, ..Limits::default() };
+                self.inner.engine.append(
+                    session,
+                    AppendTarget::Stream(stream),
+                    payload,
+                    true,
+                    now,
+                    &limits,
+                    true,
+                    self.journal(),
+                )?;
+                recovery.orphaned_requests += 1;
+            }
+        }
+        Ok(recovery)
+    }
+}
+
+/// The JSON-RPC error that answers a request whose handler died in a crash.
+fn lost_request_error(label: Option<&[u8]>) -> Bytes {
+    let id = label.and_then(|l| std::str::from_utf8(l).ok()).unwrap_or("null");
+    Bytes::from(format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"the server restarted while handling this request; it was lost"}}}}"#
+    ))
+}
+
+fn prefix(session: SessionId, stream: StreamId) -> [u8; 28] {
+    let mut p = [0u8; 28];
+    p[..16].copy_from_slice(session.as_bytes());
+    p[16..].copy_from_slice(stream.as_bytes());
+    p
+}
+
+fn backend_err(e: impl std::fmt::Display) -> Error {
+    Error::Backend(e.to_string())
+}
+
+fn refuse_other_format(found: Option<u64>) -> Result<()> {
+    match found {
+        Some(v) if v != codec::FORMAT_VERSION => Err(Error::Corrupt(format!(
+            "data file has format version {v}; this build reads version {} only and will not rewrite it",
+            codec::FORMAT_VERSION
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Refuse a file of another format version; stamp a new one with ours.
+fn check_format(db: &Database) -> Result<()> {
+    let txn = db.begin_write().map_err(backend_err)?;
+    {
+        let mut meta = txn.open_table(META).map_err(backend_err)?;
+        let found = meta.get("format").map_err(backend_err)?.map(|v| v.value());
+        refuse_other_format(found)?;
+        match found {
+            Some(_) => {}
+            None => {
+                let sessions = txn.open_table(SESSIONS).map_err(backend_err)?;
+                if !journal::is_empty(&sessions).map_err(backend_err)? {
+                    return Err(Error::Corrupt("data file holds sessions but no format version".into()));
+                }
+                drop(sessions);
+                txn.open_table(EVENTS).map_err(backend_err)?;
+                meta.insert("format", codec::FORMAT_VERSION).map_err(backend_err)?;
+            }
+        }
+    }
+    txn.commit().map_err(backend_err)?;
+    Ok(())
+}
+
+impl Store for RedbStore {
+    async fn create(&self, record: SessionRecord) -> Result<Version> {
+        self.check()?;
+        let v = self.inner.engine.create(record, self.journal())?;
+        self.settle().await?;
+        Ok(v)
+    }
+
+    async fn load(&self, id: SessionId) -> Result<Option<Versioned<SessionRecord>>> {
+        self.check()?;
+        self.inner.engine.load(id)
+    }
+
+    async fn compare_and_set(&self, expected: Version, record: SessionRecord) -> Result<Option<Version>> {
+        self.check()?;
+        let v = self.inner.engine.compare_and_set(expected, record, self.journal())?;
+        if v.is_some() {
+            self.settle().await?;
+        }
+        Ok(v)
+    }
+
+    async fn append(
+        &self,
+        session: SessionId,
+        target: AppendTarget,
+        payload: Bytes,
+        complete: bool,
+        now: Timestamp,
+        limits: &Limits,
+    ) -> Result<EventId> {
+        self.check()?;
+        let visible = matches!(self.inner.durability, Durability::Batched { .. });
+        let id = self.inner.engine.append(
+            session,
+            target,
+            payload,
+            complete,
+            now,
+            limits,
+            visible,
+            self.journal(),
+        )?;
+        if !visible {
+            self.barrier().await?;
+            self.inner.engine.publish(session, id.stream, id.seq);
+        }
+        Ok(id)
+    }
+
+    async fn read(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        after: Seq,
+        max: usize,
+    ) -> Result<Vec<StoredEvent>> {
+        self.check()?;
+        self.inner.engine.read(session, stream, after, max)
+    }
+
+    async fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
+        self.check()?;
+        self.inner.engine.watch(session, stream)
+    }
+
+    async fn remove(&self, id: SessionId) -> Result<()> {
+        self.check()?;
+        self.inner.engine.remove(id, self.journal())?;
+        self.settle().await
+    }
+
+    async fn sessions(&self) -> Result<Vec<SessionId>> {
+        self.check()?;
+        self.inner.engine.sessions()
+    }
+}

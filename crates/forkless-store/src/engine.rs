@@ -1,0 +1,285 @@
+//! The in-process state every store serves from: session records, event logs and wake-ups.
+//!
+//! [`MemoryStore`](crate::MemoryStore) is this engine alone. Durable stores put a journal
+//! behind it: every mutation hands a description of its effect to a `persist` callback while
+//! the session's lock is still held (so the journal sees mutations in the order they
+//! happened), and appended events stay invisible to readers until the store
+//! [publishes](Engine::publish) them, which a durable store does only once they are on disk.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use bytes::Bytes;
+use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, Timestamp};
+use tokio::sync::watch;
+
+use crate::{Error, Result, StoredEvent, StreamEnd, StreamSignal, StreamWatch, Version, Versioned};
+
+/// What a mutation changed, for a journal to persist.
+#[derive(Debug)]
+pub(crate) enum Effect<'a> {
+    /// The record was created or replaced.
+    Record(&'a SessionRecord),
+    /// An event was appended (the record changed too).
+    Event { record: &'a SessionRecord, id: EventId, payload: &'a Bytes },
+    /// Events of `stream` below `low_water` are gone.
+    Trim { session: SessionId, stream: StreamId, low_water: Seq },
+    /// All events of `stream` are gone, and so is the stream.
+    DropStream { session: SessionId, stream: StreamId },
+    /// The session and everything it held are gone.
+    DropSession(SessionId),
+    /// The mutation is complete: a journal may now hand its effects on as one unit.
+    End,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Engine {
+    sessions: RwLock<HashMap<SessionId, Arc<Mutex<Slot>>>>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    version: Version,
+    record: SessionRecord,
+    logs: HashMap<StreamId, Log>,
+}
+
+#[derive(Debug)]
+struct Log {
+    /// Contiguous events from the stream's low-water mark.
+    events: VecDeque<StoredEvent>,
+    /// The highest seq readers may see.
+    published: Seq,
+    signal: watch::Sender<StreamSignal>,
+}
+
+fn poisoned() -> Error {
+    Error::Poisoned("a thread panicked while holding a store lock".into())
+}
+
+fn lock(slot: &Mutex<Slot>) -> Result<MutexGuard<'_, Slot>> {
+    slot.lock().map_err(|_| poisoned())
+}
+
+/// The signal readers see: the high-water mark is the published one, and a completed stream
+/// reads as completed only once its final event is published.
+fn signal_of(meta: &forkless_core::Stream, published: Seq) -> StreamSignal {
+    let mut signal = StreamSignal::of(meta);
+    signal.high_water = published.min(meta.high_water());
+    if signal.end == Some(StreamEnd::Completed) && signal.high_water < meta.high_water() {
+        signal.end = None;
+    }
+    signal
+}
+
+impl Log {
+    fn new(meta: &forkless_core::Stream, published: Seq) -> Self {
+        Self { events: VecDeque::new(), published, signal: watch::Sender::new(signal_of(meta, published)) }
+    }
+
+    fn announce(&self, meta: &forkless_core::Stream) {
+        let signal = signal_of(meta, self.published);
+        self.signal.send_if_modified(|s| {
+            let changed = *s != signal;
+            *s = signal;
+            changed
+        });
+    }
+}
+
+impl Slot {
+    fn log(&mut self, stream: StreamId) -> Result<&mut Log> {
+        let meta = self.record.stream(stream).ok_or(Error::StreamUnknown)?;
+        Ok(self.logs.entry(stream).or_insert_with(|| Log::new(meta, meta.high_water())))
+    }
+
+    /// Bring logs in line with the record and report what the journal must drop.
+    fn sync_logs(&mut self, old: Option<&SessionRecord>, persist: &mut impl FnMut(Effect<'_>)) {
+        let record = &self.record;
+        let session = record.id();
+        if let Some(old) = old {
+            for s in old.streams().filter(|s| record.stream(s.id()).is_none()) {
+                persist(Effect::DropStream { session, stream: s.id() });
+            }
+            for s in record.streams() {
+                let before = old.stream(s.id()).map_or(Seq::FIRST, forkless_core::Stream::low_water);
+                if s.low_water() > before {
+                    persist(Effect::Trim { session, stream: s.id(), low_water: s.low_water() });
+                }
+            }
+        }
+        self.logs.retain(|id, _| record.stream(*id).is_some());
+        for meta in record.streams() {
+            let Some(log) = self.logs.get_mut(&meta.id()) else { continue };
+            while log.events.front().is_some_and(|e| e.seq < meta.low_water()) {
+                log.events.pop_front();
+            }
+            log.announce(meta);
+        }
+    }
+}
+
+impl Engine {
+    fn slot(&self, id: SessionId) -> Result<Arc<Mutex<Slot>>> {
+        let map = self.sessions.read().map_err(|_| poisoned())?;
+        map.get(&id).cloned().ok_or(Error::SessionUnknown)
+    }
+
+    pub(crate) fn create(
+        &self,
+        record: SessionRecord,
+        mut persist: impl FnMut(Effect<'_>),
+    ) -> Result<Version> {
+        let mut map = self.sessions.write().map_err(|_| poisoned())?;
+        if map.contains_key(&record.id()) {
+            return Err(Error::SessionExists);
+        }
+        persist(Effect::Record(&record));
+        persist(Effect::End);
+        let slot = Slot { version: Version::INITIAL, record, logs: HashMap::new() };
+        map.insert(slot.record.id(), Arc::new(Mutex::new(slot)));
+        Ok(Version::INITIAL)
+    }
+
+    /// Insert a recovered session with its retained events (all published).
+    pub(crate) fn restore(
+        &self,
+        record: SessionRecord,
+        events: HashMap<StreamId, Vec<StoredEvent>>,
+    ) -> Result<()> {
+        let mut slot = Slot { version: Version::INITIAL, record, logs: HashMap::new() };
+        for (stream, evs) in events {
+            let log = slot.log(stream)?;
+            log.events.extend(evs);
+        }
+        let mut map = self.sessions.write().map_err(|_| poisoned())?;
+        map.insert(slot.record.id(), Arc::new(Mutex::new(slot)));
+        Ok(())
+    }
+
+    pub(crate) fn load(&self, id: SessionId) -> Result<Option<Versioned<SessionRecord>>> {
+        let slot = match self.slot(id) {
+            Ok(slot) => slot,
+            Err(Error::SessionUnknown) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let slot = lock(&slot)?;
+        Ok(Some(Versioned { version: slot.version, value: slot.record.clone() }))
+    }
+
+    pub(crate) fn compare_and_set(
+        &self,
+        expected: Version,
+        record: SessionRecord,
+        mut persist: impl FnMut(Effect<'_>),
+    ) -> Result<Option<Version>> {
+        let slot = self.slot(record.id())?;
+        let mut slot = lock(&slot)?;
+        if slot.version != expected {
+            return Ok(None);
+        }
+        let old = std::mem::replace(&mut slot.record, record);
+        slot.version = slot.version.next();
+        persist(Effect::Record(&slot.record));
+        slot.sync_logs(Some(&old), &mut persist);
+        persist(Effect::End);
+        Ok(Some(slot.version))
+    }
+
+    /// Append; the event is visible at once if `visible`, else after [`Self::publish`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn append(
+        &self,
+        session: SessionId,
+        target: AppendTarget,
+        payload: Bytes,
+        complete: bool,
+        now: Timestamp,
+        limits: &Limits,
+        visible: bool,
+        mut persist: impl FnMut(Effect<'_>),
+    ) -> Result<EventId> {
+        let slot = self.slot(session)?;
+        let mut guard = lock(&slot)?;
+        let slot = &mut *guard;
+        let id = slot.record.append(target, payload.len() as u64, complete, now, limits)?;
+        let low_before = slot.record.stream(id.stream).map(forkless_core::Stream::low_water);
+        persist(Effect::Event { record: &slot.record, id, payload: &payload });
+        let log = match slot.logs.entry(id.stream) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let meta = slot.record.stream(id.stream).ok_or(Error::StreamUnknown)?;
+                // Everything before this event is already visible.
+                e.insert(Log::new(meta, Seq::new(id.seq.get() - 1)))
+            }
+        };
+        log.events.push_back(StoredEvent { seq: id.seq, payload });
+        while slot.record.must_evict(id.stream, limits) {
+            let Some(oldest) = log.events.pop_front() else { break };
+            slot.record.on_evict_oldest(id.stream, oldest.payload.len() as u64)?;
+        }
+        let meta = slot.record.stream(id.stream).ok_or(Error::StreamUnknown)?;
+        if low_before.is_some_and(|before| meta.low_water() > before) {
+            persist(Effect::Trim { session, stream: id.stream, low_water: meta.low_water() });
+            persist(Effect::Record(&slot.record));
+        }
+        persist(Effect::End);
+        if visible {
+            log.published = id.seq;
+        }
+        log.announce(meta);
+        slot.version = slot.version.next();
+        Ok(id)
+    }
+
+    /// Make events of `stream` up to `seq` visible to readers and wake them.
+    pub(crate) fn publish(&self, session: SessionId, stream: StreamId, seq: Seq) {
+        let Ok(slot) = self.slot(session) else { return };
+        let Ok(mut guard) = lock(&slot) else { return };
+        let slot = &mut *guard;
+        let (Some(meta), Some(log)) = (slot.record.stream(stream), slot.logs.get_mut(&stream)) else {
+            return;
+        };
+        log.published = log.published.max(seq);
+        log.announce(meta);
+    }
+
+    pub(crate) fn read(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        after: Seq,
+        max: usize,
+    ) -> Result<Vec<StoredEvent>> {
+        let slot = self.slot(session)?;
+        let mut slot = lock(&slot)?;
+        let meta = slot.record.stream(stream).ok_or(Error::StreamUnknown)?;
+        let low_water = meta.low_water();
+        if after.next() < low_water {
+            return Err(Error::Evicted { low_water });
+        }
+        let skip = usize::try_from(after.next().get() - low_water.get()).unwrap_or(usize::MAX);
+        let log = slot.log(stream)?;
+        let published = log.published;
+        Ok(log.events.iter().skip(skip).take_while(|e| e.seq <= published).take(max).cloned().collect())
+    }
+
+    pub(crate) fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
+        let slot = self.slot(session)?;
+        let mut slot = lock(&slot)?;
+        Ok(StreamWatch::new(slot.log(stream)?.signal.subscribe()))
+    }
+
+    pub(crate) fn remove(&self, id: SessionId, mut persist: impl FnMut(Effect<'_>)) -> Result<()> {
+        let mut map = self.sessions.write().map_err(|_| poisoned())?;
+        if map.remove(&id).is_some() {
+            persist(Effect::DropSession(id));
+            persist(Effect::End);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn sessions(&self) -> Result<Vec<SessionId>> {
+        Ok(self.sessions.read().map_err(|_| poisoned())?.keys().copied().collect())
+    }
+}
