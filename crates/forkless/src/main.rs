@@ -1,1 +1,35 @@
-fn main() {}
+//! `forkless`: the command line. One subcommand per module of the library; this file only
+//! parses flags and dispatches.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Fork-free SSE resumption for MCP Streamable HTTP.
+#[derive(Debug, Parser)]
+#[command(name = "forkless", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the demo MCP server (tools, resources, prompts) on the forkless transport.
+    Serve(forkless::serve::ServeArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    forkless::serve::init_logging();
+    let result = match &cli.command {
+        Command::Serve(args) => forkless::serve::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("forkless: {e}");
+            e.exit_code()
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! The one error type of the `forkless` command line and the process exit code each maps to.
+
+use std::io;
+use std::process::ExitCode;
+
+/// Why a `forkless` command could not run to the end.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The settings contradict each other or an invariant; nothing was started.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The listening socket could not be opened.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// What the operating system said.
+        source: io::Error,
+    },
+    /// The server stopped on an I/O error instead of a requested shutdown.
+    #[error("server failed: {0}")]
+    Serve(io::Error),
+    /// Setting up the runtime or a signal handler failed.
+    #[error("cannot start: {0}")]
+    Startup(io::Error),
+}
+
+impl Error {
+    /// The process exit code: 2 for configuration errors (like usage errors), 1 otherwise.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Config(_) => ExitCode::from(2),
+            Self::Bind { .. } | Self::Serve(_) | Self::Startup(_) => ExitCode::FAILURE,
+        }
+    }
+}

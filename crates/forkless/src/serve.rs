@@ -1,0 +1,350 @@
+//! `forkless serve`: run the demo MCP server on the fork-free Streamable HTTP transport.
+//!
+//! This module owns the flags, turning them into a checked [`ServerConfig`], the listening
+//! socket, logging, and the stop on Ctrl-C or SIGTERM. It owns no protocol decision: those are
+//! made by `forkless-server` and `forkless-core`.
+//!
+//! Output: one start-up line on stdout naming the bound address (so `--listen 127.0.0.1:0`
+//! tells the caller its port), one final line on stdout when the server has stopped, and
+//! `tracing` logs on stderr filtered by `RUST_LOG` (default `info`).
+
+use core::fmt;
+use core::str::FromStr;
+use core::time::Duration;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use forkless_core::{Config as CoreConfig, ResumeMode, Revision};
+use forkless_server::{AllowedOrigins, AnswerMode, Server, ServerConfig};
+use forkless_store::MemoryStore;
+use tokio::net::TcpListener;
+
+use crate::Error;
+use crate::demo::DemoHandler;
+
+/// Flags of `forkless serve`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (the start-up line names it).
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Where sessions and stream logs are kept. `memory` is the only store so far.
+    #[arg(long, default_value = "memory", value_name = "STORE")]
+    pub store: StoreSpec,
+    /// Directory for durable stores (reserved: the memory store does not use it).
+    #[arg(long, default_value = "./forkless-data", value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// The MCP endpoint path.
+    #[arg(long, default_value = "/mcp", value_name = "PATH")]
+    pub path: String,
+    /// How requests are answered: as an SSE stream (resumable) or as a single JSON body.
+    #[arg(long, value_enum, default_value_t = Answer::Sse)]
+    pub answer: Answer,
+    /// Close SSE answers after this many milliseconds so clients poll with `Last-Event-ID`
+    /// (2025-11-25 and later); by default streams stay open.
+    #[arg(long, value_name = "MS")]
+    pub poll_after: Option<u64>,
+    /// Liveness grace window in milliseconds (default 10000); must stay below the retry budget.
+    #[arg(long, value_name = "MS")]
+    pub grace: Option<u64>,
+    /// Require `Mcp-Stream-Id` on every resume (PROTOCOL section 4, row 7).
+    #[arg(long)]
+    pub strict: bool,
+    /// An allowed `Origin` (repeatable; `*` allows any). Without one, only local origins
+    /// (localhost, 127.0.0.1, [::1]) are allowed, which guards against DNS rebinding.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
+    /// Largest accepted POST body in bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub max_body_bytes: Option<usize>,
+}
+
+/// The store a server keeps its sessions in. Parsed from `--store`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreSpec {
+    /// In-process memory: fast, lost on exit.
+    Memory,
+}
+
+/// Why a `--store` value was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StoreSpecError {
+    /// A store this build knows of but cannot open yet.
+    #[error("store `{0}` is not available in this build (available: memory)")]
+    Unavailable(String),
+    /// Not a store name at all.
+    #[error("unknown store `{0}` (available: memory)")]
+    Unknown(String),
+}
+
+impl FromStr for StoreSpec {
+    type Err = StoreSpecError;
+
+    fn from_str(s: &str) -> Result<Self, StoreSpecError> {
+        match s.split_once(':').map_or(s, |(kind, _)| kind) {
+            "memory" if s == "memory" => Ok(Self::Memory),
+            "redb" | "redis" => Err(StoreSpecError::Unavailable(s.to_owned())),
+            _ => Err(StoreSpecError::Unknown(s.to_owned())),
+        }
+    }
+}
+
+impl fmt::Display for StoreSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Memory => f.write_str("memory"),
+        }
+    }
+}
+
+/// `--answer`: how a POST request is answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Answer {
+    /// A new SSE stream per request: notifications, then the response; resumable.
+    #[default]
+    Sse,
+    /// One `application/json` body with the response; notifications go to the GET stream.
+    Json,
+}
+
+impl ServeArgs {
+    /// The checked server configuration these flags describe.
+    pub fn server_config(&self) -> Result<ServerConfig, Error> {
+        let mut core = CoreConfig::default();
+        if self.strict {
+            core.mode = ResumeMode::Strict;
+        }
+        if let Some(ms) = self.grace {
+            core.grace = Duration::from_millis(ms);
+            // Keep-alives renew liveness, so they must come well within a shortened grace
+            // window; a third of it leaves room for two lost ones.
+            core.keep_alive = core.keep_alive.min(core.grace / 3);
+        }
+        let mut config = ServerConfig {
+            path: self.path.clone(),
+            core,
+            answer: match self.answer {
+                Answer::Sse => AnswerMode::Sse,
+                Answer::Json => AnswerMode::Json,
+            },
+            allowed_origins: allowed_origins(&self.allowed_origins),
+            poll_after: self.poll_after.map(Duration::from_millis),
+            ..ServerConfig::default()
+        };
+        if let Some(bytes) = self.max_body_bytes {
+            config.max_body_bytes = bytes;
+        }
+        config.validate().map_err(|e| Error::Config(e.to_string()))?;
+        Ok(config)
+    }
+}
+
+/// `--allowed-origin` values: none means local origins only (DNS-rebinding protection), `*`
+/// means any origin, anything else is an exact list.
+fn allowed_origins(flags: &[String]) -> AllowedOrigins {
+    if flags.is_empty() {
+        AllowedOrigins::Localhost
+    } else if flags.iter().any(|o| o == "*") {
+        AllowedOrigins::Any
+    } else {
+        AllowedOrigins::List(flags.to_vec())
+    }
+}
+
+/// Run `forkless serve` to the end: start a runtime, serve until Ctrl-C or SIGTERM, stop.
+pub fn run(args: &ServeArgs) -> Result<(), Error> {
+    let config = args.server_config()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Error::Startup)?;
+    runtime.block_on(serve(args, config))
+}
+
+async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
+    let listener =
+        TcpListener::bind(args.listen).await.map_err(|source| Error::Bind { addr: args.listen, source })?;
+    let local = listener.local_addr().map_err(Error::Startup)?;
+    let stop = StopSignal::install()?;
+
+    let path = config.path.clone();
+    let handler = DemoHandler::new().with_poll_after(config.poll_after);
+    let server = match args.store {
+        StoreSpec::Memory => Server::new(MemoryStore::new(), handler, config),
+    }
+    .map_err(|e| Error::Config(e.to_string()))?;
+    announce(&format!(
+        "forkless serve: listening on http://{local}{path} (store: {store}, revisions: {revisions})",
+        store = args.store,
+        revisions = Revision::ALL.map(Revision::as_str).join(", "),
+    ));
+    tracing::info!(%local, %path, store = %args.store, "serving");
+
+    let (why_tx, why_rx) = tokio::sync::oneshot::channel::<&'static str>();
+    let shutdown = async move {
+        let why = stop.wait().await;
+        tracing::info!("{why}: stopping");
+        let _ = why_tx.send(why);
+    };
+    server.serve(listener, shutdown).await.map_err(Error::Serve)?;
+    // The shutdown future only drops its sender without sending if the server ended first.
+    let why = why_rx.await.unwrap_or("server finished");
+    tracing::info!("stopped");
+    announce(&format!("forkless serve: stopped ({why})"));
+    Ok(())
+}
+
+/// Print a line on stdout and flush it at once, so a supervising process sees it immediately.
+fn announce(line: &str) {
+    let mut out = std::io::stdout().lock();
+    // Nothing useful can be done if stdout is gone; the logs on stderr still say the same.
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Ctrl-C or SIGTERM, whichever comes first.
+struct StopSignal {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+}
+
+impl StopSignal {
+    /// Register the handlers now, so a signal that arrives during start-up is not lost.
+    fn install() -> Result<Self, Error> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let term = signal(SignalKind::terminate()).map_err(Error::Startup)?;
+            Ok(Self { term })
+        }
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    async fn wait(mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => "interrupted",
+                _ = self.term.recv() => "terminated",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "interrupted"
+        }
+    }
+}
+
+/// Install the `tracing` subscriber: stderr, filtered by `RUST_LOG`, `info` by default.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // A second call (for example from a test) keeps the first subscriber.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Harness {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+        Harness::try_parse_from(std::iter::once("serve").chain(args.iter().copied())).map(|h| h.serve)
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let args = parse(&[]).expect("defaults parse");
+        assert_eq!(args.listen, "127.0.0.1:8080".parse().expect("addr"));
+        assert_eq!(args.store, StoreSpec::Memory);
+        assert_eq!(args.path, "/mcp");
+        assert_eq!(args.answer, Answer::Sse);
+        let config = args.server_config().expect("defaults are valid");
+        assert_eq!(config.core, CoreConfig::default());
+    }
+
+    #[test]
+    fn store_spec_is_parsed_not_matched_loosely() {
+        assert_eq!("memory".parse::<StoreSpec>(), Ok(StoreSpec::Memory));
+        assert!(matches!("redb:/tmp/x".parse::<StoreSpec>(), Err(StoreSpecError::Unavailable(_))));
+        assert!(matches!("memory:x".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
+        assert!(matches!("postgres".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
+        assert!(parse(&["--store", "bogus"]).is_err());
+    }
+
+    #[test]
+    fn grace_above_retry_budget_is_a_config_error() {
+        let args = parse(&["--grace", "60000"]).expect("flags parse");
+        let err = args.server_config().expect_err("grace >= retry budget");
+        assert!(matches!(err, Error::Config(_)), "{err}");
+        assert_eq!(err.exit_code(), std::process::ExitCode::from(2));
+    }
+
+    #[test]
+    fn short_grace_shortens_keep_alive_with_it() {
+        let args = parse(&["--grace", "900", "--strict"]).expect("flags parse");
+        let config = args.server_config().expect("valid");
+        assert_eq!(config.core.grace, Duration::from_millis(900));
+        assert_eq!(config.core.keep_alive, Duration::from_millis(300));
+        assert_eq!(config.core.mode, ResumeMode::Strict);
+    }
+
+    #[test]
+    fn flags_reach_the_server_config() {
+        let args = parse(&[
+            "--answer",
+            "json",
+            "--poll-after",
+            "250",
+            "--allowed-origin",
+            "http://a.example",
+            "--allowed-origin",
+            "http://b.example",
+            "--max-body-bytes",
+            "1024",
+            "--path",
+            "/x",
+        ])
+        .expect("flags parse");
+        let config = args.server_config().expect("valid");
+        assert!(matches!(config.answer, AnswerMode::Json));
+        assert_eq!(config.poll_after, Some(Duration::from_millis(250)));
+        assert_eq!(
+            config.allowed_origins,
+            AllowedOrigins::List(vec!["http://a.example".to_owned(), "http://b.example".to_owned()])
+        );
+        assert_eq!(config.max_body_bytes, 1024);
+        assert_eq!(config.path, "/x");
+    }
+
+    #[test]
+    fn origins_default_to_local_and_star_allows_any() {
+        assert_eq!(allowed_origins(&[]), AllowedOrigins::Localhost);
+        assert_eq!(allowed_origins(&["*".to_owned()]), AllowedOrigins::Any);
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(parse(&["--listen", "nowhere"]).is_err());
+        assert!(parse(&["--answer", "xml"]).is_err());
+        assert!(parse(&["--grace", "-1"]).is_err());
+        let relative = parse(&["--path", "mcp"]).expect("flags parse");
+        assert!(matches!(relative.server_config(), Err(Error::Config(_))));
+        for zero in [["--max-body-bytes", "0"], ["--poll-after", "0"], ["--grace", "0"]] {
+            let args = parse(&zero).expect("flags parse");
+            assert!(matches!(args.server_config(), Err(Error::Config(_))), "{zero:?}");
+        }
+    }
+}
