@@ -1,0 +1,224 @@
+//! `forkless serve` as a real process: start-up line, the demo tools over HTTP and SSE, bad
+//! flags, and a clean stop on SIGTERM with a stream still open.
+
+mod support;
+
+use forkless::demo::Tool;
+use serde_json::{Value, json};
+use support::{Serve, Session, SseReader, guard, log_data};
+
+/// The numbered log data `#1..#N` with the given prefix.
+fn numbered(prefix: &str, n: u64) -> Vec<String> {
+    (1..=n).map(|i| format!("{prefix}#{i}")).collect()
+}
+
+#[tokio::test]
+async fn start_up_line_names_the_bound_address_and_revisions() {
+    let serve = Serve::start(&[]).await;
+    assert!(serve.url.starts_with("http://127.0.0.1:") && serve.url.ends_with("/mcp"), "{}", serve.url);
+    assert!(!serve.url.contains(":0/"), "port 0 must be replaced by the bound port: {}", serve.url);
+    assert!(
+        serve.banner.ends_with("(store: memory, revisions: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28)"),
+        "{}",
+        serve.banner
+    );
+}
+
+#[tokio::test]
+async fn initialize_and_list_every_demo_tool() {
+    let serve = Serve::start(&[]).await;
+    let (mut session, init) = Session::open(&serve.url).await;
+    assert_eq!(init["serverInfo"]["name"], forkless::demo::SERVER_NAME);
+    assert_eq!(init["protocolVersion"], support::REVISION);
+    for capability in ["tools", "resources", "prompts", "logging", "completions"] {
+        assert!(init["capabilities"][capability].is_object(), "capability {capability}: {init}");
+    }
+
+    let listed = session.request("tools/list", json!({})).await;
+    let tools = listed.result()["tools"].as_array().expect("tools array").clone();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().expect("name")).collect();
+    for tool in Tool::ALL {
+        assert!(names.contains(&tool.name()), "{} missing from {names:?}", tool.name());
+    }
+    for tool in &tools {
+        assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+        assert!(tool["description"].as_str().is_some_and(|d| !d.is_empty()), "{tool}");
+    }
+}
+
+#[tokio::test]
+async fn echo_round_trips() {
+    let serve = Serve::start(&[]).await;
+    let (mut session, _) = Session::open(&serve.url).await;
+    let text = "héllo, forkless \u{1f980}";
+    let answer = session.call_tool("echo", json!({ "text": text })).await;
+    assert_eq!(answer.result()["content"], json!([{ "type": "text", "text": text }]));
+}
+
+#[tokio::test]
+async fn bad_arguments_are_invalid_params() {
+    let serve = Serve::start(&[]).await;
+    let (mut session, _) = Session::open(&serve.url).await;
+    let cases = [
+        ("echo", json!({})),
+        ("echo", json!({ "text": 1 })),
+        ("start-notification-stream", json!({ "count": -1 })),
+        ("start-notification-stream", json!({ "count": 1_000_000 })),
+        ("start-background-stream", json!({ "interval": "fast" })),
+        ("long-task", json!({ "steps": 0 })),
+        ("no-such-tool", json!({})),
+    ];
+    for (tool, arguments) in cases {
+        let answer = session.call_tool(tool, arguments.clone()).await;
+        assert_eq!(answer.error()["code"], -32602, "{tool} {arguments}");
+    }
+    // The session is still fine afterwards.
+    let answer = session.call_tool("echo", json!({ "text": "still here" })).await;
+    assert_eq!(answer.result()["content"][0]["text"], "still here");
+}
+
+#[tokio::test]
+async fn notification_stream_delivers_numbered_events_in_order_on_the_request_stream() {
+    let serve = Serve::start(&[]).await;
+    let (mut session, _) = Session::open(&serve.url).await;
+    let (id, response) = session
+        .send(
+            "tools/call",
+            json!({ "name": "start-notification-stream", "arguments": { "interval": 5, "count": 8 } }),
+        )
+        .await;
+    assert_eq!(response.headers().get("mcp-stream-resumed").map(|v| v.as_bytes()), Some(&b"false"[..]));
+    let stream_id =
+        response.headers().get("mcp-stream-id").expect("Mcp-Stream-Id").to_str().expect("ascii").to_owned();
+
+    let mut sse = SseReader::new(response);
+    let priming = guard("priming event", sse.next_event()).await.expect("priming event");
+    assert_eq!(priming.id.as_deref(), Some(format!("{stream_id}.0").as_str()), "priming event id");
+    assert!(priming.data.is_empty(), "priming event has empty data");
+
+    let mut messages = Vec::new();
+    let mut seqs = Vec::new();
+    let response = loop {
+        let (event, message) = guard("SSE event", sse.next_message()).await.expect("stream ended early");
+        let event_id = event.id.expect("every event has an id");
+        let (stream, seq) = event_id.split_once('.').expect("<stream>.<seq>");
+        assert_eq!(stream, stream_id);
+        seqs.push(seq.parse::<u64>().expect("decimal seq"));
+        if message.get("id") == Some(&id) {
+            break message;
+        }
+        messages.push(message);
+    };
+    assert_eq!(log_data(&messages), numbered("notification ", 8));
+    assert!(messages.iter().all(|m| m["params"]["level"] == "info"));
+    assert_eq!(seqs, (1..=9).collect::<Vec<u64>>(), "content events are 1, 2, 3 … without gaps");
+    assert_eq!(response["result"]["content"][0]["text"], "sent 8 notifications");
+    assert!(guard("stream end", sse.next_event()).await.is_none(), "the stream completes after the response");
+}
+
+#[tokio::test]
+async fn long_task_reports_progress_with_the_token() {
+    let serve = Serve::start(&[]).await;
+    let (mut session, _) = Session::open(&serve.url).await;
+    let answer = session
+        .request(
+            "tools/call",
+            json!({ "name": "long-task", "arguments": { "steps": 4, "interval": 5 }, "_meta": { "progressToken": "tok-1" } }),
+        )
+        .await;
+    let progress: Vec<&Value> = answer
+        .before
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| &m["params"])
+        .collect();
+    assert_eq!(progress.len(), 4, "{:?}", answer.before);
+    for (i, p) in progress.iter().enumerate() {
+        assert_eq!(p["progressToken"], "tok-1");
+        assert_eq!(p["progress"].as_f64(), Some((i + 1) as f64));
+        assert_eq!(p["total"].as_f64(), Some(4.0));
+    }
+    assert!(answer.result()["content"][0]["text"].as_str().is_some_and(|t| t.contains("4 steps")));
+
+    // Without a token: same result, no progress.
+    let quiet = session.call_tool("long-task", json!({ "steps": 2, "interval": 1 })).await;
+    assert!(quiet.before.iter().all(|m| m["method"] != "notifications/progress"), "{:?}", quiet.before);
+    quiet.result();
+}
+
+#[tokio::test]
+async fn background_stream_arrives_on_the_standalone_get_stream() {
+    let serve = Serve::start(&[]).await;
+    let (mut session, _) = Session::open(&serve.url).await;
+    // Started before the GET stream exists: the server keeps the notifications (PROTOCOL
+    // section 4, row 1) and delivers them from the first once the client opens it.
+    let answer = session.call_tool("start-background-stream", json!({ "interval": 5, "count": 6 })).await;
+    assert!(answer.before.is_empty(), "background notifications must not use the request stream");
+    answer.result();
+
+    let mut get = SseReader::new(session.get_stream().await);
+    let mut data = Vec::new();
+    while data.len() < 6 {
+        let (_, message) =
+            guard("background notification", get.next_message()).await.expect("GET stream ended");
+        data.extend(log_data(std::slice::from_ref(&message)));
+    }
+    assert_eq!(data, numbered("background notification ", 6));
+}
+
+#[tokio::test]
+async fn sigterm_stops_promptly_with_exit_code_zero_despite_an_open_stream() {
+    let serve = Serve::start(&[]).await;
+    let (session, _) = Session::open(&serve.url).await;
+    let get = session.get_stream().await;
+    let mut sse = SseReader::new(get);
+
+    serve.terminate();
+    let (status, stdout) = serve.wait().await;
+    assert_eq!(status.code(), Some(0), "exit status {status:?}");
+    assert_eq!(stdout.last().map(String::as_str), Some("forkless serve: stopped (terminated)"), "{stdout:?}");
+    // The open stream was ended by the server, not left hanging.
+    let mut events = 0;
+    while guard("open stream ends", sse.next_event()).await.is_some() {
+        events += 1;
+        assert!(events < 100, "the open stream should end at shutdown");
+    }
+}
+
+#[tokio::test]
+async fn bad_flags_and_invalid_settings_exit_2_with_a_message() {
+    let bin = env!("CARGO_BIN_EXE_forkless");
+    let cases: [&[&str]; 5] = [
+        &["serve", "--no-such-flag"],
+        &["serve", "--listen", "not-an-address"],
+        &["serve", "--store", "postgres://x"],
+        &["serve", "--grace", "60000"],
+        &["serve", "--path", "mcp"],
+    ];
+    for args in cases {
+        let out =
+            std::process::Command::new(bin).args(args).env("RUST_LOG", "off").output().expect("run forkless");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.trim().is_empty(), "{args:?} must explain itself");
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?} must not claim to listen: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_address_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
+        .args(["serve", "--listen", &addr])
+        .env("RUST_LOG", "off")
+        .output()
+        .expect("run forkless");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("cannot listen on {addr}")), "{stderr}");
+}

@@ -1,0 +1,332 @@
+//! Test support: run `forkless serve` as a real process and talk MCP to it over HTTP.
+//!
+//! - [`Serve`] spawns the binary on `127.0.0.1:0`, reads the bound address from its start-up
+//!   line, and can send it SIGTERM. Dropping it kills a process still running.
+//! - [`Session`] is a minimal MCP client: initialize, requests over POST (SSE or JSON
+//!   answers), the standalone GET stream.
+//! - [`SseReader`] parses an SSE body into events, keeping `id:` and `retry:`.
+//!
+//! Timeouts here are failure guards only; nothing waits for time to pass.
+
+#![allow(dead_code, unreachable_pub)] // each test binary uses a different part of this module
+
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+/// How long any single step may take before the test fails.
+pub const GUARD: Duration = Duration::from_secs(15);
+
+/// The protocol revision the tests speak.
+pub const REVISION: &str = "2025-11-25";
+
+/// Await `fut`, failing the test if it takes longer than [`GUARD`].
+pub async fn guard<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(GUARD, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out after {GUARD:?}: {what}"),
+    }
+}
+
+/// A running `forkless serve` process.
+pub struct Serve {
+    child: Child,
+    stdout: Lines<BufReader<ChildStdout>>,
+    /// The MCP endpoint, e.g. `http://127.0.0.1:41234/mcp`.
+    pub url: String,
+    /// The start-up line as printed.
+    pub banner: String,
+}
+
+impl Serve {
+    /// Start `forkless serve --listen 127.0.0.1:0 <extra>` and wait for its start-up line.
+    pub async fn start(extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_forkless"))
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn forkless serve");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let banner = guard("start-up line", stdout.next_line())
+            .await
+            .expect("read stdout")
+            .expect("forkless serve exited before printing its start-up line");
+        let url = banner
+            .strip_prefix("forkless serve: listening on ")
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_else(|| panic!("unexpected start-up line: {banner}"))
+            .to_owned();
+        Self { child, stdout, url, banner }
+    }
+
+    /// Send SIGTERM.
+    pub fn terminate(&self) {
+        let pid = self.child.id().expect("process still running");
+        let status =
+            std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().expect("run kill");
+        assert!(status.success(), "kill -TERM {pid} failed");
+    }
+
+    /// Wait for the process to exit; returns its status and the rest of its stdout.
+    pub async fn wait(mut self) -> (ExitStatus, Vec<String>) {
+        let mut rest = Vec::new();
+        while let Some(line) = guard("stdout", self.stdout.next_line()).await.expect("read stdout") {
+            rest.push(line);
+        }
+        let status = guard("process exit", self.child.wait()).await.expect("wait for child");
+        (status, rest)
+    }
+}
+
+/// One server-sent event.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub data: String,
+    pub retry: Option<u64>,
+}
+
+impl SseEvent {
+    /// The data as JSON (`None` for the empty priming event).
+    pub fn json(&self) -> Option<Value> {
+        if self.data.is_empty() {
+            return None;
+        }
+        Some(serde_json::from_str(&self.data).unwrap_or_else(|e| panic!("bad SSE data {:?}: {e}", self.data)))
+    }
+}
+
+/// Reads an SSE body event by event.
+pub struct SseReader {
+    body: BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buf: Vec<u8>,
+}
+
+impl SseReader {
+    pub fn new(response: reqwest::Response) -> Self {
+        Self { body: response.bytes_stream().boxed(), buf: Vec::new() }
+    }
+
+    /// The next event, or `None` when the body ended.
+    pub async fn next_event(&mut self) -> Option<SseEvent> {
+        let mut event = SseEvent::default();
+        let mut has_field = false;
+        loop {
+            while let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
+                let raw: Vec<u8> = self.buf.drain(..=pos).collect();
+                let line = String::from_utf8(raw).expect("utf-8 SSE");
+                let line = line.trim_end_matches(['\n', '\r']);
+                if line.is_empty() {
+                    if has_field {
+                        return Some(event);
+                    }
+                    continue;
+                }
+                if line.starts_with(':') {
+                    continue; // keep-alive comment
+                }
+                let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                has_field = true;
+                match field {
+                    "id" => event.id = Some(value.to_owned()),
+                    "data" => {
+                        if !event.data.is_empty() {
+                            event.data.push('\n');
+                        }
+                        event.data.push_str(value);
+                    }
+                    "retry" => event.retry = value.parse().ok(),
+                    _ => {}
+                }
+            }
+            match self.body.next().await {
+                Some(Ok(chunk)) => self.buf.extend_from_slice(&chunk),
+                Some(Err(e)) => panic!("SSE body failed: {e}"),
+                None => return None,
+            }
+        }
+    }
+
+    /// The next event that carries a JSON-RPC message (skips priming events).
+    pub async fn next_message(&mut self) -> Option<(SseEvent, Value)> {
+        loop {
+            let event = self.next_event().await?;
+            if let Some(message) = event.json() {
+                return Some((event, message));
+            }
+        }
+    }
+}
+
+/// What a request got back: the messages before the response, and the response.
+#[derive(Debug)]
+pub struct Answer {
+    pub before: Vec<Value>,
+    pub response: Value,
+}
+
+impl Answer {
+    /// The `result`, failing the test on an error response.
+    pub fn result(&self) -> &Value {
+        assert!(self.response.get("error").is_none(), "error response: {}", self.response);
+        &self.response["result"]
+    }
+
+    /// The `error`, failing the test on a result.
+    pub fn error(&self) -> &Value {
+        assert!(self.response.get("result").is_none(), "expected an error, got: {}", self.response);
+        &self.response["error"]
+    }
+
+    /// The `data` of every `notifications/message` received before the response.
+    pub fn log_data(&self) -> Vec<String> {
+        log_data(&self.before)
+    }
+}
+
+/// The string `data` of every `notifications/message` among `messages`.
+pub fn log_data(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .map(|m| m["params"]["data"].as_str().expect("string log data").to_owned())
+        .collect()
+}
+
+/// A minimal MCP client session.
+pub struct Session {
+    http: reqwest::Client,
+    pub url: String,
+    pub id: String,
+    next_id: u64,
+}
+
+impl Session {
+    /// `initialize` + `notifications/initialized`.
+    pub async fn open(url: &str) -> (Self, Value) {
+        Self::open_with(url, json!({})).await
+    }
+
+    /// Like [`Self::open`], declaring `capabilities`.
+    pub async fn open_with(url: &str, capabilities: Value) -> (Self, Value) {
+        let http = reqwest::Client::new();
+        let body = json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {
+                "protocolVersion": REVISION,
+                "capabilities": capabilities,
+                "clientInfo": { "name": "forkless-serve-tests", "version": "0" }
+            }
+        });
+        let response = guard(
+            "initialize",
+            http.post(url)
+                .header("accept", "application/json, text/event-stream")
+                .header("content-type", "application/json")
+                .json(&body)
+                .send(),
+        )
+        .await
+        .expect("POST initialize");
+        assert_eq!(response.status(), 200, "initialize");
+        let id = response
+            .headers()
+            .get("mcp-session-id")
+            .expect("Mcp-Session-Id on initialize")
+            .to_str()
+            .expect("ascii session id")
+            .to_owned();
+        let answer = read_answer(response, &json!(0)).await;
+        let session = Self { http, url: url.to_owned(), id, next_id: 1 };
+        let status = session.notify("notifications/initialized", json!({})).await;
+        assert_eq!(status, 202, "notifications/initialized");
+        let result = answer.result().clone();
+        (session, result)
+    }
+
+    fn post(&self) -> reqwest::RequestBuilder {
+        self.http
+            .post(&self.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", REVISION)
+    }
+
+    /// POST a notification; returns the HTTP status.
+    pub async fn notify(&self, method: &str, params: Value) -> u16 {
+        let body = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+        let response = guard(method, self.post().json(&body).send()).await.expect("POST notification");
+        response.status().as_u16()
+    }
+
+    /// POST a request and send it; the raw response (its body not read yet).
+    pub async fn send(&mut self, method: &str, params: Value) -> (Value, reqwest::Response) {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let response = guard(method, self.post().json(&body).send()).await.expect("POST request");
+        assert_eq!(response.status(), 200, "{method}");
+        (id, response)
+    }
+
+    /// A request and everything its answer carried.
+    pub async fn request(&mut self, method: &str, params: Value) -> Answer {
+        let (id, response) = self.send(method, params).await;
+        guard(method, read_answer(response, &id)).await
+    }
+
+    /// `tools/call`.
+    pub async fn call_tool(&mut self, name: &str, arguments: Value) -> Answer {
+        self.request("tools/call", json!({ "name": name, "arguments": arguments })).await
+    }
+
+    /// Open the standalone GET stream.
+    pub async fn get_stream(&self) -> reqwest::Response {
+        let response = guard(
+            "GET",
+            self.http
+                .get(&self.url)
+                .header("accept", "text/event-stream")
+                .header("mcp-session-id", &self.id)
+                .header("mcp-protocol-version", REVISION)
+                .send(),
+        )
+        .await
+        .expect("GET stream");
+        assert_eq!(response.status(), 200, "GET stream");
+        response
+    }
+}
+
+/// Read a POST answer (SSE or JSON) up to the response with `id`.
+async fn read_answer(response: reqwest::Response, id: &Value) -> Answer {
+    let content_type =
+        response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    if content_type.starts_with("application/json") {
+        let response: Value = response.json().await.expect("JSON answer");
+        return Answer { before: Vec::new(), response };
+    }
+    assert!(content_type.starts_with("text/event-stream"), "unexpected content type {content_type:?}");
+    let mut sse = SseReader::new(response);
+    let mut before = Vec::new();
+    while let Some((_, message)) = sse.next_message().await {
+        if message.get("id") == Some(id) && message.get("method").is_none() {
+            return Answer { before, response: message };
+        }
+        before.push(message);
+    }
+    panic!("SSE answer ended without the response to {id}; got {before:?}");
+}
