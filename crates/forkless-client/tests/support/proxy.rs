@@ -43,15 +43,16 @@ pub enum Action {
 }
 
 impl Action {
-    /// Cut inside the `n`th SSE event (counting the priming event): after its `id: ` and
-    /// `extra` bytes more, so the client holds `n - 1` whole events and a fragment.
+    /// Cut inside the `n`th SSE event (counting the priming event): after the `id: ` that
+    /// starts its line and `extra` bytes more, so the client holds `n - 1` whole events and a
+    /// fragment. (Matching at a line start keeps `Mcp-Stream-Id: ` headers from counting.)
     pub fn cut_in_event(n: usize, extra: usize) -> Self {
-        Self::CutAfter { marker: b"id: ".to_vec(), count: n, extra }
+        Self::CutAfter { marker: b"\nid: ".to_vec(), count: n, extra }
     }
 
     /// Hold the connection half-open inside the `n`th SSE event.
     pub fn hold_in_event(n: usize, extra: usize) -> Self {
-        Self::HoldAfter { marker: b"id: ".to_vec(), count: n, extra }
+        Self::HoldAfter { marker: b"\nid: ".to_vec(), count: n, extra }
     }
 
     fn trigger(&self) -> (&[u8], usize, usize) {
@@ -65,7 +66,11 @@ impl Action {
 
 #[derive(Default)]
 struct Control {
-    faults: VecDeque<(Match, Action)>,
+    /// Pending faults, with an id. A request arms a copy of the first that matches; the fault
+    /// is used up only when its trigger is reached, so a response that ends before the
+    /// trigger (an `initialize` answered with JSON, say) leaves it for the next request.
+    faults: VecDeque<(u64, Match, Action)>,
+    next_fault: u64,
     strip_on_resume: Vec<String>,
     live: Vec<CancellationToken>,
 }
@@ -130,9 +135,13 @@ impl Proxy {
         format!("http://{}/{}", self.addr, path.trim_start_matches('/'))
     }
 
-    /// Apply `action` to the next request matching `on` (faults are used once, in order).
+    /// Apply `action` to the next response, of a request matching `on`, that reaches the
+    /// action's trigger (faults are used once, in order).
     pub fn fault(&self, on: Match, action: Action) {
-        lock(&self.control).faults.push_back((on, action));
+        let mut c = lock(&self.control);
+        c.next_fault += 1;
+        let id = c.next_fault;
+        c.faults.push_back((id, on, action));
     }
 
     /// Remove these headers from every resuming GET (`Last-Event-ID` present), like the
@@ -159,8 +168,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The fault armed on one connection, shared by its two directions.
-type Armed = Arc<Mutex<Option<Action>>>;
+/// The fault armed on one connection for its current request (request number on the
+/// connection, fault id, action), shared by the connection's two directions.
+type Armed = Arc<Mutex<Option<(u64, u64, Action)>>>;
 
 async fn serve(
     client: TcpStream,
@@ -176,8 +186,8 @@ async fn serve(
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
     let armed: Armed = Arc::new(Mutex::new(None));
-    let up = requests(cr, sw, control, counters.clone(), armed.clone());
-    let down = responses(sr, cw, counters, armed, held, kill.clone());
+    let up = requests(cr, sw, control.clone(), counters.clone(), armed.clone());
+    let down = responses(sr, cw, control, counters, armed, held, kill.clone());
     tokio::select! {
         () = kill.cancelled() => {}
         _ = async { tokio::join!(up, down) } => {}
@@ -197,6 +207,7 @@ async fn requests(
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 16 * 1024];
     let mut raw = false;
+    let mut request_no = 0u64;
     loop {
         if raw {
             match from.read(&mut chunk).await {
@@ -223,7 +234,8 @@ async fn requests(
         let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
         buf.drain(..head_end);
         counters.requests.fetch_add(1, Ordering::Relaxed);
-        let (edited, body_len, chunked) = edit_head(&head, &control, &counters, &armed);
+        request_no += 1;
+        let (edited, body_len, chunked) = edit_head(&head, request_no, &control, &counters, &armed);
         if to.write_all(edited.as_bytes()).await.is_err() {
             return;
         }
@@ -259,6 +271,7 @@ async fn requests(
 /// `Content-Length`, and whether the body is chunked.
 fn edit_head(
     head: &str,
+    request_no: u64,
     control: &Mutex<Control>,
     counters: &ProxyCounters,
     armed: &Armed,
@@ -269,7 +282,7 @@ fn edit_head(
         lines.iter().skip(1).any(|l| l.split(':').next().is_some_and(|n| n.trim().eq_ignore_ascii_case(name)))
     };
     let resume = has(&lines, "last-event-id");
-    let mut c = lock(control);
+    let c = lock(control);
     if resume && !c.strip_on_resume.is_empty() {
         let before = lines.len();
         lines.retain(|l| {
@@ -284,8 +297,8 @@ fn edit_head(
         ("GET", false) => Match::Open,
         _ => Match::Any,
     };
-    let position = c.faults.iter().position(|(on, _)| *on == Match::Any || *on == kind);
-    *lock(armed) = position.and_then(|p| c.faults.remove(p)).map(|(_, a)| a);
+    let first = c.faults.iter().find(|(_, on, _)| *on == Match::Any || *on == kind);
+    *lock(armed) = first.map(|(id, _, action)| (request_no, *id, action.clone()));
     drop(c);
     let mut body_len = 0;
     let mut chunked = false;
@@ -310,6 +323,7 @@ fn edit_head(
 async fn responses(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
+    control: Arc<Mutex<Control>>,
     counters: Arc<ProxyCounters>,
     armed: Armed,
     held: CancellationToken,
@@ -320,7 +334,7 @@ async fn responses(
     // across reads).
     let mut seen = 0usize;
     let mut tail: Vec<u8> = Vec::new();
-    let mut current: Option<Action> = None;
+    let mut current: Option<(u64, u64, Action)> = None;
     loop {
         let n = match from.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
@@ -333,7 +347,7 @@ async fn responses(
             seen = 0;
             tail.clear();
         }
-        let Some(action) = current.clone() else {
+        let Some((_, fault, action)) = current.clone() else {
             if to.write_all(data).await.is_err() {
                 return;
             }
@@ -366,6 +380,19 @@ async fn responses(
                 }
             }
             Some(at) => {
+                // Use the fault up; if another connection already did, let this one pass.
+                let used = {
+                    let mut c = lock(&control);
+                    let p = c.faults.iter().position(|(id, _, _)| *id == fault);
+                    p.and_then(|p| c.faults.remove(p)).is_some()
+                };
+                if !used {
+                    *lock(&armed) = None;
+                    if to.write_all(data).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 let at = at.min(data.len());
                 let _ = to.write_all(&data[..at]).await;
                 let _ = to.flush().await;
