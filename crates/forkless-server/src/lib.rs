@@ -30,7 +30,9 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let server = Server::new(forkless_store::MemoryStore::new(), Echo, ServerConfig::default())?;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-//! server.serve(listener, async { let _ = tokio::signal::ctrl_c().await; }).await?;
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! # drop(stop);
+//! server.serve(listener, async { let _ = stopped.await; }).await?;
 //! # Ok(()) }
 //! ```
 //!

@@ -1,0 +1,437 @@
+//! Test harness: a real server on 127.0.0.1:0, a small test handler, a raw HTTP client and an
+//! SSE reader. Timeouts here only guard against hangs; nothing waits a fixed time to
+//! synchronise.
+#![allow(dead_code, unreachable_pub)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use forkless_core::{SessionId, SessionRecord};
+use forkless_server::{Handler, RequestContext, RpcError, Server, ServerConfig, ServerInfo, SessionHandle};
+use forkless_store::{MemoryStore, Store};
+use futures::{Stream, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, oneshot};
+
+/// How long any single wait may take before the test fails.
+pub const GUARD: Duration = Duration::from_secs(10);
+
+pub async fn guard<F: Future>(what: &str, f: F) -> F::Output {
+    match tokio::time::timeout(GUARD, f).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out waiting for {what}"),
+    }
+}
+
+/// Controls shared between a test and its handler.
+#[derive(Clone)]
+pub struct Controls {
+    /// Released by the test (`gate.add_permits(1)`); `gated` and `wait` take one permit.
+    pub gate: Arc<Semaphore>,
+    /// The last session handle a request ran on.
+    pub last_session: Arc<Mutex<Option<SessionHandle>>>,
+    /// Whether `wait` saw its cancellation.
+    pub cancelled: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Controls {
+    pub fn new() -> Self {
+        Self { gate: Arc::new(Semaphore::new(0)), last_session: Arc::default(), cancelled: Arc::default() }
+    }
+    pub fn session(&self) -> SessionHandle {
+        self.last_session.lock().unwrap().clone().expect("a request ran")
+    }
+}
+
+/// The test handler.
+///
+/// - `echo`: returns its params.
+/// - `count {n}`: n numbered `notifications/message` on its stream, then `{"done": n}`.
+/// - `gated {first, rest}`: `first` messages, waits for the gate, `rest` more, then returns.
+/// - `standalone {n}`: n numbered notifications on the standalone stream, then returns.
+/// - `wait`: waits for the gate or cancellation.
+/// - `ask`: a `roots/list` request to the client; returns the client's result.
+/// - `panic`: panics.
+pub struct TestHandler {
+    pub controls: Controls,
+}
+
+fn n(params: &Option<Value>, key: &str) -> u64 {
+    params.as_ref().and_then(|p| p.get(key)).and_then(Value::as_u64).unwrap_or(0)
+}
+
+impl Handler for TestHandler {
+    fn info(&self) -> ServerInfo {
+        ServerInfo {
+            name: "test".into(),
+            version: "0".into(),
+            capabilities: json!({ "tools": {} }),
+            instructions: Some("for tests".into()),
+        }
+    }
+
+    async fn handle_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        ctx: RequestContext,
+    ) -> Result<Value, RpcError> {
+        *self.controls.last_session.lock().unwrap() = Some(ctx.session().clone());
+        let fail = |e: forkless_server::SendError| RpcError::internal(e.to_string());
+        match method {
+            "echo" => Ok(params.unwrap_or(Value::Null)),
+            "count" => {
+                let total = n(&params, "n");
+                for i in 1..=total {
+                    ctx.log("info", json!({ "i": i })).await.map_err(fail)?;
+                }
+                Ok(json!({ "done": total }))
+            }
+            "gated" => {
+                let (first, rest) = (n(&params, "first"), n(&params, "rest"));
+                for i in 1..=first {
+                    ctx.log("info", json!({ "i": i })).await.map_err(fail)?;
+                }
+                self.controls.gate.acquire().await.expect("gate open").forget();
+                for i in first + 1..=first + rest {
+                    ctx.log("info", json!({ "i": i })).await.map_err(fail)?;
+                }
+                Ok(json!({ "done": first + rest }))
+            }
+            "standalone" => {
+                for i in 1..=n(&params, "n") {
+                    ctx.session()
+                        .notify("notifications/message", json!({ "level": "info", "data": { "i": i } }))
+                        .await
+                        .map_err(fail)?;
+                }
+                Ok(json!({}))
+            }
+            "wait" => {
+                tokio::select! {
+                    p = self.controls.gate.acquire() => { p.expect("gate open").forget(); Ok(json!({ "waited": true })) }
+                    () = ctx.cancellation().cancelled() => {
+                        self.controls.cancelled.lock().unwrap().push(ctx.request_id().clone());
+                        Err(RpcError::new(-32800, "cancelled"))
+                    }
+                }
+            }
+            "ask" => ctx.request("roots/list", json!({})).await.map_err(fail),
+            "progress" => {
+                ctx.progress(1.0, Some(2.0), Some("half")).await.map_err(fail)?;
+                Ok(json!({ "token": ctx.progress_token() }))
+            }
+            "panic" => panic!("the test handler panics on purpose"),
+            other => Err(RpcError::method_not_found(other)),
+        }
+    }
+}
+
+/// A running server.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub url: String,
+    pub store: MemoryStore,
+    pub controls: Controls,
+    shutdown: Option<oneshot::Sender<()>>,
+    pub task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestServer {
+    pub async fn start(config: ServerConfig) -> Self {
+        let store = MemoryStore::new();
+        let controls = Controls::new();
+        let handler = TestHandler { controls: controls.clone() };
+        let path = config.path.clone();
+        let server = Server::new(store.clone(), handler, config).expect("valid config");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(server.serve(listener, async move {
+            let _ = rx.await;
+        }));
+        Self {
+            addr,
+            url: format!("http://{addr}{path}"),
+            store,
+            controls,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    pub async fn default() -> Self {
+        Self::start(ServerConfig::default()).await
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(&self.url)
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub async fn record(&self, id: &str) -> SessionRecord {
+        let id: SessionId = id.parse().unwrap();
+        self.store.load(id).await.unwrap().expect("session stored").value
+    }
+
+    /// Wait until `f` holds for the session's record (checked on every store change
+    /// opportunity; a guard fails the test if it never does).
+    pub async fn wait_record(&self, id: &str, what: &str, f: impl Fn(&SessionRecord) -> bool) {
+        guard(what, async {
+            loop {
+                if f(&self.record(id).await) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+    }
+
+    /// Trigger graceful shutdown and wait for `serve` to return.
+    pub async fn shutdown(&mut self) -> std::io::Result<()> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let task = self.task.take().expect("running");
+        guard("serve to return", task).await.expect("serve task")
+    }
+}
+
+/// A client speaking raw HTTP, keeping the session id.
+#[derive(Clone)]
+pub struct Client {
+    pub http: reqwest::Client,
+    pub url: String,
+    pub session: Option<String>,
+    pub version: Option<String>,
+}
+
+impl Client {
+    pub fn new(url: &str) -> Self {
+        Self { http: reqwest::Client::new(), url: url.to_owned(), session: None, version: None }
+    }
+
+    /// Initialize a session with `protocolVersion` and `capabilities`; keeps the session id.
+    pub async fn initialize_with(&mut self, version: &str, capabilities: Value) -> Value {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": { "protocolVersion": version, "capabilities": capabilities, "clientInfo": { "name": "t", "version": "1" } },
+        });
+        let resp = self.post_raw(&body).await;
+        assert_eq!(resp.status(), 200);
+        let sid = resp.headers().get("mcp-session-id").expect("session id").to_str().unwrap().to_owned();
+        self.session = Some(sid);
+        self.version = Some(version.to_owned());
+        let v: Value = resp.json().await.unwrap();
+        v
+    }
+
+    /// Initialize with 2025-11-25 and the forkless reset contract.
+    pub async fn initialize(&mut self) -> Value {
+        self.initialize_with("2025-11-25", json!({ "experimental": { "forkless/resume": { "version": 1 } } }))
+            .await
+    }
+
+    pub fn sid(&self) -> &str {
+        self.session.as_deref().expect("initialized")
+    }
+
+    pub fn post(&self) -> reqwest::RequestBuilder {
+        let mut rb = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(s) = &self.session {
+            rb = rb.header("mcp-session-id", s);
+        }
+        if let Some(v) = &self.version {
+            rb = rb.header("mcp-protocol-version", v);
+        }
+        rb
+    }
+
+    pub async fn post_raw(&self, body: &Value) -> reqwest::Response {
+        self.post().body(body.to_string()).send().await.unwrap()
+    }
+
+    /// POST a request with `id` and return the response.
+    pub async fn call(&self, id: u64, method: &str, params: Value) -> reqwest::Response {
+        self.post_raw(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })).await
+    }
+
+    pub fn get(&self) -> reqwest::RequestBuilder {
+        let mut rb = self.http.get(&self.url).header("accept", "text/event-stream");
+        if let Some(s) = &self.session {
+            rb = rb.header("mcp-session-id", s);
+        }
+        if let Some(v) = &self.version {
+            rb = rb.header("mcp-protocol-version", v);
+        }
+        rb
+    }
+
+    /// GET with an optional `Last-Event-ID` and `Mcp-Stream-Id`.
+    pub async fn resume(&self, lei: Option<&str>, token: Option<&str>) -> reqwest::Response {
+        let mut rb = self.get();
+        if let Some(l) = lei {
+            rb = rb.header("last-event-id", l);
+        }
+        if let Some(t) = token {
+            rb = rb.header("mcp-stream-id", t);
+        }
+        rb.send().await.unwrap()
+    }
+
+    pub async fn delete(&self) -> reqwest::Response {
+        let mut rb = self.http.delete(&self.url);
+        if let Some(s) = &self.session {
+            rb = rb.header("mcp-session-id", s);
+        }
+        rb.send().await.unwrap()
+    }
+}
+
+/// The JSON-RPC error of a refused request; asserts the body has no `id`.
+pub async fn error_body(resp: reqwest::Response) -> Value {
+    let v: Value = resp.json().await.expect("JSON error body");
+    assert_eq!(v["jsonrpc"], "2.0");
+    assert!(v.get("id").is_none(), "error bodies carry no id: {v}");
+    v["error"].clone()
+}
+
+/// Assert a refusal: status, JSON-RPC code and `data.reason`.
+pub async fn assert_refused(resp: reqwest::Response, status: u16, code: i64, reason: &str) -> Value {
+    assert_eq!(resp.status(), status, "status");
+    let e = error_body(resp).await;
+    assert_eq!(e["code"], code, "{e}");
+    assert_eq!(e["data"]["reason"], reason, "{e}");
+    e
+}
+
+/// One SSE block as received.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Event {
+    pub id: Option<String>,
+    pub data: Option<String>,
+    pub retry: Option<u64>,
+    pub comment: bool,
+}
+
+impl Event {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.data.as_deref().unwrap_or("null")).expect("JSON data")
+    }
+    pub fn seq(&self) -> u64 {
+        self.id
+            .as_deref()
+            .and_then(|i| i.rsplit_once('.'))
+            .map(|(_, s)| s.parse().unwrap())
+            .expect("event id")
+    }
+    /// The `i` of a numbered test notification.
+    pub fn i(&self) -> Option<u64> {
+        let v = self.json();
+        v["params"]["data"]["i"].as_u64()
+    }
+}
+
+/// Reads an SSE response block by block.
+pub struct Sse {
+    pub stream_id: Option<String>,
+    pub resumed: Option<String>,
+    pub grace_ms: Option<String>,
+    body: Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>,
+    buf: String,
+}
+
+impl Sse {
+    pub fn new(resp: reqwest::Response) -> Self {
+        assert_eq!(resp.status(), 200, "SSE status");
+        let h = resp.headers();
+        assert_eq!(h.get("content-type").unwrap(), "text/event-stream");
+        let text = |name: &str| h.get(name).map(|v| v.to_str().unwrap().to_owned());
+        Self {
+            stream_id: text("mcp-stream-id"),
+            resumed: text("mcp-stream-resumed"),
+            grace_ms: text("mcp-stream-grace-ms"),
+            body: Box::pin(resp.bytes_stream()),
+            buf: String::new(),
+        }
+    }
+
+    /// The next block (including comments and retry-only blocks); `None` at the end.
+    pub async fn next_block(&mut self) -> Option<Event> {
+        guard("an SSE block", async {
+            loop {
+                if let Some(end) = self.buf.find("\n\n") {
+                    let block: String = self.buf.drain(..end + 2).collect();
+                    return Some(parse_block(&block));
+                }
+                match self.body.next().await {
+                    Some(Ok(chunk)) => self.buf.push_str(std::str::from_utf8(&chunk).unwrap()),
+                    Some(Err(_)) | None => return None,
+                }
+            }
+        })
+        .await
+    }
+
+    /// The next block that carries data; `None` at the end.
+    pub async fn next_event(&mut self) -> Option<Event> {
+        loop {
+            let b = self.next_block().await?;
+            if b.data.is_some() {
+                return Some(b);
+            }
+        }
+    }
+
+    /// The next data event that is not the priming event.
+    pub async fn next_content(&mut self) -> Option<Event> {
+        loop {
+            let e = self.next_event().await?;
+            if e.data.as_deref() != Some("") {
+                return Some(e);
+            }
+        }
+    }
+
+    /// Read content events until the end of the body.
+    pub async fn rest(&mut self) -> Vec<Event> {
+        let mut out = Vec::new();
+        while let Some(e) = self.next_content().await {
+            out.push(e);
+        }
+        out
+    }
+}
+
+fn parse_block(block: &str) -> Event {
+    let mut e = Event::default();
+    for line in block.lines() {
+        if let Some(c) = line.strip_prefix(':') {
+            let _ = c;
+            e.comment = true;
+        } else if let Some(v) = line.strip_prefix("id: ") {
+            e.id = Some(v.to_owned());
+        } else if let Some(v) = line.strip_prefix("retry: ") {
+            e.retry = Some(v.parse().unwrap());
+        } else if let Some(v) = line.strip_prefix("data:") {
+            let v = v.strip_prefix(' ').unwrap_or(v);
+            e.data = Some(match e.data.take() {
+                Some(d) => format!("{d}\n{v}"),
+                None => v.to_owned(),
+            });
+        }
+    }
+    e
+}

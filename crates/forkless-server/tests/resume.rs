@@ -1,0 +1,449 @@
+//! PROTOCOL section 4, row by row, over real HTTP; the seed scenario; POST streams resumed by
+//! GET; polling.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Client, Sse, TestServer, assert_refused};
+use forkless_core::{Attachment, EndReason, RejectReason, ResumeMode};
+use forkless_server::{SendError, ServerConfig};
+use serde_json::{Value, json};
+
+/// Emit `n` numbered notifications on the session's standalone stream (through a request).
+async fn emit_standalone(c: &Client, n: u64) {
+    let resp = c.call(100, "standalone", json!({ "n": n })).await;
+    let mut sse = Sse::new(resp);
+    let rest = sse.rest().await;
+    assert_eq!(
+        rest.last().map(|e| e.json()["result"].clone()),
+        Some(json!({})),
+        "the emitting request succeeded"
+    );
+}
+
+/// Wait until the session's standalone stream has no live connection.
+async fn wait_standalone_detached(srv: &TestServer, c: &Client) {
+    srv.wait_record(c.sid(), "the standalone stream to be detached", |r| {
+        !matches!(r.standalone().attachment(), Some(Attachment::Attached(_)))
+    })
+    .await;
+}
+
+/// Open the standalone stream and read its priming event.
+async fn open_standalone(c: &Client) -> Sse {
+    let mut sse = Sse::new(c.resume(None, None).await);
+    assert_eq!(sse.resumed.as_deref(), Some("false"));
+    let priming = sse.next_block().await.expect("priming");
+    let stream = sse.stream_id.clone().unwrap();
+    assert_eq!(priming.id.as_deref(), Some(format!("{stream}.0").as_str()));
+    assert_eq!(priming.data.as_deref(), Some(""));
+    assert_eq!(priming.retry, Some(1000));
+    sse
+}
+
+#[tokio::test]
+async fn row1_delivers_events_emitted_before_the_first_get() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    emit_standalone(&c, 3).await;
+    let mut sse = open_standalone(&c).await;
+    assert_eq!(sse.grace_ms.as_deref(), Some("10000"));
+    for i in 1..=3 {
+        let e = sse.next_content().await.unwrap();
+        assert_eq!((e.seq(), e.i()), (i, Some(i)));
+        assert_eq!(e.json()["method"], "notifications/message");
+    }
+}
+
+#[tokio::test]
+async fn row1_with_an_evicted_log_is_cursor_evicted() {
+    let mut cfg = ServerConfig::default();
+    cfg.core.limits.stream_max_events = 2;
+    let srv = TestServer::start(cfg).await;
+    let mut c = srv.client();
+    c.initialize().await;
+    emit_standalone(&c, 3).await;
+    assert_refused(c.resume(None, None).await, 404, -32001, "cursor_evicted").await;
+}
+
+#[tokio::test]
+async fn row2_a_second_plain_get_is_409_and_the_live_one_is_untouched() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let mut live = open_standalone(&c).await;
+    let e = assert_refused(c.resume(None, None).await, 409, -32002, "stream_attached").await;
+    assert!(e["message"].is_string());
+    emit_standalone(&c, 1).await;
+    let e = live.next_content().await.unwrap();
+    assert_eq!((e.seq(), e.i()), (1, Some(1)));
+}
+
+#[tokio::test]
+async fn row3_reset_contract_fences_the_old_stream_and_opens_a_new_one() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await; // declares the reset contract
+    let mut first = open_standalone(&c).await;
+    let old = first.stream_id.clone().unwrap();
+    emit_standalone(&c, 2).await;
+    assert_eq!(first.next_content().await.unwrap().seq(), 1);
+    drop(first);
+    // The writer notices the closed connection at its next write.
+    emit_standalone(&c, 1).await;
+    wait_standalone_detached(&srv, &c).await;
+
+    let mut second = open_standalone(&c).await;
+    let new = second.stream_id.clone().unwrap();
+    assert_ne!(new, old, "a new stream identity");
+    let record = srv.record(c.sid()).await;
+    assert!(record.stream(old.parse().unwrap()).is_some_and(|s| s.is_fenced()), "the old stream is fenced");
+    emit_standalone(&c, 1).await;
+    let e = second.next_content().await.unwrap();
+    assert_eq!(e.seq(), 1, "the new stream starts at 1");
+    assert!(e.id.unwrap().starts_with(&new));
+
+    // Row 8: the fenced stream cannot be resumed.
+    assert_refused(c.resume(Some(&format!("{old}.2")), Some(&old)).await, 404, -32001, "stream_fenced").await;
+}
+
+#[tokio::test]
+async fn row4_content_seen_without_reset_contract_or_a_token_without_cursor() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize_with("2025-11-25", json!({})).await;
+    let mut sse = open_standalone(&c).await;
+    emit_standalone(&c, 1).await;
+    assert_eq!(sse.next_content().await.unwrap().seq(), 1);
+    drop(sse);
+    emit_standalone(&c, 1).await;
+    wait_standalone_detached(&srv, &c).await;
+    assert_refused(c.resume(None, None).await, 404, -32001, "cursor_missing").await;
+    assert_refused(c.call(1, "echo", json!({})).await, 404, -32001, "cursor_missing").await;
+
+    let mut c = srv.client();
+    c.initialize().await;
+    assert_refused(c.resume(None, Some("AAAAAAAAAAAAAAAA")).await, 404, -32001, "cursor_missing").await;
+}
+
+#[tokio::test]
+async fn row5_the_seed_scenario_bare_41_ends_the_session_and_later_emits_fail() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize_with("2025-06-18", json!({})).await;
+    let mut sse = Sse::new(c.resume(None, None).await);
+    emit_standalone(&c, 45).await;
+    let mut last = 0;
+    while last < 41 {
+        last = sse.next_content().await.unwrap().seq();
+    }
+    drop(sse); // the connection drops at event 41
+    // The seed's client reconnects with its own counter and without the token.
+    assert_refused(c.resume(Some("41"), None).await, 404, -32001, "cursor_malformed").await;
+    assert_refused(c.call(2, "echo", json!({})).await, 404, -32001, "cursor_malformed").await;
+    let handle = srv.controls.session();
+    let reason = EndReason::Rejected(RejectReason::CursorMalformed);
+    assert_eq!(handle.ended(), Some(reason));
+    assert_eq!(
+        handle.notify("notifications/message", json!({})).await,
+        Err(SendError::SessionEnded { reason })
+    );
+    assert!(srv.record(c.sid()).await.session().ended().is_some());
+}
+
+#[tokio::test]
+async fn row6_another_sessions_stream_is_unknown() {
+    let srv = TestServer::default().await;
+    let mut a = srv.client();
+    a.initialize().await;
+    let mut b = srv.client();
+    b.initialize().await;
+    let b_sse = open_standalone(&b).await;
+    let foreign = b_sse.stream_id.clone().unwrap();
+    assert_refused(
+        a.resume(Some(&format!("{foreign}.0")), Some(&foreign)).await,
+        404,
+        -32001,
+        "stream_unknown",
+    )
+    .await;
+    let mut c = srv.client();
+    c.initialize().await;
+    assert_refused(c.resume(Some("AAAAAAAAAAAAAAAA.0"), None).await, 404, -32001, "stream_unknown").await;
+}
+
+#[tokio::test]
+async fn row7_token_mismatch_and_strict_token_missing() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let sse = open_standalone(&c).await;
+    let stream = sse.stream_id.clone().unwrap();
+    drop(sse);
+    let resp = c.resume(Some(&format!("{stream}.0")), Some("AAAAAAAAAAAAAAAA")).await;
+    assert_refused(resp, 404, -32001, "token_mismatch").await;
+
+    let mut cfg = ServerConfig::default();
+    cfg.core.mode = ResumeMode::Strict;
+    let strict = TestServer::start(cfg).await;
+    let mut c = strict.client();
+    c.initialize().await;
+    let sse = open_standalone(&c).await;
+    let stream = sse.stream_id.clone().unwrap();
+    drop(sse);
+    assert_refused(c.resume(Some(&format!("{stream}.0")), None).await, 404, -32001, "token_missing").await;
+}
+
+#[tokio::test]
+async fn row9_a_cursor_beyond_the_high_water_mark() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let sse = open_standalone(&c).await;
+    let stream = sse.stream_id.clone().unwrap();
+    drop(sse);
+    assert_refused(c.resume(Some(&format!("{stream}.99")), Some(&stream)).await, 404, -32001, "cursor_ahead")
+        .await;
+}
+
+#[tokio::test]
+async fn row10_events_after_the_cursor_were_evicted() {
+    let mut cfg = ServerConfig::default();
+    cfg.core.limits.stream_max_events = 2;
+    let srv = TestServer::start(cfg).await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let mut sse = open_standalone(&c).await;
+    let stream = sse.stream_id.clone().unwrap();
+    emit_standalone(&c, 1).await;
+    assert_eq!(sse.next_content().await.unwrap().seq(), 1);
+    drop(sse);
+    emit_standalone(&c, 3).await; // keeps 3 and 4; 2 is gone
+    let resp = c.resume(Some(&format!("{stream}.1")), Some(&stream)).await;
+    assert_refused(resp, 404, -32001, "cursor_evicted").await;
+}
+
+#[tokio::test]
+async fn row11_resume_after_a_disconnect_replays_then_goes_live() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let mut sse = open_standalone(&c).await;
+    let stream = sse.stream_id.clone().unwrap();
+    emit_standalone(&c, 3).await;
+    assert_eq!(sse.next_content().await.unwrap().seq(), 1);
+    assert_eq!(sse.next_content().await.unwrap().seq(), 2);
+    drop(sse);
+
+    let mut resumed = Sse::new(c.resume(Some(&format!("{stream}.2")), Some(&stream)).await);
+    assert_eq!(resumed.resumed.as_deref(), Some("true"));
+    assert_eq!(resumed.stream_id.as_deref(), Some(stream.as_str()));
+    let first = resumed.next_block().await.unwrap();
+    assert_eq!(
+        (first.data, first.retry),
+        (None, Some(1000)),
+        "a resumed stream starts with retry, no priming"
+    );
+    let e = resumed.next_content().await.unwrap();
+    assert_eq!((e.seq(), e.i()), (3, Some(3)));
+    emit_standalone(&c, 1).await;
+    assert_eq!(resumed.next_content().await.unwrap().seq(), 4);
+
+    let text = reqwest::get(format!("{}/metrics", srv.base())).await.unwrap().text().await.unwrap();
+    assert!(text.contains("forkless_get_outcomes_total{outcome=\"resumed\",reason=\"continuation\"} 1"));
+    assert!(text.contains("forkless_replay_events_count 1"));
+}
+
+#[tokio::test]
+async fn row11_a_resume_displaces_a_live_connection_whose_writer_stops() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let mut a = open_standalone(&c).await;
+    let stream = a.stream_id.clone().unwrap();
+    emit_standalone(&c, 2).await;
+    assert_eq!(a.next_content().await.unwrap().seq(), 1);
+    assert_eq!(a.next_content().await.unwrap().seq(), 2);
+
+    let mut b = Sse::new(c.resume(Some(&format!("{stream}.2")), Some(&stream)).await);
+    assert_eq!(b.resumed.as_deref(), Some("true"));
+    // A's writer stops before its next write: its body ends with nothing more.
+    assert!(a.rest().await.is_empty(), "the displaced connection gets nothing more");
+    emit_standalone(&c, 1).await;
+    let e = b.next_content().await.unwrap();
+    assert_eq!((e.seq(), e.i()), (3, Some(1)));
+}
+
+#[tokio::test]
+async fn a_post_stream_cut_midway_is_resumed_by_get_exactly_once() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let mut post = Sse::new(c.call(7, "gated", json!({ "first": 3, "rest": 4 })).await);
+    let stream = post.stream_id.clone().unwrap();
+    assert_eq!(post.resumed.as_deref(), Some("false"));
+    let priming = post.next_block().await.unwrap();
+    assert_eq!(priming.id.as_deref(), Some(format!("{stream}.0").as_str()));
+    for i in 1..=3 {
+        assert_eq!(post.next_content().await.unwrap().i(), Some(i));
+    }
+    drop(post); // cut mid-way; the request goes on (2025 revisions)
+    srv.controls.gate.add_permits(1);
+
+    let mut resumed = Sse::new(c.resume(Some(&format!("{stream}.3")), Some(&stream)).await);
+    assert_eq!(resumed.resumed.as_deref(), Some("true"));
+    assert_eq!(resumed.stream_id.as_deref(), Some(stream.as_str()));
+    let rest = resumed.rest().await;
+    let seqs: Vec<u64> = rest.iter().map(common::Event::seq).collect();
+    assert_eq!(seqs, vec![4, 5, 6, 7, 8], "every remaining event exactly once, then the response");
+    let is: Vec<Option<u64>> = rest[..4].iter().map(common::Event::i).collect();
+    assert_eq!(is, vec![Some(4), Some(5), Some(6), Some(7)]);
+    let response = rest[4].json();
+    assert_eq!((response["id"].clone(), response["result"].clone()), (json!(7), json!({ "done": 7 })));
+
+    // A completed stream stays resumable: replay then end.
+    let mut again = Sse::new(c.resume(Some(&format!("{stream}.6")), Some(&stream)).await);
+    assert_eq!(again.rest().await.iter().map(common::Event::seq).collect::<Vec<_>>(), vec![7, 8]);
+}
+
+#[tokio::test]
+async fn polling_closes_the_connection_with_retry_and_the_stream_resumes() {
+    let cfg = ServerConfig { poll_after: Some(Duration::from_millis(200)), ..ServerConfig::default() };
+    let srv = TestServer::start(cfg).await;
+    let mut c = srv.client();
+    c.initialize().await;
+    emit_standalone(&c, 2).await;
+    let mut sse = open_standalone(&c).await;
+    let stream = sse.stream_id.clone().unwrap();
+    let mut blocks = Vec::new();
+    while let Some(b) = sse.next_block().await {
+        blocks.push(b);
+    }
+    let seqs: Vec<u64> = blocks.iter().filter(|b| b.data.is_some()).map(common::Event::seq).collect();
+    assert_eq!(seqs, vec![1, 2]);
+    let last = blocks.last().unwrap();
+    assert_eq!((last.retry, last.data.as_ref()), (Some(1000), None), "retry: before the server closes");
+    emit_standalone(&c, 1).await;
+    let mut resumed = Sse::new(c.resume(Some(&format!("{stream}.2")), Some(&stream)).await);
+    assert_eq!(resumed.resumed.as_deref(), Some("true"));
+    assert_eq!(resumed.next_content().await.unwrap().seq(), 3);
+
+    // A POST stream polled before its response: resumed via GET, the response arrives.
+    let mut post = Sse::new(c.call(9, "gated", json!({ "first": 1, "rest": 0 })).await);
+    let pstream = post.stream_id.clone().unwrap();
+    let seen: Vec<u64> = post.rest().await.iter().map(common::Event::seq).collect();
+    assert_eq!(seen, vec![1], "the connection closed before the response");
+    srv.controls.gate.add_permits(1);
+    let mut resumed = Sse::new(c.resume(Some(&format!("{pstream}.1")), Some(&pstream)).await);
+    let rest = resumed.rest().await;
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].json()["result"], json!({ "done": 1 }));
+}
+
+#[tokio::test]
+async fn server_to_client_requests_progress_and_cancellation() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+
+    let mut ask = Sse::new(c.call(1, "ask", json!({})).await);
+    let request = ask.next_content().await.unwrap().json();
+    assert_eq!(request["method"], "roots/list");
+    let answer = json!({ "jsonrpc": "2.0", "id": request["id"], "result": { "roots": [] } });
+    assert_eq!(c.post_raw(&answer).await.status(), 202);
+    let response = ask.next_content().await.unwrap().json();
+    assert_eq!(response["result"], json!({ "roots": [] }));
+
+    let mut p = Sse::new(c.call(2, "progress", json!({ "_meta": { "progressToken": "tok" } })).await);
+    let note = p.next_content().await.unwrap().json();
+    assert_eq!(note["method"], "notifications/progress");
+    assert_eq!(
+        note["params"],
+        json!({ "progressToken": "tok", "progress": 1.0, "total": 2.0, "message": "half" })
+    );
+    assert_eq!(p.next_content().await.unwrap().json()["result"]["token"], "tok");
+
+    let mut wait = Sse::new(c.call(3, "wait", json!({})).await);
+    wait.next_block().await.unwrap(); // priming: the request is running
+    let cancel =
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 3 } });
+    assert_eq!(c.post_raw(&cancel).await.status(), 202);
+    assert!(wait.rest().await.is_empty(), "a cancelled request gets no response; its stream completes");
+    assert_eq!(*srv.controls.cancelled.lock().unwrap(), vec![json!(3)]);
+}
+
+#[tokio::test]
+async fn delete_ends_open_streams_and_fails_later_emits() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let mut sse = open_standalone(&c).await;
+    emit_standalone(&c, 1).await;
+    assert_eq!(sse.next_content().await.unwrap().seq(), 1);
+    assert_eq!(c.delete().await.status(), 200);
+    assert!(sse.rest().await.is_empty(), "the open stream ends");
+    let err = srv.controls.session().notify("x", Value::Null).await.unwrap_err();
+    assert_eq!(err, SendError::SessionEnded { reason: EndReason::Deleted });
+}
+
+#[tokio::test]
+async fn keep_alives_flow_and_idle_sessions_end_through_the_sweeper() {
+    let mut cfg = ServerConfig { sweep_interval: Duration::from_millis(20), ..ServerConfig::default() };
+    cfg.core.keep_alive = Duration::from_millis(50);
+    cfg.core.grace = Duration::from_millis(500);
+    cfg.core.retry_interval = Duration::from_millis(100);
+    cfg.core.retry_budget = Duration::from_secs(2);
+    cfg.core.limits.session_idle_ttl = Duration::from_millis(300);
+    let srv = TestServer::start(cfg).await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let mut sse = Sse::new(c.resume(None, None).await);
+    sse.next_block().await.unwrap();
+    let mut comments = 0;
+    while comments < 3 {
+        comments += usize::from(sse.next_block().await.unwrap().comment);
+    }
+    drop(sse);
+    // Once nothing is attached and nothing is requested, the session idles out.
+    let mut idle = srv.client();
+    idle.initialize().await;
+    srv.wait_record(idle.sid(), "the idle session to end", |r| r.session().ended().is_some()).await;
+    assert_refused(idle.call(1, "echo", json!({})).await, 404, -32001, "idle_expired").await;
+}
+
+#[tokio::test]
+async fn principal_binding_hides_other_principals_sessions() {
+    let cfg = ServerConfig {
+        principal: Some(forkless_server::PrincipalFn::new(|h| {
+            h.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned)
+        })),
+        ..ServerConfig::default()
+    };
+    let srv = TestServer::start(cfg).await;
+    let mut c = srv.client();
+    let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": { "protocolVersion": "2025-11-25", "capabilities": {} } });
+    let resp = c.post().header("authorization", "Bearer alice").body(body.to_string()).send().await.unwrap();
+    c.session = Some(resp.headers()["mcp-session-id"].to_str().unwrap().to_owned());
+    let echo = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string();
+    let resp = c.post().header("authorization", "Bearer mallory").body(echo.clone()).send().await.unwrap();
+    assert_refused(resp, 404, -32001, "session_unknown").await;
+    let resp = c.post().header("authorization", "Bearer alice").body(echo).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+}
+
+#[tokio::test]
+async fn graceful_shutdown_ends_open_sse_streams_promptly() {
+    let mut srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let mut get = open_standalone(&c).await;
+    let mut post = Sse::new(c.call(1, "wait", json!({})).await);
+    post.next_block().await.unwrap();
+    let started = tokio::time::Instant::now();
+    srv.shutdown().await.expect("serve returns Ok");
+    assert!(started.elapsed() < Duration::from_secs(4), "well inside the 5 s drain timeout");
+    assert!(get.rest().await.is_empty());
+    assert!(post.rest().await.is_empty());
+}
