@@ -133,7 +133,7 @@ impl Tool {
 
     fn input_schema(self) -> Value {
         let interval = json!({
-            "type": "integer", "minimum": 0, "maximum": MAX_INTERVAL_MS, "default": DEFAULT_INTERVAL_MS,
+            "type": "number", "minimum": 0, "maximum": MAX_INTERVAL_MS, "default": DEFAULT_INTERVAL_MS,
             "description": "Milliseconds between two notifications."
         });
         let count = json!({
@@ -155,7 +155,7 @@ impl Tool {
                         "description": "How many steps to run."
                     },
                     "interval": {
-                        "type": "integer", "minimum": 0, "maximum": MAX_INTERVAL_MS,
+                        "type": "number", "minimum": 0, "maximum": MAX_INTERVAL_MS,
                         "default": DEFAULT_INTERVAL_MS, "description": "Milliseconds per step."
                     }
                 }),
@@ -373,7 +373,8 @@ pub(super) async fn call(
                         "default": "active"
                     },
                     "verified": { "type": "boolean", "description": "Verification status", "default": true }
-                }
+                },
+                "required": []
             });
             elicit(
                 ctx,
@@ -476,7 +477,7 @@ struct Echo {
 #[derive(Clone, Copy, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NumberedStream {
-    #[serde(default = "default_interval")]
+    #[serde(default = "default_interval", deserialize_with = "millis")]
     interval: u64,
     #[serde(default = "default_count")]
     count: u64,
@@ -484,7 +485,6 @@ struct NumberedStream {
 
 impl NumberedStream {
     fn checked(self) -> Result<Self, RpcError> {
-        at_most("interval", self.interval, MAX_INTERVAL_MS)?;
         at_most("count", self.count, MAX_COUNT)?;
         Ok(self)
     }
@@ -495,7 +495,7 @@ impl NumberedStream {
 struct LongTask {
     #[serde(default = "default_steps")]
     steps: u64,
-    #[serde(default = "default_interval")]
+    #[serde(default = "default_interval", deserialize_with = "millis")]
     interval: u64,
 }
 
@@ -505,7 +505,6 @@ impl LongTask {
             return Err(RpcError::invalid_params("`steps` must be at least 1"));
         }
         at_most("steps", self.steps, MAX_COUNT)?;
-        at_most("interval", self.interval, MAX_INTERVAL_MS)?;
         Ok(self)
     }
 }
@@ -528,6 +527,21 @@ const fn default_count() -> u64 {
 }
 const fn default_steps() -> u64 {
     DEFAULT_STEPS
+}
+
+/// An `interval` in milliseconds: any JSON number from 0 to [`MAX_INTERVAL_MS`], fractions
+/// rounded to the nearest millisecond (clients in loosely typed languages send `100.0`).
+fn millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[allow(clippy::cast_precision_loss)] // MAX_INTERVAL_MS is far below 2^52
+    const MAX: f64 = MAX_INTERVAL_MS as f64;
+    let ms = f64::deserialize(d)?;
+    if !(0.0..=MAX).contains(&ms) {
+        return Err(serde::de::Error::custom(format!(
+            "`interval` must be a number of milliseconds from 0 to {MAX_INTERVAL_MS}, got {ms}"
+        )));
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // checked just above
+    Ok(ms.round() as u64)
 }
 
 fn at_most(name: &str, value: u64, max: u64) -> Result<(), RpcError> {
@@ -588,7 +602,7 @@ async fn elicit(ctx: &RequestContext, message: &str, schema: Value, label: &str)
 async fn reconnection(handler: &DemoHandler, ctx: &RequestContext) -> Result<Value, RpcError> {
     let wait = handler.poll_after.map_or(RECONNECTION_MIN_WAIT, |poll| poll + RECONNECTION_MIN_WAIT * 2);
     pause(ctx, u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)).await?;
-    Ok(text_result("Reconnection test completed"))
+    Ok(text_result("Reconnection test completed successfully"))
 }
 
 /// Shortest wait of `test_reconnection`, and half its margin past the poll window.
@@ -658,7 +672,11 @@ mod tests {
         invalid(parse(json!({ "interval": u64::MAX })));
         let message = invalid(parse(json!({ "cnt": 3 })));
         assert!(message.contains("start-notification-stream"), "{message}");
+        invalid(parse(json!({ "interval": "fast" })));
+        invalid(parse(json!({ "interval": -0.5 })));
         assert!(parse(json!({ "count": 0, "interval": 0 })).is_ok());
+        let fractional = parse(json!({ "interval": 99.6 })).expect("a fractional interval is fine");
+        assert_eq!(fractional.interval, 100);
     }
 
     #[test]
