@@ -96,7 +96,8 @@ pub struct ServerConfig {
     /// What the core decides with (grace, retry interval and budget, keep-alive, retention).
     /// Default [`forkless_core::Config::default`].
     pub core: forkless_core::Config,
-    /// How POSTed requests are answered. Default [`AnswerMode::Sse`].
+    /// How POSTed requests are answered. Default [`AnswerMode::Sse`]. (`initialize`, which
+    /// the server answers itself at once, is always answered with JSON.)
     pub answer: AnswerMode,
     /// Accepted `Origin`s. Default [`AllowedOrigins::Localhost`].
     pub allowed_origins: AllowedOrigins,

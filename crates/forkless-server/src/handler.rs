@@ -211,7 +211,7 @@ pub(crate) struct SessionShared {
     ended: OnceLock<EndReason>,
     next_outgoing_id: AtomicU64,
     /// Server-to-client requests awaiting the client's response, by JSON id.
-    pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, SendError>>>>,
+    pending: Mutex<HashMap<String, Pending>>,
     /// Client requests in flight, by JSON id, for `notifications/cancelled`.
     in_flight: Mutex<HashMap<String, CancellationToken>>,
 }
@@ -224,6 +224,13 @@ impl fmt::Debug for SessionShared {
             .field("ended", &self.ended.get())
             .finish_non_exhaustive()
     }
+}
+
+/// A server-to-client request awaiting the client's response.
+struct Pending {
+    /// The stream the request was appended to (known once the append returned).
+    stream: Option<StreamId>,
+    tx: oneshot::Sender<Result<Value, SendError>>,
 }
 
 /// The key of a JSON-RPC id in the maps above (ids are strings or numbers).
@@ -266,8 +273,8 @@ impl SessionShared {
         let reason = self.ended().unwrap_or(reason);
         self.cancel.cancel();
         let pending: Vec<_> = lock(&self.pending).drain().collect();
-        for (_, tx) in pending {
-            let _ = tx.send(Err(SendError::SessionEnded { reason }));
+        for (_, p) in pending {
+            let _ = p.tx.send(Err(SendError::SessionEnded { reason }));
         }
         lock(&self.in_flight).clear();
     }
@@ -297,9 +304,22 @@ impl SessionShared {
 
     /// The client answered a server-to-client request; false if nobody waits for `id`.
     pub(crate) fn resolve(&self, id: &Value, outcome: Result<Value, RpcError>) -> bool {
-        let Some(tx) = lock(&self.pending).remove(&id_key(id)) else { return false };
-        let _ = tx.send(outcome.map_err(SendError::Rejected));
+        let Some(p) = lock(&self.pending).remove(&id_key(id)) else { return false };
+        let _ = p.tx.send(outcome.map_err(SendError::Rejected));
         true
+    }
+
+    /// `stream` was fenced: requests sent on it can never be answered by a client that saw
+    /// them, so they fail instead of waiting forever.
+    pub(crate) fn fail_pending_on(&self, stream: StreamId) {
+        let mut pending = lock(&self.pending);
+        let keys: Vec<String> =
+            pending.iter().filter(|(_, p)| p.stream == Some(stream)).map(|(k, _)| k.clone()).collect();
+        for key in keys {
+            if let Some(p) = pending.remove(&key) {
+                let _ = p.tx.send(Err(SendError::StreamFenced));
+            }
+        }
     }
 
     fn check_open(&self) -> Result<&Arc<dyn Outbox>, SendError> {
@@ -315,13 +335,22 @@ impl SessionShared {
         message: &Value,
         complete: bool,
     ) -> Result<(), SendError> {
+        self.append_event(target, message, complete).await.map(|_| ())
+    }
+
+    async fn append_event(
+        &self,
+        target: AppendTarget,
+        message: &Value,
+        complete: bool,
+    ) -> Result<EventId, SendError> {
         let outbox = self.check_open()?;
         let payload = Bytes::from(message.to_string());
         let out = outbox.append(self.id, target, payload, complete).await;
         if let Err(SendError::SessionEnded { reason }) = &out {
             self.end(*reason);
         }
-        out.map(|_| ())
+        out
     }
 
     /// Send a server-to-client request on `target` and wait for the client's answer (or
@@ -337,12 +366,19 @@ impl SessionShared {
         let id = Value::from(self.next_outgoing_id.fetch_add(1, Ordering::Relaxed));
         let key = id_key(&id);
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(key.clone(), tx);
+        lock(&self.pending).insert(key.clone(), Pending { stream: None, tx });
         // Registered before the append: the client may answer before the append returns.
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        if let Err(e) = self.append(target, &message, false).await {
-            lock(&self.pending).remove(&key);
-            return Err(e);
+        match self.append_event(target, &message, false).await {
+            Ok(event) => {
+                if let Some(p) = lock(&self.pending).get_mut(&key) {
+                    p.stream = Some(event.stream);
+                }
+            }
+            Err(e) => {
+                lock(&self.pending).remove(&key);
+                return Err(e);
+            }
         }
         tokio::select! {
             outcome = rx => outcome.unwrap_or_else(|_| Err(self.ended_error())),

@@ -358,7 +358,15 @@ async fn post_endpoint<S: Store, H: Handler>(
     app.answer(out)
 }
 
-async fn get_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, headers: HeaderMap) -> Response {
+async fn get_endpoint<S: Store, H: Handler>(
+    State(app): State<App<S, H>>,
+    method: http::Method,
+    headers: HeaderMap,
+) -> Response {
+    // axum routes HEAD to GET handlers; a HEAD must not attach (and maybe end) anything.
+    if method == http::Method::HEAD {
+        return app.answer(Err(Error::MethodNotAllowed { allow: "GET, POST, DELETE" }));
+    }
     let out = app.get(&headers).await;
     app.answer(out)
 }
@@ -813,7 +821,7 @@ impl<S: Store, H: Handler> App<S, H> {
         if !accepts(headers, "text/event-stream") {
             return Err(Error::NotAcceptable("text/event-stream"));
         }
-        let (record, _shared) = self.session(headers).await?;
+        let (record, shared) = self.session(headers).await?;
         let sid = record.id();
         let revision = record.session().revision();
         let last_event_id = lossy_header(headers, &LAST_EVENT_ID);
@@ -834,8 +842,12 @@ impl<S: Store, H: Handler> App<S, H> {
                     (false, None) => ("new", "standalone"),
                 };
                 metrics.get_outcome(outcome, reason);
+                if grant.displaced {
+                    Metrics::inc(&metrics.displacements);
+                }
                 if let Some(old) = grant.fenced {
                     Metrics::inc(&metrics.fences);
+                    shared.fail_pending_on(old);
                     metrics.stream_opened("standalone");
                     tracing::info!(session = %sid, fenced = %old, stream = %grant.stream, "standalone stream reset");
                 }

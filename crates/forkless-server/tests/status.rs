@@ -182,6 +182,41 @@ async fn oversized_body_is_413() {
 }
 
 #[tokio::test]
+async fn bodies_up_to_the_configured_limit_are_accepted() {
+    // 3 MiB: above axum's 2 MB extractor default, below the server's 4 MiB.
+    let srv = TestServer::start(json_mode()).await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let big = "y".repeat(3 << 20);
+    let resp = c.call(1, "echo", json!({ "x": big })).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.json::<Value>().await.unwrap()["result"]["x"].as_str().map(str::len), Some(3 << 20));
+}
+
+#[tokio::test]
+async fn closing_a_stateless_stream_cancels_its_request() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.version = Some("2026-07-28".into());
+    let resp = c.call(4, "wait", json!({})).await;
+    assert_eq!(resp.status(), 200);
+    common::guard("the handler to start", async {
+        while srv.controls.last_session.lock().unwrap().is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    drop(resp);
+    common::guard("the handler to see its cancellation", async {
+        while srv.controls.cancelled.lock().unwrap().is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(*srv.controls.cancelled.lock().unwrap(), vec![json!(4)]);
+}
+
+#[tokio::test]
 async fn bogus_and_foreign_session_ids_are_404() {
     let srv = TestServer::default().await;
     let other = TestServer::default().await;
@@ -261,6 +296,11 @@ async fn other_methods_are_405_with_allow() {
     for m in ["GET", "POST", "DELETE"] {
         assert!(allow.contains(m), "{allow}");
     }
+    let mut c = srv.client();
+    c.initialize().await;
+    let resp = c.http.head(&c.url).header("mcp-session-id", c.sid()).send().await.unwrap();
+    assert_eq!(resp.status(), 405, "HEAD attaches nothing");
+    assert!(c.resume(None, None).await.status().is_success(), "the session is untouched");
     // The stateless revision has no GET stream and nothing to delete.
     let mut c = srv.client();
     c.version = Some("2026-07-28".into());
