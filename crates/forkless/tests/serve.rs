@@ -222,3 +222,90 @@ async fn an_address_in_use_is_a_clear_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("cannot listen on {addr}")), "{stderr}");
 }
+
+#[tokio::test]
+async fn protocol_errors_are_typed() {
+    let serve = Serve::start(&[]).await;
+    let (mut session, _) = Session::open(&serve.url).await;
+    let cases = [
+        ("resources/read", json!({ "uri": "test://nope" }), -32002),
+        ("resources/read", json!({}), -32602),
+        ("resources/subscribe", json!({ "uri": 7 }), -32602),
+        (
+            "prompts/get",
+            json!({ "name": "test_prompt_with_arguments", "arguments": { "arg1": "x" } }),
+            -32602,
+        ),
+        ("prompts/get", json!({ "name": "no_such_prompt" }), -32602),
+        ("completion/complete", json!({ "ref": { "type": "ref/nothing" } }), -32602),
+        ("logging/setLevel", json!({ "level": "loud" }), -32602),
+        ("tools/call", json!({ "arguments": {} }), -32602),
+        ("no/such/method", json!({}), -32601),
+    ];
+    for (method, params, code) in cases {
+        let answer = session.request(method, params.clone()).await;
+        assert_eq!(answer.error()["code"], code, "{method} {params}");
+    }
+}
+
+#[tokio::test]
+async fn log_level_filters_the_demo_notifications_per_session() {
+    let serve = Serve::start(&[]).await;
+    let (mut quiet, _) = Session::open(&serve.url).await;
+    let (mut chatty, _) = Session::open(&serve.url).await;
+    assert_eq!(quiet.request("logging/setLevel", json!({ "level": "warning" })).await.result(), &json!({}));
+
+    let filtered = quiet.call_tool("start-notification-stream", json!({ "interval": 1, "count": 3 })).await;
+    assert!(filtered.log_data().is_empty(), "info is below warning: {:?}", filtered.before);
+    assert_eq!(filtered.result()["content"][0]["text"], "sent 3 notifications");
+
+    let other = chatty.call_tool("start-notification-stream", json!({ "interval": 1, "count": 3 })).await;
+    assert_eq!(other.log_data(), numbered("notification ", 3), "another session keeps its own level");
+}
+
+#[tokio::test]
+async fn test_reconnection_answers_only_after_a_resume_when_polling() {
+    let serve = Serve::start(&["--poll-after", "200"]).await;
+    let (mut session, _) = Session::open(&serve.url).await;
+    let (id, response) =
+        session.send("tools/call", json!({ "name": "test_reconnection", "arguments": {} })).await;
+    let stream_id = response.headers()["mcp-stream-id"].to_str().expect("ascii").to_owned();
+
+    // The server ends the connection (not the stream) before the answer exists.
+    let mut sse = SseReader::new(response);
+    let mut last_id = None;
+    let mut saw_retry = false;
+    while let Some(event) = guard("POST stream", sse.next_event()).await {
+        saw_retry |= event.retry.is_some();
+        if let Some(message) = event.json() {
+            assert_ne!(message.get("id"), Some(&id), "the answer must not come before the cut");
+        }
+        last_id = event.id.or(last_id);
+    }
+    assert!(saw_retry, "a polled stream tells the client when to come back");
+    let last_id = last_id.expect("at least the priming event");
+
+    let resumed = session.resume(&last_id, Some(&stream_id)).await;
+    assert_eq!(resumed.headers()["mcp-stream-resumed"], "true");
+    assert_eq!(resumed.headers()["mcp-stream-id"].to_str().expect("ascii"), stream_id);
+    let mut sse = SseReader::new(resumed);
+    let (_, message) = guard("resumed answer", sse.next_message()).await.expect("answer after the resume");
+    assert_eq!(message["id"], id);
+    assert_eq!(message["result"]["content"][0]["text"], "Reconnection test completed successfully");
+}
+
+#[tokio::test]
+async fn json_answers_send_request_notifications_to_the_get_stream() {
+    let serve = Serve::start(&["--answer", "json"]).await;
+    let (mut session, _) = Session::open(&serve.url).await;
+    let mut get = SseReader::new(session.get_stream().await);
+    let answer = session.call_tool("start-notification-stream", json!({ "interval": 1, "count": 4 })).await;
+    assert!(answer.before.is_empty(), "a JSON answer carries only the response");
+    assert_eq!(answer.result()["content"][0]["text"], "sent 4 notifications");
+    let mut data = Vec::new();
+    while data.len() < 4 {
+        let (_, message) = guard("notification on GET", get.next_message()).await.expect("GET stream ended");
+        data.extend(log_data(std::slice::from_ref(&message)));
+    }
+    assert_eq!(data, numbered("notification ", 4));
+}

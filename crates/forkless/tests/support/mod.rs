@@ -311,6 +311,25 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Resume a stream: `GET` with `Last-Event-ID` (and `Mcp-Stream-Id` when given).
+    pub async fn resume(&self, last_event_id: &str, stream_id: Option<&str>) -> reqwest::Response {
+        let mut request = self
+            .http
+            .get(&self.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", REVISION)
+            .header("last-event-id", last_event_id);
+        if let Some(stream) = stream_id {
+            request = request.header("mcp-stream-id", stream);
+        }
+        let response = guard("resume", request.send()).await.expect("GET resume");
+        assert_eq!(response.status(), 200, "resume from {last_event_id}");
+        response
+    }
+}
+
 /// Read a POST answer (SSE or JSON) up to the response with `id`.
 async fn read_answer(response: reqwest::Response, id: &Value) -> Answer {
     let content_type =
