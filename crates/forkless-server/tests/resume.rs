@@ -134,6 +134,8 @@ async fn row5_the_seed_scenario_bare_41_ends_the_session_and_later_emits_fail() 
     let mut c = srv.client();
     c.initialize_with("2025-06-18", json!({})).await;
     let mut sse = Sse::new(c.resume(None, None).await);
+    let first = sse.next_block().await.unwrap();
+    assert_eq!((first.id, first.data, first.retry), (None, None, Some(1000)), "no priming before 2025-11-25");
     emit_standalone(&c, 45).await;
     let mut last = 0;
     while last < 41 {
@@ -446,4 +448,16 @@ async fn graceful_shutdown_ends_open_sse_streams_promptly() {
     assert!(started.elapsed() < Duration::from_secs(4), "well inside the 5 s drain timeout");
     assert!(get.rest().await.is_empty());
     assert!(post.rest().await.is_empty());
+}
+
+#[tokio::test]
+async fn emitting_after_the_response_is_stream_completed() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let mut sse = Sse::new(c.call(1, "echo", json!({ "x": 1 })).await);
+    assert_eq!(sse.rest().await.len(), 1);
+    let ctx = srv.controls.last_ctx.lock().unwrap().clone().unwrap();
+    assert_eq!(ctx.notify("late", json!({})).await, Err(SendError::StreamCompleted));
+    assert_eq!(ctx.progress(1.0, None, None).await, Ok(()), "no progress token: nothing to send");
 }

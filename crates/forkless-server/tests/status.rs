@@ -372,3 +372,30 @@ async fn metrics_and_healthz() {
 }
 
 use forkless_store::Store as _;
+
+#[tokio::test]
+async fn a_failing_store_is_a_typed_500_and_other_sessions_carry_on() {
+    use forkless_store::{Fault, FaultyStore, MemoryStore};
+    let store = FaultyStore::new(MemoryStore::new());
+    let controls = common::Controls::new();
+    let handler = common::TestHandler { controls: controls.clone() };
+    let cfg = json_mode();
+    let server = forkless_server::Server::new(store.clone(), handler, cfg).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(server.serve(listener, std::future::pending()));
+    let mut a = Client::new(&url);
+    a.initialize().await;
+    let mut b = Client::new(&url);
+    b.initialize().await;
+
+    store.inject(Fault::Load);
+    assert_refused(a.call(1, "echo", json!({})).await, 500, -32603, "store_failed").await;
+    assert_eq!(b.call(1, "echo", json!({})).await.status(), 200, "another session is undisturbed");
+
+    store.inject(Fault::Append);
+    let v: Value = a.call(2, "count", json!({ "n": 1 })).await.json().await.unwrap();
+    assert_eq!(v["error"]["code"], -32603, "the handler got a typed SendError::Store: {v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("store"));
+    assert_eq!(a.call(3, "echo", json!({})).await.status(), 200, "the session survives a failed append");
+}

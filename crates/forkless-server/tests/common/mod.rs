@@ -36,11 +36,18 @@ pub struct Controls {
     pub last_session: Arc<Mutex<Option<SessionHandle>>>,
     /// Whether `wait` saw its cancellation.
     pub cancelled: Arc<Mutex<Vec<Value>>>,
+    /// The last request context (kept past its response).
+    pub last_ctx: Arc<Mutex<Option<RequestContext>>>,
 }
 
 impl Controls {
     pub fn new() -> Self {
-        Self { gate: Arc::new(Semaphore::new(0)), last_session: Arc::default(), cancelled: Arc::default() }
+        Self {
+            gate: Arc::new(Semaphore::new(0)),
+            last_session: Arc::default(),
+            cancelled: Arc::default(),
+            last_ctx: Arc::default(),
+        }
     }
     pub fn session(&self) -> SessionHandle {
         self.last_session.lock().unwrap().clone().expect("a request ran")
@@ -81,6 +88,7 @@ impl Handler for TestHandler {
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
         *self.controls.last_session.lock().unwrap() = Some(ctx.session().clone());
+        *self.controls.last_ctx.lock().unwrap() = Some(ctx.clone());
         let fail = |e: forkless_server::SendError| RpcError::internal(e.to_string());
         match method {
             "echo" => Ok(params.unwrap_or(Value::Null)),
