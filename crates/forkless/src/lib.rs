@@ -6,14 +6,37 @@
 //!
 //! - [`demo`] owns the demo MCP server: its tools, resources, prompts and the fixtures the MCP
 //!   conformance suite expects. It knows nothing about HTTP or the store.
-//! - [`serve`] owns `forkless serve`: flags, configuration checks, the listener, logging, and a
-//!   clean stop on Ctrl-C or SIGTERM. It makes no protocol decision itself.
+//! - [`serve`] owns `forkless serve`: flags, configuration checks, the listener, and a clean
+//!   stop on Ctrl-C or SIGTERM. It makes no protocol decision itself.
 //!
-//! The transport (sessions, streams, resumption) lives in `forkless-server` and below; this
-//! crate only wires it up.
+//! Each subcommand is one module with its clap `Args` struct and a `run` function; `main.rs`
+//! only parses and dispatches. The transport (sessions, streams, resumption) lives in
+//! `forkless-server` and below; this crate only wires it up.
+//!
+//! ```text
+//! forkless serve [--listen 127.0.0.1:8080] [--store memory] [--path /mcp] [--answer sse|json]
+//!                [--poll-after MS] [--grace MS] [--strict] [--allowed-origin ORIGIN]...
+//!                [--max-body-bytes N] [--data-dir DIR]
+//! ```
+//!
+//! Exit codes: 0 after a requested stop, 2 for bad flags or invalid settings, 1 for anything
+//! else (address in use, I/O failure).
 
 pub mod demo;
 mod error;
 pub mod serve;
 
 pub use error::Error;
+
+/// Install the `tracing` subscriber: stderr, filtered by `RUST_LOG`, `info` by default.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // A second call (for example from a test) keeps the first subscriber.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .try_init();
+}

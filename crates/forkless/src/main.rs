@@ -21,7 +21,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    forkless::serve::init_logging();
+    forkless::init_logging();
     let result = match &cli.command {
         Command::Serve(args) => forkless::serve::run(args),
     };

@@ -6,7 +6,7 @@
 //!
 //! Output: one start-up line on stdout naming the bound address (so `--listen 127.0.0.1:0`
 //! tells the caller its port), one final line on stdout when the server has stopped, and
-//! `tracing` logs on stderr filtered by `RUST_LOG` (default `info`).
+//! `tracing` logs on stderr (see [`crate::init_logging`]).
 
 use core::fmt;
 use core::str::FromStr;
@@ -41,8 +41,8 @@ pub struct ServeArgs {
     /// How requests are answered: as an SSE stream (resumable) or as a single JSON body.
     #[arg(long, value_enum, default_value_t = Answer::Sse)]
     pub answer: Answer,
-    /// Close SSE answers after this many milliseconds so clients poll with `Last-Event-ID`
-    /// (2025-11-25 and later); by default streams stay open.
+    /// End SSE connections (not their streams) after this many milliseconds so clients poll
+    /// with `Last-Event-ID` (2025-11-25 sessions); by default connections stay open.
     #[arg(long, value_name = "MS")]
     pub poll_after: Option<u64>,
     /// Liveness grace window in milliseconds (default 10000); must stay below the retry budget.
@@ -201,20 +201,24 @@ fn announce(line: &str) {
     let _ = out.flush();
 }
 
-/// Ctrl-C or SIGTERM, whichever comes first.
+/// Ctrl-C (SIGINT) or SIGTERM, whichever comes first.
 struct StopSignal {
     #[cfg(unix)]
-    term: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
 }
 
 impl StopSignal {
-    /// Register the handlers now, so a signal that arrives during start-up is not lost.
+    /// Register the handlers now, before the start-up line, so a supervisor that signals as
+    /// soon as it reads that line gets a clean stop rather than the default disposition.
     fn install() -> Result<Self, Error> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
-            let term = signal(SignalKind::terminate()).map_err(Error::Startup)?;
-            Ok(Self { term })
+            let interrupt = signal(SignalKind::interrupt()).map_err(Error::Startup)?;
+            let terminate = signal(SignalKind::terminate()).map_err(Error::Startup)?;
+            Ok(Self { interrupt, terminate })
         }
         #[cfg(not(unix))]
         Ok(Self {})
@@ -224,8 +228,8 @@ impl StopSignal {
         #[cfg(unix)]
         {
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => "interrupted",
-                _ = self.term.recv() => "terminated",
+                _ = self.interrupt.recv() => "interrupted",
+                _ = self.terminate.recv() => "terminated",
             }
         }
         #[cfg(not(unix))]
@@ -234,19 +238,6 @@ impl StopSignal {
             "interrupted"
         }
     }
-}
-
-/// Install the `tracing` subscriber: stderr, filtered by `RUST_LOG`, `info` by default.
-pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // A second call (for example from a test) keeps the first subscriber.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .try_init();
 }
 
 #[cfg(test)]
