@@ -319,9 +319,12 @@ impl<S: Store> Drop for DetachGuard<S> {
                 }
                 mine
             });
+            // Remove the entry only if it is still this channel and nobody waits on it.
             let mut writers = common.lock_writers();
-            if tx.receiver_count() == 0 && tx.borrow().is_none() {
-                writers.remove(&(session, stream));
+            let key = (session, stream);
+            let idle = tx.receiver_count() == 0 && tx.borrow().is_none();
+            if idle && writers.get(&key).is_some_and(|current| current.same_channel(&tx)) {
+                writers.remove(&key);
             }
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else { return };

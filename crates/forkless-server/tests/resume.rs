@@ -384,8 +384,18 @@ async fn delete_ends_open_streams_and_fails_later_emits() {
     let mut sse = open_standalone(&c).await;
     emit_standalone(&c, 1).await;
     assert_eq!(sse.next_content().await.unwrap().seq(), 1);
+    let mut waiting = Sse::new(c.call(9, "wait", json!({})).await);
+    waiting.next_block().await.unwrap();
     assert_eq!(c.delete().await.status(), 200);
     assert!(sse.rest().await.is_empty(), "the open stream ends");
+    assert!(waiting.rest().await.is_empty(), "the request stream ends");
+    common::guard("the running request to be cancelled", async {
+        while srv.controls.cancelled.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(*srv.controls.cancelled.lock().unwrap(), vec![json!(9)]);
     let err = srv.controls.session().notify("x", Value::Null).await.unwrap_err();
     assert_eq!(err, SendError::SessionEnded { reason: EndReason::Deleted });
 }
