@@ -538,7 +538,8 @@ impl Inner {
                 Ok(())
             }
             Err(e) => {
-                s.state = SessionState::Ended(e.clone());
+                // Not Ended: nothing was established, so a later call may simply try again.
+                s.state = SessionState::NotStarted;
                 s.cancel.cancel();
                 Err(e)
             }
@@ -910,6 +911,7 @@ impl Drop for CancelOnDrop {
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
         let (inner, view, id) = (self.inner.clone(), self.view.clone(), self.id);
+        driver::stop_request_stream(&inner, id);
         rt.spawn(async move {
             let params = json!({"requestId": id, "reason": "client abandoned the request"});
             let _ = inner

@@ -110,6 +110,21 @@ impl StreamControl {
 
 /// Open the standalone GET stream and start its driver.
 pub(crate) async fn open_standalone(inner: &Arc<Inner>, view: SessionView) -> Result<StreamControl, Error> {
+    // One standalone stream per session: a second GET would only get 409 until the first's
+    // connection is gone, so hand out the live one instead.
+    let live = lock(&inner.streams)
+        .live
+        .iter()
+        .find(|s| {
+            s.origin == StreamOrigin::Standalone
+                && s.session.generation == view.generation
+                && !s.stop.is_cancelled()
+                && !s.finished.load(Ordering::SeqCst)
+        })
+        .cloned();
+    if let Some(shared) = live {
+        return Ok(StreamControl::new(shared));
+    }
     let shared = StreamShared::new(StreamOrigin::Standalone, view);
     let mut tracker = StreamTracker::new(inner.settings.retry.budget);
     let (resp, _) = connect(inner, &shared, &mut tracker, Instant::now(), true).await?;
@@ -118,14 +133,21 @@ pub(crate) async fn open_standalone(inner: &Arc<Inner>, view: SessionView) -> Re
     Ok(control)
 }
 
+/// Stop the driver of request `id`'s stream (the request was abandoned).
+pub(crate) fn stop_request_stream(inner: &Inner, id: u64) {
+    for s in lock(&inner.streams).live.iter().filter(|s| s.origin == StreamOrigin::Request(id)) {
+        s.stop.cancel();
+    }
+}
+
 /// Start the driver of a POST answered with SSE (the head is judged before returning, so a
 /// refused grace window fails the request right away).
 pub(crate) fn start(inner: Arc<Inner>, shared: Arc<StreamShared>, resp: Response) -> Result<(), Error> {
     let mut tracker = StreamTracker::new(inner.settings.retry.budget);
     let head = http::response_head(resp.headers());
-    let opened = tracker.on_head(&head, &mut shared.stats_mut())?;
+    // A fresh tracker can only open Fresh (or fail): there is no cursor to continue.
+    tracker.on_head(&head, &mut shared.stats_mut())?;
     note_head(&inner, &shared, &tracker, &head);
-    debug_assert!(matches!(opened, Opened::Fresh { .. }));
     spawn(inner, shared, tracker, resp);
     Ok(())
 }
@@ -293,7 +315,9 @@ async fn connect(
         let resp = match sent {
             Ok(resp) => resp,
             Err(e) => {
-                shared.stats_mut().reject("transport");
+                if resume.is_some() {
+                    shared.stats_mut().reject("transport");
+                }
                 last = e.to_string();
                 continue;
             }
@@ -305,7 +329,9 @@ async fn connect(
             let opened = match opened {
                 Ok(o) => o,
                 Err(e) => {
-                    shared.stats_mut().reject("protocol");
+                    if resume.is_some() {
+                        shared.stats_mut().reject("protocol");
+                    }
                     return Err(e);
                 }
             };
@@ -327,7 +353,9 @@ async fn connect(
             Error::SessionEnded { reason: Some(r) } => r.clone(),
             _ => format!("status_{}", status.as_u16()),
         };
-        shared.stats_mut().reject(&reason);
+        if resume.is_some() {
+            shared.stats_mut().reject(&reason);
+        }
         if !error.is_transient() {
             return Err(error);
         }

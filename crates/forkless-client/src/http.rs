@@ -90,14 +90,13 @@ pub(crate) async fn status_error(resp: Response) -> Error {
 /// half-open TCP connection cannot stall a stream forever.
 pub(crate) struct IdleGuarded<S> {
     inner: S,
-    idle: Option<Duration>,
-    timer: Pin<Box<Sleep>>,
+    /// The allowed silence and its timer; `None` disables the check.
+    idle: Option<(Duration, Pin<Box<Sleep>>)>,
 }
 
 impl<S> IdleGuarded<S> {
     pub(crate) fn new(inner: S, idle: Option<Duration>) -> Self {
-        let timer = Box::pin(tokio::time::sleep(idle.unwrap_or(Duration::MAX / 4)));
-        Self { inner, idle, timer }
+        Self { inner, idle: idle.map(|d| (d, Box::pin(tokio::time::sleep(d)))) }
     }
 }
 
@@ -110,18 +109,19 @@ where
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         match Pin::new(&mut self.inner).poll_next(cx) {
             Poll::Ready(item) => {
-                if let Some(idle) = self.idle {
-                    self.timer.as_mut().reset(Instant::now() + idle);
+                if let Some((idle, timer)) = &mut self.idle {
+                    timer.as_mut().reset(Instant::now() + *idle);
                 }
                 Poll::Ready(item.map(|r| r.map_err(io::Error::other)))
             }
-            Poll::Pending => match (self.idle, self.timer.as_mut().poll(cx)) {
-                (Some(idle), Poll::Ready(())) => Poll::Ready(Some(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("no bytes for {idle:?}"),
-                )))),
-                _ => Poll::Pending,
-            },
+            Poll::Pending => {
+                let Some((idle, timer)) = &mut self.idle else { return Poll::Pending };
+                if timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                let why = format!("no bytes (not even a keep-alive) for {idle:?}");
+                Poll::Ready(Some(Err(io::Error::new(io::ErrorKind::TimedOut, why))))
+            }
         }
     }
 }

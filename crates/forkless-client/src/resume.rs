@@ -513,4 +513,59 @@ mod tests {
             Err(Error::Protocol(_))
         ));
     }
+
+    proptest::proptest! {
+        /// Whatever the server replays from and wherever connections drop, the application
+        /// sees a gap-free prefix of the stream, each event once, or the session breaks with
+        /// a gap exactly when a replay skipped past the cursor.
+        #[test]
+        fn delivery_is_a_gap_free_prefix_or_a_gap_error(
+            total in 1u64..30,
+            prime in proptest::bool::ANY,
+            conns in proptest::collection::vec((0u64..35, 0usize..12), 1..12),
+        ) {
+            let s = sid(99);
+            let mut t = StreamTracker::new(BUDGET);
+            let mut st = StreamStats::default();
+            t.on_head(&head(Some(s), false), &mut st).unwrap();
+            let mut delivered: Vec<u64> = Vec::new();
+            let mut dups = 0u64;
+            // first connection: from the beginning
+            let mut plan: Vec<(u64, usize)> = vec![(if prime { 0 } else { 1 }, conns[0].1)];
+            plan.extend(conns.iter().skip(1).copied());
+            'conns: for (i, (from, take)) in plan.into_iter().enumerate() {
+                if i > 0 {
+                    if t.begin_reconnect().is_none() {
+                        // nothing to resume from: a request stream would fail NotResumable
+                        break;
+                    }
+                    let opened = t.on_head(&head(Some(s), true), &mut st).unwrap();
+                    proptest::prop_assert_eq!(opened, Opened::Continued { continuity: Continuity::Verified });
+                }
+                let cursor = delivered.last().copied().unwrap_or(0);
+                for seq in (from..=total).take(take) {
+                    let data = if seq == 0 { String::new() } else { format!("m{seq}") };
+                    match t.on_event(&ev(s, seq, &data), &mut st) {
+                        Ok(Step::Deliver(d)) => {
+                            proptest::prop_assert_eq!(d, format!("m{seq}"));
+                            delivered.push(seq);
+                        }
+                        Ok(Step::Duplicate(_)) => dups += 1,
+                        Ok(Step::Nothing) => proptest::prop_assert_eq!(seq, 0),
+                        Err(Error::Gap { expected, got, .. }) => {
+                            proptest::prop_assert!(from > cursor + 1, "gap only when the replay skipped");
+                            proptest::prop_assert_eq!(expected.get(), cursor + 1);
+                            proptest::prop_assert_eq!(got.get(), from);
+                            break 'conns;
+                        }
+                        Err(e) => proptest::prop_assert!(false, "unexpected error {e}"),
+                    }
+                }
+            }
+            let expect: Vec<u64> = (1..=delivered.len() as u64).collect();
+            proptest::prop_assert_eq!(&delivered, &expect);
+            proptest::prop_assert_eq!(st.events_delivered, delivered.len() as u64);
+            proptest::prop_assert_eq!(st.duplicates_dropped, dups);
+        }
+    }
 }
