@@ -7,7 +7,13 @@ use clap::{Parser, Subcommand};
 
 /// Fork-free SSE resumption for MCP Streamable HTTP.
 #[derive(Debug, Parser)]
-#[command(name = "forkless", version, about, propagate_version = true)]
+#[command(
+    name = "forkless",
+    version,
+    about,
+    propagate_version = true,
+    after_help = "Logs go to stderr, filtered by RUST_LOG (default: info)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

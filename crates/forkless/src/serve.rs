@@ -52,7 +52,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub strict: bool,
     /// An allowed `Origin` (repeatable; `*` allows any). Without one, only local origins
-    /// (localhost, 127.0.0.1, [::1]) are allowed, which guards against DNS rebinding.
+    /// (localhost, 127.0.0.1, `[::1]`) are allowed, which guards against DNS rebinding.
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     pub allowed_origins: Vec<String>,
     /// Largest accepted POST body in bytes.

@@ -3,6 +3,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use forkless::demo::Tool;
 use serde_json::{Value, json};
 use support::{Serve, Session, SseReader, guard, log_data};
@@ -166,23 +168,35 @@ async fn background_stream_arrives_on_the_standalone_get_stream() {
     assert_eq!(data, numbered("background notification ", 6));
 }
 
-#[tokio::test]
-async fn sigterm_stops_promptly_with_exit_code_zero_despite_an_open_stream() {
+/// Stop with `signal` while a client holds the GET stream open: the process must end the
+/// stream, exit 0 and say why, well within the server's drain timeout.
+async fn stops_cleanly_on(signal: &str, why: &str) {
     let serve = Serve::start(&[]).await;
     let (session, _) = Session::open(&serve.url).await;
-    let get = session.get_stream().await;
-    let mut sse = SseReader::new(get);
+    let mut sse = SseReader::new(session.get_stream().await);
 
-    serve.terminate();
+    let asked = std::time::Instant::now();
+    serve.signal(signal);
     let (status, stdout) = serve.wait().await;
     assert_eq!(status.code(), Some(0), "exit status {status:?}");
-    assert_eq!(stdout.last().map(String::as_str), Some("forkless serve: stopped (terminated)"), "{stdout:?}");
+    assert!(asked.elapsed() < Duration::from_secs(4), "stopping took {:?}", asked.elapsed());
+    assert_eq!(stdout.last().map(String::as_str), Some(format!("forkless serve: stopped ({why})").as_str()));
     // The open stream was ended by the server, not left hanging.
     let mut events = 0;
     while guard("open stream ends", sse.next_event()).await.is_some() {
         events += 1;
         assert!(events < 100, "the open stream should end at shutdown");
     }
+}
+
+#[tokio::test]
+async fn sigterm_stops_promptly_with_exit_code_zero_despite_an_open_stream() {
+    stops_cleanly_on("TERM", "terminated").await;
+}
+
+#[tokio::test]
+async fn ctrl_c_stops_the_same_way() {
+    stops_cleanly_on("INT", "interrupted").await;
 }
 
 #[tokio::test]

@@ -72,10 +72,17 @@ impl Serve {
 
     /// Send SIGTERM.
     pub fn terminate(&self) {
+        self.signal("TERM");
+    }
+
+    /// Send a signal by name (`TERM`, `INT`, ...).
+    pub fn signal(&self, name: &str) {
         let pid = self.child.id().expect("process still running");
-        let status =
-            std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().expect("run kill");
-        assert!(status.success(), "kill -TERM {pid} failed");
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} {pid} failed");
     }
 
     /// Wait for the process to exit; returns its status and the rest of its stdout.
