@@ -37,6 +37,8 @@ pub(crate) struct StreamShared {
     stats: Mutex<StreamStats>,
     cut: Notify,
     finished: AtomicBool,
+    /// Cancelled when the driver has stopped, for [`StreamControl::finished`].
+    done: CancellationToken,
     stop: CancellationToken,
 }
 
@@ -50,6 +52,7 @@ impl StreamShared {
             stats: Mutex::new(StreamStats::default()),
             cut: Notify::new(),
             finished: AtomicBool::new(false),
+            done: CancellationToken::new(),
             stop,
         })
     }
@@ -93,6 +96,11 @@ impl StreamControl {
     /// Whether the driver has stopped (completed, failed or closed).
     pub fn is_finished(&self) -> bool {
         self.shared.finished.load(Ordering::SeqCst)
+    }
+
+    /// Wait until the driver has stopped.
+    pub async fn finished(&self) {
+        self.shared.done.cancelled().await;
     }
 
     /// Drop the current connection as if the network had failed; the stream then resumes as
@@ -163,6 +171,7 @@ fn spawn(inner: Arc<Inner>, shared: Arc<StreamShared>, tracker: StreamTracker, r
             fail(&inner, &shared, error).await;
         }
         retire(&inner, &shared);
+        shared.done.cancel();
     });
 }
 

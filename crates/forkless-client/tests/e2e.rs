@@ -10,7 +10,7 @@ use std::time::Duration;
 use forkless::demo::DemoHandler;
 use forkless_client::{Client, ClientBuilder, ClientEvent, Continuity, Error, StreamOrigin};
 use forkless_core::ResumeMode;
-use forkless_server::{Server, ServerConfig};
+use forkless_server::{AnswerMode, Server, ServerConfig};
 use forkless_store::MemoryStore;
 use serde_json::{Value, json};
 use support::proxy::{Action, Match, Proxy};
@@ -198,4 +198,25 @@ async fn a_client_whose_budget_is_not_above_the_servers_grace_refuses_it() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::GraceTooLong { .. }), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_answers_with_notifications_on_the_resumed_standalone_stream() {
+    let server = serve(|c| c.answer = AnswerMode::Json).await;
+    let proxy = Proxy::start(server.addr).await;
+    let client = builder(proxy.url("/mcp")).connect().await.unwrap();
+    let mut events = client.notifications().unwrap();
+    // Cut the standalone connection inside its 4th event (#3 after priming), then the resume
+    // inside its 3rd.
+    proxy.fault(Match::Open, Action::cut_in_event(4, 6));
+    proxy.fault(Match::Resume, Action::cut_in_event(3, 2));
+    let standalone = client.open_standalone().await.unwrap();
+    let result =
+        call(&client, "start-notification-stream", json!({"interval": 5, "count": 9})).await.unwrap();
+    assert!(text(&result).contains('9'), "{result}");
+    let seen = events_until(&mut events, reached(9)).await;
+    assert_eq!(numbered(&seen), (1..=9).collect::<Vec<_>>());
+    assert_eq!(proxy.counters.cuts.load(std::sync::atomic::Ordering::Relaxed), 2);
+    let stats = standalone.stats();
+    assert_eq!((stats.gaps, stats.disconnects, stats.resumes_verified), (0, 2, 2), "{stats:?}");
 }

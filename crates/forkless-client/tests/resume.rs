@@ -385,3 +385,59 @@ async fn the_notification_stream_is_taken_once() {
     let _events = client.notifications().unwrap();
     assert!(matches!(client.notifications(), Err(Error::NotificationsTaken)));
 }
+
+#[tokio::test]
+async fn a_timed_out_request_is_cancelled_at_the_server() {
+    let server = fake(FakeConfig::default()).await;
+    let client = builder(&server).request_timeout(Duration::from_millis(200)).connect().await.unwrap();
+    let err = client.call_tool("hang", json!({})).await.unwrap_err();
+    assert!(matches!(err, Error::Timeout(_)), "{err:?}");
+    let cancelled = server
+        .wait_for_request(|r| r.body.as_ref().is_some_and(|b| b["method"] == "notifications/cancelled"));
+    let cancelled = tokio::time::timeout(GUARD, cancelled).await.expect("notifications/cancelled sent");
+    let call =
+        server.recorded().into_iter().filter_map(|r| r.body).find(|b| b["method"] == "tools/call").unwrap();
+    assert_eq!(cancelled.body.unwrap()["params"]["requestId"], call["id"]);
+}
+
+#[tokio::test]
+async fn revision_2025_03_26_sends_no_protocol_version_header() {
+    let server = fake(FakeConfig::default()).await;
+    let client =
+        builder(&server).protocol_revision(forkless_client::Revision::V2025_03_26).connect().await.unwrap();
+    assert_eq!(client.revision(), Some(forkless_client::Revision::V2025_03_26));
+    client.call_tool("json", json!({})).await.unwrap();
+    assert!(server.recorded().iter().all(|r| r.header("mcp-protocol-version").is_none()));
+}
+
+#[tokio::test]
+async fn open_standalone_twice_hands_out_the_live_stream() {
+    let server = fake(FakeConfig::default()).await;
+    let client = builder(&server).connect().await.unwrap();
+    let first = client.open_standalone().await.unwrap();
+    let second = client.open_standalone().await.unwrap();
+    assert_eq!(first.stream_id(), second.stream_id());
+    let gets = server.recorded().into_iter().filter(|r| r.method == "GET").count();
+    assert_eq!(gets, 1);
+    first.close();
+    assert!(
+        tokio::time::timeout(GUARD, async {
+            while !second.is_finished() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn notify_posts_a_notification() {
+    let server = fake(FakeConfig::default()).await;
+    let client = builder(&server).connect().await.unwrap();
+    client.notify("notifications/roots/list_changed", None).await.unwrap();
+    let rec = server.recorded();
+    let last = rec.last().unwrap().body.as_ref().unwrap();
+    assert_eq!(last["method"], "notifications/roots/list_changed");
+    assert!(last.get("id").is_none());
+}

@@ -280,8 +280,10 @@ async fn post(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) ->
         if let Some(g) = fake.config.init_grace_ms {
             resume["graceMs"] = g.into();
         }
+        // Echo the requested revision, as a server that speaks them all would.
+        let version = msg.pointer("/params/protocolVersion").cloned().unwrap_or_else(|| "2025-11-25".into());
         let result = json!({
-            "protocolVersion": "2025-11-25",
+            "protocolVersion": version,
             "capabilities": {"tools": {}, "experimental": {"forkless/resume": resume}},
             "serverInfo": {"name": "fake", "version": "0"},
         });
@@ -353,6 +355,9 @@ async fn post(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) ->
             push(&mut w, &stream, marker.to_string());
             let ask = json!({"jsonrpc":"2.0","id": ask_id, "method":"roots/list"});
             push(&mut w, &stream, ask.to_string());
+        }
+        "hang" => {
+            // Never answers: for timeouts and cancellation.
         }
         _ => {
             push(&mut w, &stream, done("unknown tool").to_string());
