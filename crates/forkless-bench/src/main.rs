@@ -1,0 +1,177 @@
+//! `forkless-bench`: see the crate documentation (`run` for the whole harness, `serve` for
+//! one server under test).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use forkless_bench::servers::{self, StoreKind};
+use forkless_bench::{Error, report, suite};
+use forkless_server::AnswerMode;
+use forkless_store::Durability;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "forkless-bench",
+    about = "End-to-end benchmarks of forkless against hyper, rmcp and the SDKs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run the loads against every server and write the results.
+    Run {
+        /// The CI smoke: a fraction of a second per load, few connections.
+        #[arg(long)]
+        quick: bool,
+        /// Where results go (results.json, results.md, scratch/).
+        #[arg(long, default_value = "target/bench")]
+        out: PathBuf,
+        /// The rmcp reference server binary (bench/rmcp-echo).
+        #[arg(long)]
+        rmcp: Option<PathBuf>,
+        /// The repository root, to run the TS and Python SDK servers from `.peers/`.
+        #[arg(long)]
+        peers: Option<PathBuf>,
+        /// Do not pin servers to CPU 0.
+        #[arg(long)]
+        no_pin: bool,
+        /// Only loads whose name starts with this (echo-json, echo-sse, notify, resume, idle).
+        #[arg(long)]
+        only: Vec<String>,
+    },
+    /// Serve one server under test (prints `listening on http://ADDR/mcp`).
+    Serve {
+        #[arg(long, value_enum)]
+        target: Target,
+        #[arg(long, value_enum, default_value_t = Answer::Sse)]
+        answer: Answer,
+        /// `memory` or `redb:PATH`.
+        #[arg(long, default_value = "memory")]
+        store: String,
+        #[arg(long, value_enum, default_value_t = Sync::Batched)]
+        durability: Sync,
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Target {
+    Forkless,
+    Hyper,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Answer {
+    Sse,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Sync {
+    Immediate,
+    Batched,
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("forkless-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> Result<(), Error> {
+    match Cli::parse().command {
+        Cmd::Serve { target, answer, store, durability, listen } => {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let store = match store.split_once(':') {
+                None if store == "memory" => StoreKind::Memory,
+                Some(("redb", path)) => StoreKind::Redb {
+                    path: path.into(),
+                    durability: match durability {
+                        Sync::Immediate => Durability::Immediate,
+                        Sync::Batched => Durability::default(),
+                    },
+                },
+                _ => return Err(Error::Server(format!("unknown store {store:?} (memory or redb:PATH)"))),
+            };
+            rt.block_on(async move {
+                match target {
+                    Target::Hyper => servers::serve_hyper(listen, matches!(answer, Answer::Sse)).await,
+                    Target::Forkless => {
+                        let mode = match answer {
+                            Answer::Sse => AnswerMode::Sse,
+                            Answer::Json => AnswerMode::Json,
+                        };
+                        servers::serve_forkless(listen, mode, store).await
+                    }
+                }
+            })
+        }
+        Cmd::Run { quick, out, rmcp, peers, no_pin, only } => {
+            std::fs::create_dir_all(&out)?;
+            let opts = suite::Options {
+                quick,
+                exe: std::env::current_exe()?,
+                rmcp,
+                peers,
+                pin: !no_pin && which("taskset"),
+                scratch: suite::scratch_dir(&out)?,
+                only,
+            };
+            // The load generator is one thread: with the servers on CPU 0, it has CPU 1.
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let rows = rt.block_on(suite::run(&opts, |row| {
+                let m = &row.measured;
+                eprintln!(
+                    "{:<14} {:<26} {:>5}  {:>10.0} {}/s  p50 {:>7}  p99 {:>7}  cpu/op {:>8}  errors {}",
+                    row.load,
+                    row.server,
+                    row.clients,
+                    m.throughput,
+                    row.unit,
+                    m.p50_us.map_or("-".into(), |v| format!("{v:.0}µs")),
+                    m.p99_us.map_or("-".into(), |v| format!("{v:.0}µs")),
+                    m.cpu_us_per_op.map_or("-".into(), |v| format!("{v:.2}µs")),
+                    m.errors
+                );
+                if let Some(i) = &row.idle {
+                    eprintln!("               {i:?}");
+                }
+            }))?;
+            let ratios = report::ratios(&rows);
+            let md = report::markdown(&rows, &ratios);
+            println!("{md}");
+            let meta = serde_json::json!({
+                "quick": quick,
+                "pinned": opts.pin,
+                "unix_time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs(),
+                "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            });
+            let doc = report::Document { meta, rows: &rows, ratios: &ratios };
+            let json = serde_json::to_string_pretty(&doc).map_err(|e| Error::Load(e.to_string()))?;
+            std::fs::write(out.join("results.json"), json)?;
+            std::fs::write(out.join("results.md"), md)?;
+            eprintln!("results: {}/results.{{json,md}}", out.display());
+            Ok(())
+        }
+    }
+}
+
+fn which(program: &str) -> bool {
+    std::process::Command::new(program)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok()
+}

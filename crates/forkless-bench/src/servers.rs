@@ -1,0 +1,217 @@
+//! The servers under test that live in this crate: forkless (around a bench handler with the
+//! same tools as `forkless serve`'s demo) and the bare hyper 1 echo, the ceiling for any HTTP
+//! transport here.
+//!
+//! This module owns only serving; the load and the measuring live in [`crate::load`] and
+//! [`crate::suite`]. Each server prints one line `listening on http://ADDR/mcp` on stdout
+//! once bound, which is how [`crate::suite`] learns the port.
+
+use std::convert::Infallible;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use forkless_server::{AnswerMode, Handler, RequestContext, RpcError, Server, ServerConfig, ServerInfo};
+use forkless_store::{Durability, MemoryStore, RedbStore, Store};
+use http::{Request, Response, StatusCode, header};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use crate::Error;
+
+/// Which store a forkless server under test keeps its sessions in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// [`MemoryStore`].
+    Memory,
+    /// [`RedbStore`] at a path, with a durability mode.
+    Redb {
+        /// The data file (created; removed by the caller).
+        path: PathBuf,
+        /// Immediate or batched fsync.
+        durability: Durability,
+    },
+}
+
+/// The tools the bench servers offer: the demo's `echo` and `start-notification-stream`
+/// (without the pause between notifications, so the transport is what is measured).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BenchHandler;
+
+/// Most notifications one `start-notification-stream` call may send.
+pub const MAX_NOTIFICATIONS: u64 = 1_000_000;
+
+impl Handler for BenchHandler {
+    fn info(&self) -> ServerInfo {
+        ServerInfo {
+            name: "forkless-bench".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            capabilities: json!({ "tools": {}, "logging": {} }),
+            instructions: None,
+        }
+    }
+
+    async fn handle_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        ctx: RequestContext,
+    ) -> Result<Value, RpcError> {
+        match method {
+            "tools/list" => Ok(json!({ "tools": [
+                { "name": "echo", "description": "Returns the given text unchanged.",
+                  "inputSchema": { "type": "object", "properties": { "text": { "type": "string" } } } },
+                { "name": "start-notification-stream",
+                  "description": "Sends `count` log notifications on this request's stream, then answers.",
+                  "inputSchema": { "type": "object", "properties": { "count": { "type": "integer" } } } },
+            ] })),
+            "tools/call" => {
+                let params = params.unwrap_or(Value::Null);
+                let args = params.get("arguments").unwrap_or(&Value::Null);
+                match params.get("name").and_then(Value::as_str) {
+                    Some("echo") => {
+                        let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
+                        Ok(json!({ "content": [{ "type": "text", "text": text }] }))
+                    }
+                    Some("start-notification-stream") => {
+                        let count = args.get("count").and_then(Value::as_u64).unwrap_or(0);
+                        if count > MAX_NOTIFICATIONS {
+                            return Err(RpcError::invalid_params(format!("count above {MAX_NOTIFICATIONS}")));
+                        }
+                        for n in 1..=count {
+                            ctx.log("info", json!(format!("Periodic notification #{n}")))
+                                .await
+                                .map_err(|e| RpcError::internal(e.to_string()))?;
+                        }
+                        Ok(
+                            json!({ "content": [{ "type": "text", "text": format!("Sent {count} notifications") }] }),
+                        )
+                    }
+                    other => Err(RpcError::invalid_params(format!("unknown tool {other:?}"))),
+                }
+            }
+            other => Err(RpcError::method_not_found(other)),
+        }
+    }
+}
+
+/// The server configuration the bench runs forkless with: the defaults, except the answer
+/// mode and the per-stream event cap (raised so that a 10,000-notification stream plus its
+/// response is replayable from its first event).
+pub fn forkless_config(answer: AnswerMode) -> ServerConfig {
+    let mut config = ServerConfig { answer, ..ServerConfig::default() };
+    config.core.limits.stream_max_events = 1 << 20;
+    config.core.limits.stream_max_bytes = 256 << 20;
+    config.core.limits.session_max_bytes = 1 << 30;
+    config
+}
+
+/// Serve forkless with `store` until the process is stopped.
+pub async fn serve_forkless(listen: SocketAddr, answer: AnswerMode, store: StoreKind) -> Result<(), Error> {
+    let config = forkless_config(answer);
+    match store {
+        StoreKind::Memory => run(MemoryStore::new(), config, listen).await,
+        StoreKind::Redb { path, durability } => {
+            let (store, _) = RedbStore::open(&path, durability, forkless_now())
+                .map_err(|e| Error::Server(format!("opening {}: {e}", path.display())))?;
+            run(store, config, listen).await
+        }
+    }
+}
+
+fn forkless_now() -> forkless_core::Timestamp {
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    forkless_core::Timestamp::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
+}
+
+async fn run<S: Store>(store: S, config: ServerConfig, listen: SocketAddr) -> Result<(), Error> {
+    let server =
+        Server::new(store, BenchHandler, config).map_err(|e| Error::Server(format!("config: {e}")))?;
+    let listener = TcpListener::bind(listen).await.map_err(Error::Io)?;
+    announce(listener.local_addr().map_err(Error::Io)?);
+    server.serve(listener, stop_signal()).await.map_err(Error::Io)
+}
+
+/// Serve the bare hyper 1 echo until the process is stopped: every POST is parsed as a
+/// JSON-RPC message and answered with the shape of a `tools/call` echo result (`sse`: as one
+/// SSE event, like an SSE-answering MCP server without any session or stream state).
+pub async fn serve_hyper(listen: SocketAddr, sse: bool) -> Result<(), Error> {
+    let listener = TcpListener::bind(listen).await.map_err(Error::Io)?;
+    announce(listener.local_addr().map_err(Error::Io)?);
+    let stop = stop_signal();
+    tokio::pin!(stop);
+    loop {
+        let (socket, _) = tokio::select! {
+            accepted = listener.accept() => accepted.map_err(Error::Io)?,
+            () = &mut stop => return Ok(()),
+        };
+        let _ = socket.set_nodelay(true);
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| echo(req, sse));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(socket), service)
+                .await;
+        });
+    }
+}
+
+async fn echo(req: Request<Incoming>, sse: bool) -> Result<Response<Full<Bytes>>, Infallible> {
+    let Ok(body) = req.into_body().collect().await.map(|b| b.to_bytes()) else {
+        return Ok(status(StatusCode::BAD_REQUEST));
+    };
+    let Ok(message) = serde_json::from_slice::<Value>(&body) else {
+        return Ok(status(StatusCode::BAD_REQUEST));
+    };
+    let Some(id) = message.get("id") else { return Ok(status(StatusCode::ACCEPTED)) };
+    let text = message.pointer("/params/arguments/text").and_then(Value::as_str).unwrap_or_default();
+    let answer =
+        json!({ "jsonrpc": "2.0", "id": id, "result": { "content": [{ "type": "text", "text": text }] } });
+    let json = answer.to_string();
+    let (content_type, body) = if sse {
+        ("text/event-stream", format!("event: message\ndata: {json}\n\n"))
+    } else {
+        ("application/json", json)
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
+    Ok(response)
+}
+
+fn status(code: StatusCode) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::new()));
+    *r.status_mut() = code;
+    r
+}
+
+fn announce(addr: SocketAddr) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "listening on http://{addr}/mcp");
+    let _ = out.flush();
+}
+
+/// SIGTERM or Ctrl-C; if no handler can be installed, the process is simply killed later.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let (Ok(mut term), Ok(mut int)) =
+            (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+        {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    std::future::pending::<()>().await;
+}
+
+/// How long a server under test may take to print its address.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,0 +1,391 @@
+//! The whole run: which servers face which loads, each server a fresh pinned process, and
+//! the rows of the result.
+//!
+//! This module owns the plan (servers × loads, durations for full and quick runs), starting
+//! and stopping server processes, and turning [`crate::load`] measurements into [`Row`]s.
+//! It does not generate load itself and does not format reports ([`crate::report`]).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::Error;
+use crate::load::{self, Endpoint, Measured, Probe};
+use crate::procstat;
+use crate::servers::STARTUP_TIMEOUT;
+
+/// How a run is set up.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The CI smoke: short loads, few connections, small counts.
+    pub quick: bool,
+    /// The `forkless-bench` binary (it serves forkless and the hyper echo).
+    pub exe: PathBuf,
+    /// The rmcp reference server binary, if built.
+    pub rmcp: Option<PathBuf>,
+    /// The repository root, to find the TS/Python SDK servers and `.peers/`; `None` skips them.
+    pub peers: Option<PathBuf>,
+    /// Pin servers to CPU 0 with `taskset -c 0` (the load generator pins itself to CPU 1).
+    pub pin: bool,
+    /// Scratch directory for durable stores.
+    pub scratch: PathBuf,
+    /// Only the loads whose name starts with one of these (empty: all).
+    pub only: Vec<String>,
+}
+
+/// One server under test: a name and how to start it.
+#[derive(Clone, Debug)]
+pub struct ServerSpec {
+    /// e.g. `forkless/memory/sse`.
+    pub name: String,
+    /// The program.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Whether it answers requests over SSE.
+    pub sse: bool,
+    /// A data file to remove after the run.
+    pub data: Option<PathBuf>,
+}
+
+/// One line of the result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// The load, e.g. `echo-json`, `notify-1`, `resume-replay`, `idle`.
+    pub load: String,
+    /// The server.
+    pub server: String,
+    /// Concurrent clients (connections) or streams.
+    pub clients: usize,
+    /// What `throughput` counts per second (`req`, `events`), or `streams` for idle rows.
+    pub unit: &'static str,
+    /// The client-side measurement.
+    #[serde(flatten)]
+    pub measured: Measured,
+    /// The server's peak resident memory over its lifetime (one process per row), KiB.
+    pub peak_rss_kib: Option<u64>,
+    /// Idle-sessions rows only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<load::IdleMeasured>,
+}
+
+struct Running {
+    child: Child,
+    pid: u32,
+    endpoint: Endpoint,
+    data: Option<PathBuf>,
+}
+
+impl Running {
+    fn probe(&self) -> Probe {
+        let pid = self.pid;
+        Arc::new(move || procstat::sample(pid))
+    }
+
+    async fn stop(mut self) -> Option<u64> {
+        let peak = procstat::sample(self.pid).map(|s| s.hwm_kib);
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        if let Some(data) = &self.data {
+            let _ = std::fs::remove_file(data);
+        }
+        peak
+    }
+}
+
+async fn start(spec: &ServerSpec, pin: bool) -> Result<Running, Error> {
+    let mut cmd = if pin {
+        let mut c = Command::new("taskset");
+        c.arg("-c").arg("0").arg(&spec.program);
+        c
+    } else {
+        Command::new(&spec.program)
+    };
+    cmd.args(&spec.args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
+    if let Some(data) = &spec.data {
+        let _ = std::fs::remove_file(data);
+    }
+    let mut child = cmd.spawn().map_err(|e| Error::Server(format!("{}: {e}", spec.program.display())))?;
+    let pid = child.id().ok_or_else(|| Error::Server(format!("{} exited at once", spec.name)))?;
+    let stdout = child.stdout.take().ok_or_else(|| Error::Server("no stdout".into()))?;
+    let mut lines = BufReader::new(stdout).lines();
+    let endpoint = tokio::time::timeout(STARTUP_TIMEOUT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://"))
+                && let Some(ep) = Endpoint::from_url(url)
+            {
+                return Some(ep);
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten()
+    .ok_or_else(|| Error::Server(format!("{} did not announce its address", spec.name)))?;
+    // Keep reading stdout so the server never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(Running { child, pid, endpoint, data: spec.data.clone() })
+}
+
+/// The durations and sizes of a run.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    warmup: Duration,
+    duration: Duration,
+    clients: &'static [usize],
+    notify_one: u64,
+    notify_many: (usize, u64),
+    resume_events: u64,
+    resume_rounds: u32,
+    idle_sessions: usize,
+    idle_hold: Duration,
+}
+
+const FULL: Plan = Plan {
+    warmup: Duration::from_secs(1),
+    duration: Duration::from_secs(5),
+    clients: &[1, 16, 64],
+    notify_one: 10_000,
+    notify_many: (100, 1_000),
+    resume_events: 10_000,
+    resume_rounds: 5,
+    idle_sessions: 10_000,
+    idle_hold: Duration::from_secs(2),
+};
+
+const QUICK: Plan = Plan {
+    warmup: Duration::from_millis(50),
+    duration: Duration::from_millis(150),
+    clients: &[1, 4],
+    notify_one: 500,
+    notify_many: (4, 100),
+    resume_events: 500,
+    resume_rounds: 1,
+    idle_sessions: 100,
+    idle_hold: Duration::from_millis(100),
+};
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|&x| x.to_owned()).collect()
+}
+
+impl Options {
+    fn bench(&self, name: &str, args: &[&str], sse: bool) -> ServerSpec {
+        let mut a = s(&["serve", "--listen", "127.0.0.1:0"]);
+        a.extend(s(args));
+        ServerSpec { name: name.into(), program: self.exe.clone(), args: a, sse, data: None }
+    }
+
+    fn forkless_redb(&self, durability: &str) -> ServerSpec {
+        let path = self.scratch.join(format!("bench-{durability}.redb"));
+        let store = format!("redb:{}", path.display());
+        let mut spec = self.bench(
+            &format!("forkless/redb-{durability}/sse"),
+            &["--target", "forkless", "--answer", "sse", "--store", &store, "--durability", durability],
+            true,
+        );
+        spec.data = Some(path);
+        spec
+    }
+
+    fn rmcp(&self, mode: &str, sse: bool) -> Option<ServerSpec> {
+        let program = self.rmcp.clone()?;
+        Some(ServerSpec {
+            name: format!("rmcp/{mode}/{}", if sse { "sse" } else { "json" }),
+            program,
+            args: s(&["--listen", "127.0.0.1:0", "--mode", mode]),
+            sse,
+            data: None,
+        })
+    }
+
+    fn peer(&self, which: &str, json: bool) -> Option<ServerSpec> {
+        let root = self.peers.as_ref()?;
+        let (program, script) = match which {
+            "ts" => (root.join(".peers/node22/bin/node"), root.join("tests/interop/ts/reference_server.mjs")),
+            _ => (root.join(".peers/py/bin/python"), root.join("tests/interop/python/reference_server.py")),
+        };
+        if !program.exists() || !script.exists() {
+            return None;
+        }
+        let mut args = vec![script.display().to_string(), "--port".into(), "0".into()];
+        if json {
+            args.push("--json-response".into());
+        }
+        Some(ServerSpec {
+            name: format!("{which}-sdk-v1/{}", if json { "json" } else { "sse" }),
+            program,
+            args,
+            sse: !json,
+            data: None,
+        })
+    }
+
+    fn wants(&self, load: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| load.starts_with(o.as_str()))
+    }
+}
+
+/// Run every load against every server that takes it; `progress` gets each row as it is
+/// measured.
+pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>, Error> {
+    let plan = if opts.quick { QUICK } else { FULL };
+    let mut rows = Vec::new();
+    let mut push = |row: Row, rows: &mut Vec<Row>| {
+        progress(&row);
+        rows.push(row);
+    };
+
+    // Loads 1 and 2: tools/call echo, JSON and SSE answers.
+    for sse in [false, true] {
+        let load = if sse { "echo-sse" } else { "echo-json" };
+        if !opts.wants(load) {
+            continue;
+        }
+        let mode = if sse { "sse" } else { "json" };
+        let mut servers = vec![
+            opts.bench(&format!("hyper/{mode}"), &["--target", "hyper", "--answer", mode], sse),
+            opts.bench(&format!("forkless/memory/{mode}"), &["--target", "forkless", "--answer", mode], sse),
+        ];
+        if !opts.quick && sse {
+            servers.push(opts.forkless_redb("batched"));
+        }
+        servers.extend(opts.rmcp("stateful", true).filter(|_| sse));
+        servers.extend(opts.rmcp("stateless", false).filter(|_| !sse));
+        servers.extend(opts.peer("ts", !sse));
+        servers.extend(opts.peer("python", !sse));
+        for spec in &servers {
+            for &clients in plan.clients {
+                let server = start(spec, opts.pin).await?;
+                let probe = server.probe();
+                let measured =
+                    load::echo(&server.endpoint, clients, plan.warmup, plan.duration, spec.sse, &probe).await;
+                let peak = server.stop().await;
+                let measured = measured.map_err(|e| Error::Load(format!("{load} on {}: {e}", spec.name)))?;
+                let row = Row {
+                    load: load.into(),
+                    server: spec.name.clone(),
+                    clients,
+                    unit: "req",
+                    measured,
+                    peak_rss_kib: peak,
+                    idle: None,
+                };
+                push(row, &mut rows);
+            }
+        }
+    }
+
+    // The stream loads: forkless with each store, and the SSE-answering peers.
+    let mut streaming =
+        vec![opts.bench("forkless/memory/sse", &["--target", "forkless", "--answer", "sse"], true)];
+    if !opts.quick {
+        streaming.push(opts.forkless_redb("immediate"));
+        streaming.push(opts.forkless_redb("batched"));
+    }
+    let peers: Vec<ServerSpec> =
+        [opts.rmcp("stateful", true), opts.peer("ts", false), opts.peer("python", false)]
+            .into_iter()
+            .flatten()
+            .collect();
+
+    // Load 3: notifications per second on one stream and across many.
+    for (load, streams, count) in
+        [("notify-1", 1, plan.notify_one), ("notify-many", plan.notify_many.0, plan.notify_many.1)]
+    {
+        if !opts.wants(load) {
+            continue;
+        }
+        for spec in streaming.iter().chain(&peers) {
+            // The Python and TS SDKs are two to three orders of magnitude slower: a smaller
+            // count keeps the run short without changing the rate much.
+            let count = if spec.name.starts_with("python") || spec.name.starts_with("ts") {
+                (count / 10).max(10)
+            } else {
+                count
+            };
+            let server = start(spec, opts.pin).await?;
+            let probe = server.probe();
+            let measured = load::notifications(&server.endpoint, streams, count, plan.duration, &probe).await;
+            let peak = server.stop().await;
+            let measured = measured.map_err(|e| Error::Load(format!("{load} on {}: {e}", spec.name)))?;
+            let row = Row {
+                load: load.into(),
+                server: spec.name.clone(),
+                clients: streams,
+                unit: "events",
+                measured,
+                peak_rss_kib: peak,
+                idle: None,
+            };
+            push(row, &mut rows);
+        }
+    }
+
+    // Load 4: resume (live delivery vs replay of the same buffered stream).
+    if opts.wants("resume") {
+        for spec in &streaming {
+            let server = start(spec, opts.pin).await?;
+            let probe = server.probe();
+            let measured =
+                load::resume(&server.endpoint, plan.resume_events, plan.resume_rounds, &probe).await;
+            let peak = server.stop().await;
+            let measured = measured.map_err(|e| Error::Load(format!("resume on {}: {e}", spec.name)))?;
+            for (load, m) in [("resume-live", measured.live), ("resume-replay", measured.replay)] {
+                let row = Row {
+                    load: load.into(),
+                    server: spec.name.clone(),
+                    clients: 1,
+                    unit: "events",
+                    measured: m,
+                    peak_rss_kib: peak,
+                    idle: None,
+                };
+                push(row, &mut rows);
+            }
+        }
+    }
+
+    // Load 5: idle sessions and open GET streams.
+    if opts.wants("idle") {
+        let mut idle_servers =
+            vec![opts.bench("forkless/memory/sse", &["--target", "forkless", "--answer", "sse"], true)];
+        idle_servers.extend(opts.rmcp("stateful", true));
+        for spec in &idle_servers {
+            let server = start(spec, opts.pin).await?;
+            let probe = server.probe();
+            let idle = load::idle(&server.endpoint, plan.idle_sessions, plan.idle_hold, &probe).await;
+            let peak = server.stop().await;
+            let idle = idle.map_err(|e| Error::Load(format!("idle on {}: {e}", spec.name)))?;
+            let measured = Measured {
+                ops: idle.streams_held,
+                errors: idle.session_errors + idle.stream_errors,
+                ..Measured::default()
+            };
+            let row = Row {
+                load: "idle".into(),
+                server: spec.name.clone(),
+                clients: plan.idle_sessions,
+                unit: "streams",
+                measured,
+                peak_rss_kib: peak,
+                idle: Some(idle),
+            };
+            push(row, &mut rows);
+        }
+    }
+    Ok(rows)
+}
+
+/// The scratch directory under `out` (created).
+pub fn scratch_dir(out: &Path) -> Result<PathBuf, Error> {
+    let dir = out.join("scratch");
+    std::fs::create_dir_all(&dir).map_err(Error::Io)?;
+    Ok(dir)
+}
