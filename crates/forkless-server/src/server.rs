@@ -318,6 +318,15 @@ impl<S: Store, H: Handler> Server<S, H> {
             token.cancel();
             let _ = fired_tx.send(());
         };
+        // SSE bodies go out as several small writes (priming event, events, response); with
+        // Nagle's algorithm each write after the first waits for the client's delayed ACK
+        // (about 40 ms on Linux), which capped a request answered over SSE at ~20 per second
+        // per connection.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY not set");
+            }
+        });
         let server = axum::serve(listener, self.router()).with_graceful_shutdown(signal).into_future();
         let mut server = std::pin::pin!(server);
         let drain = self.common.cfg.drain_timeout;

@@ -471,3 +471,47 @@ async fn emitting_after_the_response_is_stream_completed() {
     assert_eq!(ctx.notify("late", json!({})).await, Err(SendError::StreamCompleted));
     assert_eq!(ctx.progress(1.0, None, None).await, Ok(()), "no progress token: nothing to send");
 }
+
+#[tokio::test]
+async fn racing_resumes_of_one_stream_never_fork_it() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let mut a = open_standalone(&c).await;
+    let stream = a.stream_id.clone().unwrap();
+    emit_standalone(&c, 2).await;
+    assert_eq!(a.next_content().await.unwrap().seq(), 1);
+    assert_eq!(a.next_content().await.unwrap().seq(), 2);
+    let lei = format!("{stream}.2");
+    let (b, d) = tokio::join!(c.resume(Some(&lei), Some(&stream)), c.resume(Some(&lei), Some(&stream)));
+    let (mut b, mut d) = (Sse::new(b), Sse::new(d));
+    assert_eq!((b.resumed.as_deref(), d.resumed.as_deref()), (Some("true"), Some("true")));
+    emit_standalone(&c, 3).await;
+    // Exactly one connection holds the stream; the others end without another event.
+    assert!(a.rest().await.is_empty());
+    let (from_b, from_d) = tokio::join!(
+        async {
+            let mut got = Vec::new();
+            while got.len() < 3 {
+                match b.next_content().await {
+                    Some(e) => got.push(e.seq()),
+                    None => break,
+                }
+            }
+            got
+        },
+        async {
+            let mut got = Vec::new();
+            while got.len() < 3 {
+                match d.next_content().await {
+                    Some(e) => got.push(e.seq()),
+                    None => break,
+                }
+            }
+            got
+        }
+    );
+    let mut outcomes = [from_b, from_d];
+    outcomes.sort();
+    assert_eq!(outcomes, [vec![], vec![3, 4, 5]], "one continuation, never two");
+}
