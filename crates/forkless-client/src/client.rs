@@ -231,6 +231,10 @@ impl ClientBuilder {
 /// An MCP Streamable HTTP client that resumes SSE streams without forking them.
 ///
 /// Cheap to clone; clones share the session. See the crate docs for the guarantees.
+///
+/// Stream drivers run as tasks on the current tokio runtime and hold the client's state, so an
+/// open standalone stream keeps the session alive after the last `Client` is dropped: end it
+/// with [`Client::close`] (which also sends DELETE).
 #[derive(Clone, Debug)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -813,6 +817,11 @@ impl Inner {
         }
         tracing::warn!(%error, "session ended");
         self.emit(ClientEvent::SessionEnded { error });
+    }
+
+    /// Whether request `id` still awaits its response.
+    pub(crate) fn is_pending(&self, id: u64) -> bool {
+        lock(&self.pending).contains_key(&id)
     }
 
     /// Fail one request (its stream could not be continued).

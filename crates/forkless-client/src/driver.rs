@@ -233,6 +233,12 @@ async fn run(
         if matches!(end, ConnEnd::Stopped) || answered {
             return Ok(());
         }
+        // A request answered elsewhere (or abandoned) needs nothing more from its stream.
+        if let StreamOrigin::Request(id) = shared.origin
+            && !inner.is_pending(id)
+        {
+            return Ok(());
+        }
         shared.stats_mut().disconnects += 1;
         let lost_at = Instant::now();
         let (next, opened) = connect(inner, shared, &mut tracker, lost_at, false).await?;
