@@ -200,7 +200,6 @@ impl StreamTracker {
             (false, Identity::Forkless { stream, cursor: None }, Some(got)) if got == stream => {
                 Opened::Fresh { stream: Some(got) }
             }
-            (false, Identity::Plain, None) => Opened::Fresh { stream: None },
             // Everything else is not a proven continuation.
             (_, previous, stream) => {
                 stats.new_stream_resets += 1;
@@ -488,6 +487,12 @@ mod tests {
         // an empty id clears the buffer
         t.on_event(&block(Some(""), "three"), &mut st).unwrap();
         assert_eq!(t.begin_reconnect(), None);
+        // so a reopen is a new stream as far as anyone can tell
+        assert_eq!(
+            t.on_head(&ResponseHead::default(), &mut st).unwrap(),
+            Opened::NewStream { previous: None, stream: None }
+        );
+        assert_eq!(st.new_stream_resets, 1);
     }
 
     #[test]
