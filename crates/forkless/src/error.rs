@@ -21,6 +21,9 @@ pub enum Error {
     /// The server stopped on an I/O error instead of a requested shutdown.
     #[error("server failed: {0}")]
     Serve(io::Error),
+    /// The store could not be opened, or failed while serving.
+    #[error("store failed: {0}")]
+    Store(String),
     /// Setting up the runtime or a signal handler failed.
     #[error("cannot start: {0}")]
     Startup(io::Error),
@@ -31,7 +34,7 @@ impl Error {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Self::Config(_) => ExitCode::from(2),
-            Self::Bind { .. } | Self::Serve(_) | Self::Startup(_) => ExitCode::FAILURE,
+            Self::Bind { .. } | Self::Serve(_) | Self::Store(_) | Self::Startup(_) => ExitCode::FAILURE,
         }
     }
 }

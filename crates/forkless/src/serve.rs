@@ -15,9 +15,12 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use core::future::Future;
+use core::pin::Pin;
 use forkless_core::{Config as CoreConfig, ResumeMode, Revision};
 use forkless_server::{AllowedOrigins, AnswerMode, Server, ServerConfig};
-use forkless_store::MemoryStore;
+
+use forkless_store::{Durability, MemoryStore, RedbStore, Store};
 use tokio::net::TcpListener;
 
 use crate::Error;
@@ -29,12 +32,21 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (the start-up line names it).
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub listen: SocketAddr,
-    /// Where sessions and stream logs are kept. `memory` is the only store so far.
-    #[arg(long, default_value = "memory", value_name = "STORE")]
+    /// Where sessions and stream logs are kept: `redb` (durable, in `--data-dir`),
+    /// `redb:PATH` (durable, that file) or `memory` (lost on exit).
+    #[arg(long, default_value = "redb", value_name = "STORE")]
     pub store: StoreSpec,
-    /// Directory for durable stores (reserved: the memory store does not use it).
+    /// Directory of the durable store's data file (`forkless.redb`) when `--store redb`.
     #[arg(long, default_value = "./forkless-data", value_name = "DIR")]
     pub data_dir: PathBuf,
+    /// When the durable store's writes reach the disk: `immediate` (an event is on disk
+    /// before it is sent) or `batched` (one fsync per batch window; a power failure can lose
+    /// the last window). See docs/durability.md.
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Batched)]
+    pub durability: DurabilityArg,
+    /// The batch window in milliseconds for `--durability batched`.
+    #[arg(long, default_value_t = 5, value_name = "MS")]
+    pub batch_window: u64,
     /// The MCP endpoint path.
     #[arg(long, default_value = "/mcp", value_name = "PATH")]
     pub path: String,
@@ -66,16 +78,28 @@ pub struct ServeArgs {
 pub enum StoreSpec {
     /// In-process memory: fast, lost on exit.
     Memory,
+    /// The durable embedded store: this file, or `forkless.redb` in `--data-dir`.
+    Redb(Option<PathBuf>),
+}
+
+/// `--durability`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DurabilityArg {
+    /// Every event is on disk before it is acknowledged or sent.
+    Immediate,
+    /// One fsync per batch window.
+    #[default]
+    Batched,
 }
 
 /// Why a `--store` value was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StoreSpecError {
     /// A store this build knows of but cannot open yet.
-    #[error("store `{0}` is not available in this build (available: memory)")]
+    #[error("store `{0}` is not available in this build (available: redb, redb:PATH, memory)")]
     Unavailable(String),
     /// Not a store name at all.
-    #[error("unknown store `{0}` (available: memory)")]
+    #[error("unknown store `{0}` (available: redb, redb:PATH, memory)")]
     Unknown(String),
 }
 
@@ -85,7 +109,12 @@ impl FromStr for StoreSpec {
     fn from_str(s: &str) -> Result<Self, StoreSpecError> {
         match s.split_once(':').map_or(s, |(kind, _)| kind) {
             "memory" if s == "memory" => Ok(Self::Memory),
-            "redb" | "redis" => Err(StoreSpecError::Unavailable(s.to_owned())),
+            "redb" if s == "redb" => Ok(Self::Redb(None)),
+            "redb" => match &s[5..] {
+                "" => Err(StoreSpecError::Unknown(s.to_owned())),
+                path => Ok(Self::Redb(Some(PathBuf::from(path)))),
+            },
+            "redis" | "postgres" => Err(StoreSpecError::Unavailable(s.to_owned())),
             _ => Err(StoreSpecError::Unknown(s.to_owned())),
         }
     }
@@ -95,6 +124,8 @@ impl fmt::Display for StoreSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Memory => f.write_str("memory"),
+            Self::Redb(None) => f.write_str("redb"),
+            Self::Redb(Some(path)) => write!(f, "redb:{}", path.display()),
         }
     }
 }
@@ -110,6 +141,16 @@ pub enum Answer {
 }
 
 impl ServeArgs {
+    /// The durable store's durability these flags describe.
+    pub fn durability(&self) -> Durability {
+        match self.durability {
+            DurabilityArg::Immediate => Durability::Immediate,
+            DurabilityArg::Batched => {
+                Durability::Batched { window: Duration::from_millis(self.batch_window) }
+            }
+        }
+    }
+
     /// The checked server configuration these flags describe.
     pub fn server_config(&self) -> Result<ServerConfig, Error> {
         let mut core = CoreConfig::default();
@@ -165,32 +206,104 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
         TcpListener::bind(args.listen).await.map_err(|source| Error::Bind { addr: args.listen, source })?;
     let local = listener.local_addr().map_err(Error::Startup)?;
     let stop = StopSignal::install()?;
-
-    let path = config.path.clone();
-    let handler = DemoHandler::new().with_poll_after(config.poll_after);
-    let server = match args.store {
-        StoreSpec::Memory => Server::new(MemoryStore::new(), handler, config),
+    let serving = Serving { listener, local, stop, config };
+    match &args.store {
+        StoreSpec::Memory => serving.run(MemoryStore::new(), "memory".to_owned(), None).await,
+        StoreSpec::Redb(path) => {
+            let path = path.clone().unwrap_or_else(|| args.data_dir.join("forkless.redb"));
+            let durability = args.durability();
+            let now = wall_clock();
+            let (store, recovery) =
+                RedbStore::open(&path, durability, now).map_err(|e| Error::Store(e.to_string()))?;
+            tracing::info!(
+                path = %path.display(),
+                sessions = recovery.sessions,
+                events = recovery.events,
+                detached = recovery.detached,
+                orphaned_requests = recovery.orphaned_requests,
+                "durable store recovered"
+            );
+            let label = match durability {
+                Durability::Immediate => format!("redb:{} (immediate)", path.display()),
+                Durability::Batched { window } => {
+                    format!("redb:{} (batched {} ms)", path.display(), window.as_millis())
+                }
+            };
+            let watched = store.clone();
+            serving.run(store, label, Some(Box::pin(async move { watched.failed().await }))).await
+        }
     }
-    .map_err(|e| Error::Config(e.to_string()))?;
-    announce(&format!(
-        "forkless serve: listening on http://{local}{path} (store: {store}, revisions: {revisions})",
-        store = args.store,
-        revisions = Revision::ALL.map(Revision::as_str).join(", "),
-    ));
-    tracing::info!(%local, %path, store = %args.store, "serving");
+}
 
-    let (why_tx, why_rx) = tokio::sync::oneshot::channel::<&'static str>();
-    let shutdown = async move {
-        let why = stop.wait().await;
-        tracing::info!("{why}: stopping");
-        let _ = why_tx.send(why);
-    };
-    server.serve(listener, shutdown).await.map_err(Error::Serve)?;
-    // The shutdown future only drops its sender without sending if the server ended first.
-    let why = why_rx.await.unwrap_or("server finished");
-    tracing::info!("stopped");
-    announce(&format!("forkless serve: stopped ({why})"));
-    Ok(())
+/// What `serve` has set up before it knows the store's type.
+struct Serving {
+    listener: TcpListener,
+    local: SocketAddr,
+    stop: StopSignal,
+    config: ServerConfig,
+}
+
+impl Serving {
+    /// Serve on `store` until a stop signal, or until `failure` resolves (the durable store
+    /// refuses work after a failed write: stopping is the only honest answer).
+    async fn run<S: Store>(
+        self,
+        store: S,
+        label: String,
+        failure: Option<Pin<Box<dyn Future<Output = String> + Send>>>,
+    ) -> Result<(), Error> {
+        let path = self.config.path.clone();
+        let handler = DemoHandler::new().with_poll_after(self.config.poll_after);
+        let server = Server::new(store, handler, self.config).map_err(|e| Error::Config(e.to_string()))?;
+        announce(&format!(
+            "forkless serve: listening on http://{local}{path} (store: {label}, revisions: {revisions})",
+            local = self.local,
+            revisions = Revision::ALL.map(Revision::as_str).join(", "),
+        ));
+        tracing::info!(local = %self.local, %path, store = %label, "serving");
+
+        let (why_tx, why_rx) = tokio::sync::oneshot::channel::<Result<&'static str, String>>();
+        let stop = self.stop;
+        let shutdown = async move {
+            let failure = async move {
+                match failure {
+                    Some(f) => f.await,
+                    None => std::future::pending().await,
+                }
+            };
+            let why = tokio::select! {
+                why = stop.wait() => {
+                    tracing::info!("{why}: stopping");
+                    Ok(why)
+                }
+                failed = failure => {
+                    tracing::error!(error = %failed, "the durable store failed a write; stopping the server so nothing unsaved is delivered");
+                    Err(failed)
+                }
+            };
+            let _ = why_tx.send(why);
+        };
+        server.serve(self.listener, shutdown).await.map_err(Error::Serve)?;
+        // The shutdown future only drops its sender without sending if the server ended first.
+        let why = why_rx.await.unwrap_or(Ok("server finished"));
+        tracing::info!("stopped");
+        match why {
+            Ok(why) => {
+                announce(&format!("forkless serve: stopped ({why})"));
+                Ok(())
+            }
+            Err(failed) => {
+                announce("forkless serve: stopped (durable store failure)");
+                Err(Error::Store(failed))
+            }
+        }
+    }
+}
+
+/// The current wall-clock time for the store (persisted deadlines need wall time).
+fn wall_clock() -> forkless_core::Timestamp {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    forkless_core::Timestamp::from_millis(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Print a line on stdout and flush it at once, so a supervising process sees it immediately.
@@ -259,7 +372,8 @@ mod tests {
     fn defaults_are_the_documented_ones() {
         let args = parse(&[]).expect("defaults parse");
         assert_eq!(args.listen, "127.0.0.1:8080".parse().expect("addr"));
-        assert_eq!(args.store, StoreSpec::Memory);
+        assert_eq!(args.store, StoreSpec::Redb(None));
+        assert_eq!(args.durability(), Durability::Batched { window: Duration::from_millis(5) });
         assert_eq!(args.path, "/mcp");
         assert_eq!(args.answer, Answer::Sse);
         let config = args.server_config().expect("defaults are valid");
@@ -269,9 +383,13 @@ mod tests {
     #[test]
     fn store_spec_is_parsed_not_matched_loosely() {
         assert_eq!("memory".parse::<StoreSpec>(), Ok(StoreSpec::Memory));
-        assert!(matches!("redb:/tmp/x".parse::<StoreSpec>(), Err(StoreSpecError::Unavailable(_))));
+        assert_eq!("redb".parse::<StoreSpec>(), Ok(StoreSpec::Redb(None)));
+        assert_eq!("redb:/tmp/x".parse::<StoreSpec>(), Ok(StoreSpec::Redb(Some(PathBuf::from("/tmp/x")))));
+        assert!(matches!("redb:".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
+        assert!(matches!("redis".parse::<StoreSpec>(), Err(StoreSpecError::Unavailable(_))));
         assert!(matches!("memory:x".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
-        assert!(matches!("postgres".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
+        assert!(matches!("postgres".parse::<StoreSpec>(), Err(StoreSpecError::Unavailable(_))));
+        assert!(matches!("sqlite".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
         assert!(parse(&["--store", "bogus"]).is_err());
     }
 

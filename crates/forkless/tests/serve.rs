@@ -20,9 +20,15 @@ async fn start_up_line_names_the_bound_address_and_revisions() {
     assert!(serve.url.starts_with("http://127.0.0.1:") && serve.url.ends_with("/mcp"), "{}", serve.url);
     assert!(!serve.url.contains(":0/"), "port 0 must be replaced by the bound port: {}", serve.url);
     assert!(
-        serve.banner.ends_with("(store: memory, revisions: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28)"),
-        "{}",
+        serve.banner.contains(
+            "/forkless.redb (batched 5 ms), revisions: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28)"
+        ),
+        "the durable store is the default: {}",
         serve.banner
+    );
+    let memory = Serve::start(&["--store", "memory"]).await;
+    assert!(
+        memory.banner.ends_with("(store: memory, revisions: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28)")
     );
 }
 

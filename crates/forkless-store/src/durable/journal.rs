@@ -6,9 +6,9 @@
 //! single writer, so one thread owns all writes; it drains whatever is queued (or, in batched
 //! mode, whatever arrives within the batch window) into one transaction and one fsync.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -57,26 +57,44 @@ pub(crate) enum Msg {
 }
 
 /// The failure that poisoned the store, shared with the store's front.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Poison {
     poisoned: AtomicBool,
-    why: Mutex<String>,
+    why: tokio::sync::watch::Sender<Option<String>>,
+}
+
+impl Default for Poison {
+    fn default() -> Self {
+        Self { poisoned: AtomicBool::new(false), why: tokio::sync::watch::Sender::new(None) }
+    }
 }
 
 impl Poison {
     pub(crate) fn check(&self) -> Result<(), String> {
         if self.poisoned.load(Ordering::Acquire) {
-            Err(self.why.lock().map(|w| w.clone()).unwrap_or_default())
+            Err(self.why.borrow().clone().unwrap_or_default())
         } else {
             Ok(())
         }
     }
 
     fn set(&self, why: String) {
-        if let Ok(mut w) = self.why.lock() {
-            *w = why;
-        }
+        self.why.send_replace(Some(why));
         self.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Resolves with the reason once the store is poisoned.
+    pub(crate) async fn failed(&self) -> String {
+        let mut rx = self.why.subscribe();
+        let why = match rx.wait_for(Option::is_some).await {
+            Ok(why) => why.clone(),
+            // The sender lives as long as `self`, so this cannot end while we hold `&self`.
+            Err(_) => None,
+        };
+        match why {
+            Some(why) => why,
+            None => std::future::pending().await,
+        }
     }
 }
 

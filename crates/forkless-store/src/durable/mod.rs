@@ -112,12 +112,17 @@ impl RedbStore {
         }
         if path.metadata().is_ok_and(|m| m.len() > 0) {
             // Check the format read-only first, so a file we cannot read is never touched.
-            let db = redb::ReadOnlyDatabase::open(path)
-                .map_err(|e| Error::Backend(format!("opening {}: {e}", path.display())))?;
-            let txn = db.begin_read().map_err(backend_err)?;
-            if let Ok(meta) = txn.open_table(META) {
-                let found = meta.get("format").map_err(backend_err)?.map(|v| v.value());
-                refuse_other_format(found)?;
+            // A file left by a crash needs repair, which read-only access cannot do; it is
+            // then checked in write mode (redb repairs its own structures, never our data).
+            match redb::ReadOnlyDatabase::open(path) {
+                Ok(db) => {
+                    let txn = db.begin_read().map_err(backend_err)?;
+                    if let Ok(meta) = txn.open_table(META) {
+                        let found = meta.get("format").map_err(backend_err)?.map(|v| v.value());
+                        refuse_other_format(found)?;
+                    }
+                }
+                Err(e) => tracing::info!(error = %e, "data file needs repair after an unclean stop"),
             }
         }
         let db =
@@ -163,6 +168,12 @@ impl RedbStore {
     /// The durability mode.
     pub fn durability(&self) -> Durability {
         self.inner.durability
+    }
+
+    /// Resolves once a write has failed and the store refuses all work, with the reason.
+    /// A server stops when this resolves.
+    pub async fn failed(&self) -> String {
+        self.inner.poison.failed().await
     }
 
     /// Wait until everything written so far is on disk.

@@ -45,11 +45,20 @@ pub struct Serve {
 
 impl Serve {
     /// Start `forkless serve --listen 127.0.0.1:0 <extra>` and wait for its start-up line.
+    /// Unless `extra` picks a store, the default durable store runs in a fresh temporary
+    /// data directory, so tests never share a data file.
     pub async fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_forkless"))
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
-            .args(extra)
+        Self::start_at("127.0.0.1:0", extra).await
+    }
+
+    /// Like [`Self::start`], listening on `listen` (to restart on the same address).
+    pub async fn start_at(listen: &str, extra: &[&str]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_forkless"));
+        command.arg("serve").args(["--listen", listen]).args(extra);
+        if !extra.iter().any(|a| *a == "--store" || *a == "--data-dir") {
+            command.arg("--data-dir").arg(fresh_data_dir());
+        }
+        let mut child = command
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -68,6 +77,11 @@ impl Serve {
             .unwrap_or_else(|| panic!("unexpected start-up line: {banner}"))
             .to_owned();
         Self { child, stdout, url, banner }
+    }
+
+    /// The `host:port` the server listens on.
+    pub fn addr(&self) -> String {
+        self.url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned()
     }
 
     /// Send SIGTERM.
@@ -94,6 +108,16 @@ impl Serve {
         let status = guard("process exit", self.child.wait()).await.expect("wait for child");
         (status, rest)
     }
+}
+
+/// A new, empty directory under the system temp dir, unique to this process and call.
+pub fn fresh_data_dir() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("forkless-test-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create data dir");
+    dir
 }
 
 /// One server-sent event.
