@@ -220,3 +220,18 @@ async fn json_answers_with_notifications_on_the_resumed_standalone_stream() {
     let stats = standalone.stats();
     assert_eq!((stats.gaps, stats.disconnects, stats.resumes_verified), (0, 2, 2), "{stats:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_cursor_ends_the_session_with_its_reason() {
+    let server = serve(|c| c.core.limits.stream_max_events = 3).await;
+    let proxy = Proxy::start(server.addr).await;
+    // priming and #1 arrive; the connection then goes silent inside #2 while the tool runs on.
+    proxy.fault(Match::Post, Action::hold_in_event(3, 0));
+    let client =
+        builder(proxy.url("/mcp")).idle_timeout(Some(Duration::from_millis(800))).connect().await.unwrap();
+    let err =
+        call(&client, "start-notification-stream", json!({"interval": 0, "count": 10})).await.unwrap_err();
+    assert!(matches!(&err, Error::SessionEnded { reason: Some(r) } if r == "cursor_evicted"), "{err:?}");
+    assert_eq!(client.stats().resumes_rejected.get("cursor_evicted"), Some(&1));
+    proxy.release_held();
+}
