@@ -1,5 +1,6 @@
-//! Property-based state-machine test: the real core and [`MemoryStore`] against a small
-//! reference model of PROTOCOL sections 4-8, under random histories.
+//! Property-based state-machine test: the real core and a store ([`MemoryStore`], and
+//! [`RedbStore`] on redb's in-memory backend) against a small reference model of PROTOCOL
+//! sections 4-8, under random histories.
 //!
 //! The system under test drives `forkless-core` through the store exactly as the server does
 //! (every decision through [`transact`], appends through [`Store::append`], delivery through
@@ -34,9 +35,11 @@
 //!   stream's log reads as empty or evicted;
 //! - every rejection is one of [`RejectReason::ALL`] and is the one the model predicts.
 //!
-//! Cases: 10,000 by default; `PROPTEST_CASES` or `FORKLESS_PROPTEST_CASES` (which wins) override.
+//! Cases: 10,000 by default for the memory store and 1/25 of that for the redb store (a
+//! writer thread per case); `PROPTEST_CASES` or `FORKLESS_PROPTEST_CASES` (which wins) override.
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -47,7 +50,7 @@ use forkless_core::{
     RejectReason, ResumeMode, Revision, SeededEntropy, Seq, SessionId, SessionRecord, StreamId, StreamKind,
     StreamState, Timestamp,
 };
-use forkless_store::{Error as StoreError, MemoryStore, Store, transact};
+use forkless_store::{Durability, Error as StoreError, MemoryStore, RedbStore, Store, transact};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{Config as ProptestConfig, RngAlgorithm, TestRunner};
@@ -742,7 +745,9 @@ impl ReferenceStateMachine for Reference {
 // ===== the system under test =====
 
 /// What outcomes the runs produced, so a run cannot pass by never reaching a row.
-static SEEN: [AtomicU64; 19] = [const { AtomicU64::new(0) }; 19];
+type Seen = [AtomicU64; 19];
+static SEEN_MEMORY: Seen = [const { AtomicU64::new(0) }; 19];
+static SEEN_REDB: Seen = [const { AtomicU64::new(0) }; 19];
 
 fn seen_index(answer: Answer) -> usize {
     match answer {
@@ -778,15 +783,16 @@ impl Client {
         self.cursor.insert(stream, 0);
     }
 
-    fn receive(&mut self, stream: StreamId, seq: u64) {
+    /// Returns whether the event was a duplicate (dropped).
+    fn receive(&mut self, stream: StreamId, seq: u64) -> bool {
         let cursor = self.cursor.entry(stream).or_insert(0);
         if seq <= *cursor {
-            SEEN[SEEN_DUPLICATES].fetch_add(1, Ordering::Relaxed);
-            return;
+            return true;
         }
         assert_eq!(seq, *cursor + 1, "gap on {stream:?}: client at {cursor}, received {seq}");
         *cursor = seq;
         self.accepted.entry(stream).or_default().push(seq);
+        false
     }
 }
 
@@ -807,9 +813,10 @@ struct SutConn {
     open: bool,
 }
 
-struct Sut {
+struct Sut<S> {
     rt: tokio::runtime::Runtime,
-    store: MemoryStore,
+    store: S,
+    seen: &'static Seen,
     cfg: Config,
     now: Timestamp,
     entropy: SeededEntropy,
@@ -832,7 +839,7 @@ fn answer_of(result: Result<(GetOutcome, forkless_store::Version), StoreError>) 
     }
 }
 
-impl Sut {
+impl<S: Store> Sut<S> {
     fn header(&self, session: usize, lei: Lei, token: Token) -> (Option<String>, Option<String>) {
         let standalone = || {
             let id = self.rt.block_on(self.store.load(self.sessions[session].id)).unwrap().unwrap();
@@ -909,11 +916,11 @@ impl Sut {
             _ => None,
         };
         let answer = answer_of(result);
-        SEEN[seen_index(answer)].fetch_add(1, Ordering::Relaxed);
+        self.seen[seen_index(answer)].fetch_add(1, Ordering::Relaxed);
         let Some(g) = grant else { return answer };
         let sut = &mut self.sessions[session];
         if g.displaced {
-            SEEN[SEEN_DISPLACED].fetch_add(1, Ordering::Relaxed);
+            self.seen[SEEN_DISPLACED].fetch_add(1, Ordering::Relaxed);
         }
         if g.resumed {
             // Section 7: a continuation only of the stream and cursor the client asked for.
@@ -998,7 +1005,7 @@ impl Sut {
         let max = usize::try_from(max).unwrap_or(usize::MAX);
         match self.rt.block_on(self.store.read(id, stream, conn.cursor, max)) {
             Err(StoreError::Evicted { .. }) => {
-                SEEN[SEEN_EVICTED_WRITER].fetch_add(1, Ordering::Relaxed);
+                self.seen[SEEN_EVICTED_WRITER].fetch_add(1, Ordering::Relaxed);
                 self.rt.block_on(transact(&self.store, id, |r| r.on_detach(stream, epoch, now))).unwrap();
                 self.conns[c].open = false;
             }
@@ -1010,7 +1017,9 @@ impl Sut {
                     assert_eq!(e.seq, conn.cursor.next(), "the store returns the log in order, gap-free");
                     assert!(e.seq <= meta.high_water());
                     conn.cursor = e.seq;
-                    client.receive(stream, e.seq.get());
+                    if client.receive(stream, e.seq.get()) {
+                        self.seen[SEEN_DUPLICATES].fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 if meta.is_completed() && conn.cursor == meta.high_water() {
                     conn.open = false;
@@ -1035,18 +1044,51 @@ impl Sut {
     }
 }
 
-struct StoreUnderTest;
+/// A store to run the model against.
+trait Backend {
+    type S: Store;
+    const NAME: &'static str;
+    const SEEN: &'static Seen;
+    fn open(now: Timestamp) -> Self::S;
+}
 
-impl StateMachineTest for StoreUnderTest {
-    type SystemUnderTest = Sut;
+struct Memory;
+
+impl Backend for Memory {
+    type S = MemoryStore;
+    const NAME: &'static str = "memory";
+    const SEEN: &'static Seen = &SEEN_MEMORY;
+    fn open(_: Timestamp) -> MemoryStore {
+        MemoryStore::new()
+    }
+}
+
+struct Redb;
+
+impl Backend for Redb {
+    type S = RedbStore;
+    const NAME: &'static str = "redb (in-memory backend, batched durability)";
+    const SEEN: &'static Seen = &SEEN_REDB;
+    fn open(now: Timestamp) -> RedbStore {
+        let backend = redb::backends::InMemoryBackend::new();
+        RedbStore::open_with_backend(backend, Durability::Batched { window: Duration::from_millis(50) }, now)
+            .expect("open")
+            .0
+    }
+}
+
+struct StoreUnderTest<B>(PhantomData<B>);
+
+impl<B: Backend> StateMachineTest for StoreUnderTest<B> {
+    type SystemUnderTest = Sut<B::S>;
     type Reference = Reference;
 
-    fn init_test(model: &Model) -> Sut {
+    fn init_test(model: &Model) -> Sut<B::S> {
         let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
-        let store = MemoryStore::new();
+        let now = Timestamp::from_millis(model.now);
+        let store = B::open(now);
         let cfg = config(model.strict, model.max_events, model.stream_ttl, model.idle_ttl);
         assert_eq!(cfg.validate(), Ok(()));
-        let now = Timestamp::from_millis(model.now);
         let mut entropy = SeededEntropy::new(0xf0_4c1e55);
         let mut sessions = Vec::new();
         for session in &model.sessions {
@@ -1062,10 +1104,10 @@ impl StateMachineTest for StoreUnderTest {
             rt.block_on(store.create(record)).unwrap();
             sessions.push(SutSession { id, streams: vec![standalone], client: Client::default() });
         }
-        Sut { rt, store, cfg, now, entropy, sessions, conns: Vec::new() }
+        Sut { rt, store, seen: B::SEEN, cfg, now, entropy, sessions, conns: Vec::new() }
     }
 
-    fn apply(mut sut: Sut, model: &Model, step: Step) -> Sut {
+    fn apply(mut sut: Sut<B::S>, model: &Model, step: Step) -> Sut<B::S> {
         let got = match step {
             Step::Emit { session, target, complete } => Expect::Emit(sut.emit(session, target, complete)),
             Step::OpenRequest { session } => {
@@ -1114,9 +1156,9 @@ impl StateMachineTest for StoreUnderTest {
                     let (tick, _) =
                         sut.rt.block_on(transact(&sut.store, s.id, |r| Ok(r.on_tick(now, &cfg)))).unwrap();
                     let c = (tick.detached.len(), tick.evicted.len(), tick.dropped.len(), tick.ended);
-                    SEEN[SEEN_TTL_EVICTED].fetch_add(c.1 as u64, Ordering::Relaxed);
-                    SEEN[SEEN_TTL_DROPPED].fetch_add(c.2 as u64, Ordering::Relaxed);
-                    SEEN[SEEN_IDLE_ENDED].fetch_add(u64::from(c.3), Ordering::Relaxed);
+                    sut.seen[SEEN_TTL_EVICTED].fetch_add(c.1 as u64, Ordering::Relaxed);
+                    sut.seen[SEEN_TTL_DROPPED].fetch_add(c.2 as u64, Ordering::Relaxed);
+                    sut.seen[SEEN_IDLE_ENDED].fetch_add(u64::from(c.3), Ordering::Relaxed);
                     counts.push(c);
                 }
                 Expect::Tick(counts)
@@ -1131,7 +1173,7 @@ impl StateMachineTest for StoreUnderTest {
         sut
     }
 
-    fn check_invariants(sut: &Sut, model: &Model) {
+    fn check_invariants(sut: &Sut<B::S>, model: &Model) {
         let now = sut.now;
         assert_eq!(now.as_millis(), model.now);
         let mut records = Vec::new();
@@ -1216,9 +1258,7 @@ impl StateMachineTest for StoreUnderTest {
     }
 }
 
-#[test]
-fn core_and_memory_store_keep_the_invariant_under_random_histories() {
-    let cases = cases();
+fn run<B: Backend>(cases: u32) {
     // XorShift: generation dominates this test's time in debug builds, and ChaCha costs twice
     // as much for no benefit here. Failures are reported with their minimal input.
     let config = ProptestConfig {
@@ -1231,13 +1271,13 @@ fn core_and_memory_store_keep_the_invariant_under_random_histories() {
     let mut runner = TestRunner::new(config.clone());
     let strategy = Reference::sequential_strategy(1..MAX_STEPS);
     let result = runner.run(&strategy, |(initial, steps, seen)| {
-        StoreUnderTest::test_sequential(config.clone(), initial, steps, seen);
+        StoreUnderTest::<B>::test_sequential(config.clone(), initial, steps, seen);
         Ok(())
     });
-    let seen: Vec<u64> = SEEN.iter().map(|n| n.load(Ordering::Relaxed)).collect();
-    eprintln!("{cases} cases in {:.1?}; outcomes seen: {seen:?}", started.elapsed());
+    let seen: Vec<u64> = B::SEEN.iter().map(|n| n.load(Ordering::Relaxed)).collect();
+    eprintln!("{}: {cases} cases in {:.1?}; outcomes seen: {seen:?}", B::NAME, started.elapsed());
     if let Err(e) = result {
-        panic!("{e}");
+        panic!("{}: {e}", B::NAME);
     }
     if cases >= 5_000 {
         // Guard against a generator that never reaches a row: every outcome must occur.
@@ -1245,6 +1285,16 @@ fn core_and_memory_store_keep_the_invariant_under_random_histories() {
             assert!(*n > 0, "outcome #{i} never occurred in {cases} cases: {seen:?}");
         }
     }
+}
+
+#[test]
+fn core_and_memory_store_keep_the_invariant_under_random_histories() {
+    run::<Memory>(cases());
+}
+
+#[test]
+fn core_and_redb_store_keep_the_invariant_under_random_histories() {
+    run::<Redb>((cases() / 25).max(1));
 }
 
 #[test]
