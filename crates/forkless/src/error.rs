@@ -24,17 +24,28 @@ pub enum Error {
     /// The store could not be opened, or failed while serving.
     #[error("store failed: {0}")]
     Store(String),
+    /// `check` or `chaos` ran to the end and found what it looks for: a failed scenario, or a
+    /// duplicate, gap or fork.
+    #[error("{0}")]
+    Verdict(String),
+    /// `check` or `chaos` could not probe the target at all (unreachable, not MCP, no tool).
+    #[error("cannot probe the target: {0}")]
+    Probe(String),
     /// Setting up the runtime or a signal handler failed.
     #[error("cannot start: {0}")]
     Startup(io::Error),
 }
 
 impl Error {
-    /// The process exit code: 2 for configuration errors (like usage errors), 1 otherwise.
+    /// The process exit code: 2 for configuration errors (like usage errors), 3 when a
+    /// target cannot be probed, 1 otherwise (including a failed check).
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Self::Config(_) => ExitCode::from(2),
-            Self::Bind { .. } | Self::Serve(_) | Self::Store(_) | Self::Startup(_) => ExitCode::FAILURE,
+            Self::Probe(_) => ExitCode::from(3),
+            Self::Bind { .. } | Self::Serve(_) | Self::Store(_) | Self::Startup(_) | Self::Verdict(_) => {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -22,6 +22,8 @@
 //! Exit codes: 0 after a requested stop, 2 for bad flags or invalid settings, 1 for anything
 //! else (address in use, I/O failure).
 
+pub mod chaos;
+pub mod check;
 pub mod demo;
 mod error;
 pub mod serve;

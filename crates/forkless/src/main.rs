@@ -23,6 +23,10 @@ struct Cli {
 enum Command {
     /// Run the demo MCP server (tools, resources, prompts) on the forkless transport.
     Serve(forkless::serve::ServeArgs),
+    /// Probe an MCP server for session forks: each scenario PASS, FAIL or UNSUPPORTED.
+    Check(forkless::check::CheckArgs),
+    /// Many sessions, random connection cuts and resumes; count duplicates, gaps and forks.
+    Chaos(forkless::chaos::ChaosArgs),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +34,8 @@ fn main() -> ExitCode {
     forkless::init_logging();
     let result = match &cli.command {
         Command::Serve(args) => forkless::serve::run(args),
+        Command::Check(args) => forkless::check::run(args),
+        Command::Chaos(args) => forkless::chaos::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,482 @@
+//! `forkless chaos URL`: many sessions with continuous notifications, random connection cuts
+//! and resumes, and a count of everything that went wrong.
+//!
+//! Each session is a [`forkless_client::Client`] that calls a numbered-stream tool
+//! (`start-notification-stream {interval, count}`, numbered notifications on the request's own
+//! SSE stream) for the whole run, while a cutter drops that stream's connection at random
+//! moments (uniform in `0..2×--drop-every`), so the client resumes it. Two independent
+//! judges count:
+//!
+//! - the client's own resumption state machine (event ids): duplicates it dropped, gaps that
+//!   ended the session, reconnects answered by another stream identity (forks), rejected
+//!   resumes by reason;
+//! - the payload numbers the application receives: every `#k` must arrive exactly once, in
+//!   order, `#1` … `#N`; a number seen again is a duplicate, a number skipped is a gap.
+//!
+//! Resume latency is measured from the cut to the client's `Resumed` event, so it includes the
+//! client's backoff and the server's `retry:` floor. The exit status is non-zero when any
+//! duplicate, gap or fork was seen. This module owns the run and its summary; resumption
+//! itself is the client's.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use forkless_client::{Client, ClientEvent, StreamOrigin};
+use futures::FutureExt as _;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::Error;
+use crate::check::payload_number;
+
+/// The most notifications one tool call may ask for (the demo server's limit).
+const MAX_COUNT: u64 = 10_000;
+
+/// Flags of `forkless chaos`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ChaosArgs {
+    /// The MCP endpoint, e.g. `http://127.0.0.1:8080/mcp`.
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// Concurrent sessions.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub sessions: u64,
+    /// How long each session streams (`60s`, `500ms`, `2m`; a bare number is seconds).
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "D")]
+    pub duration: Duration,
+    /// Mean time between two cuts of a session's connection.
+    #[arg(long, default_value = "3s", value_parser = parse_duration, value_name = "T")]
+    pub drop_every: Duration,
+    /// Milliseconds between two notifications of a session.
+    #[arg(long, default_value_t = 20, value_name = "MS")]
+    pub interval: u64,
+    /// The numbered-stream tool to call.
+    #[arg(long, default_value = "start-notification-stream", value_name = "NAME")]
+    pub tool: String,
+    /// Seed for the cut times.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+    /// Print one JSON object instead of the summary table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `60s`, `1500ms`, `2m`, or a bare number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = number.parse().map_err(|_| format!("not a duration: `{s}` (try 60s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(format!("unknown unit in `{s}` (ms, s, m)")),
+    };
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("`{s}` must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Resume latency percentiles in milliseconds.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct LatencyMs {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// The largest.
+    pub max: f64,
+    /// Samples.
+    pub count: usize,
+}
+
+/// The summary of a run (`--json` prints it as is).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    /// The endpoint.
+    pub target: String,
+    /// Sessions started.
+    pub sessions: u64,
+    /// Sessions whose tool call completed.
+    pub sessions_completed: u64,
+    /// Numbered notifications each session asked for.
+    pub events_per_session: u64,
+    /// Numbered notifications delivered to the application, each once and in order.
+    pub events_delivered: u64,
+    /// Events received again (dropped by the client by event id, or repeated payload numbers).
+    pub duplicates: u64,
+    /// Events skipped (detected by the client by event id, or missing payload numbers).
+    pub gaps: u64,
+    /// Reconnects answered with another stream identity than the one being resumed.
+    pub forks: u64,
+    /// Connection cuts injected.
+    pub cuts: u64,
+    /// Resumes the client accepted.
+    pub resumes: u64,
+    /// Of those, proven continuations (`Mcp-Stream-Resumed: true`, same stream id).
+    pub resumes_verified: u64,
+    /// Resume attempts refused, by reason (the server's 404 reason, `status_409`, …), and
+    /// sessions or calls that ended with an error, by error.
+    pub rejections: BTreeMap<String, u64>,
+    /// From a cut to the client's accepted reconnect.
+    pub resume_latency_ms: LatencyMs,
+    /// Wall-clock time of the whole run.
+    pub elapsed_s: f64,
+}
+
+/// Live counters for the progress bar.
+#[derive(Debug, Default)]
+struct Live {
+    delivered: AtomicU64,
+    duplicates: AtomicU64,
+    gaps: AtomicU64,
+    forks: AtomicU64,
+    resumes: AtomicU64,
+}
+
+/// What one session saw.
+#[derive(Debug, Default)]
+struct SessionResult {
+    completed: bool,
+    delivered: u64,
+    duplicates: u64,
+    gaps: u64,
+    forks: u64,
+    cuts: u64,
+    resumes: u64,
+    resumes_verified: u64,
+    rejections: BTreeMap<String, u64>,
+    latencies: Vec<Duration>,
+}
+
+/// Run `forkless chaos`.
+pub fn run(args: &ChaosArgs) -> Result<(), Error> {
+    if args.sessions == 0 || args.interval == 0 {
+        return Err(Error::Config("--sessions and --interval must be at least 1".into()));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Error::Startup)?;
+    let summary = runtime.block_on(chaos(args))?;
+    let mut out = std::io::stdout().lock();
+    let written = if args.json {
+        serde_json::to_writer_pretty(&mut out, &summary)
+            .map_err(std::io::Error::other)
+            .and_then(|()| writeln!(out))
+    } else {
+        write!(out, "{}", render(&summary))
+    };
+    written.map_err(Error::Startup)?;
+    if summary.duplicates + summary.gaps + summary.forks > 0 {
+        return Err(Error::Verdict(format!(
+            "{} duplicates, {} gaps, {} forks",
+            summary.duplicates, summary.gaps, summary.forks
+        )));
+    }
+    Ok(())
+}
+
+/// Run the sessions and sum up what they saw.
+pub async fn chaos(args: &ChaosArgs) -> Result<Summary, Error> {
+    let duration_ms = u64::try_from(args.duration.as_millis()).unwrap_or(u64::MAX);
+    let count = duration_ms.div_ceil(args.interval).clamp(1, MAX_COUNT);
+    let live = Arc::new(Live::default());
+    let bar = ProgressBar::new(count * args.sessions);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} events {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let ticker = {
+        let (live, bar) = (live.clone(), bar.clone());
+        tokio::spawn(async move {
+            loop {
+                bar.set_position(live.delivered.load(Ordering::Relaxed));
+                bar.set_message(format!(
+                    "| {} resumes | {} dup {} gap {} fork",
+                    live.resumes.load(Ordering::Relaxed),
+                    live.duplicates.load(Ordering::Relaxed),
+                    live.gaps.load(Ordering::Relaxed),
+                    live.forks.load(Ordering::Relaxed)
+                ));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let tasks: Vec<_> =
+        (0..args.sessions).map(|i| tokio::spawn(session(args.clone(), i, count, live.clone()))).collect();
+    let mut results = Vec::new();
+    for task in tasks {
+        match task.await {
+            Ok(r) => results.push(r),
+            Err(e) => return Err(Error::Probe(format!("a session task failed: {e}"))),
+        }
+    }
+    ticker.abort();
+    bar.finish_and_clear();
+    let mut summary = Summary {
+        target: args.url.clone(),
+        sessions: args.sessions,
+        events_per_session: count,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        ..Summary::default()
+    };
+    let mut latencies = Vec::new();
+    for r in results {
+        summary.sessions_completed += u64::from(r.completed);
+        summary.events_delivered += r.delivered;
+        summary.duplicates += r.duplicates;
+        summary.gaps += r.gaps;
+        summary.forks += r.forks;
+        summary.cuts += r.cuts;
+        summary.resumes += r.resumes;
+        summary.resumes_verified += r.resumes_verified;
+        for (reason, n) in r.rejections {
+            *summary.rejections.entry(reason).or_default() += n;
+        }
+        latencies.extend(r.latencies);
+    }
+    if summary.events_delivered == 0 && summary.sessions_completed == 0 {
+        let why: Vec<_> = summary.rejections.keys().cloned().collect();
+        return Err(Error::Probe(format!("no session delivered anything ({})", why.join(", "))));
+    }
+    summary.resume_latency_ms = percentiles(&mut latencies);
+    Ok(summary)
+}
+
+/// Nearest-rank percentiles.
+fn percentiles(samples: &mut [Duration]) -> LatencyMs {
+    if samples.is_empty() {
+        return LatencyMs::default();
+    }
+    samples.sort_unstable();
+    let at = |p: f64| {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+        let rank = ((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len());
+        samples[rank - 1].as_secs_f64() * 1000.0
+    };
+    LatencyMs { p50: at(0.50), p99: at(0.99), max: at(1.0), count: samples.len() }
+}
+
+/// One session: call the tool, cut its stream at random, judge what arrives.
+async fn session(args: ChaosArgs, index: u64, count: u64, live: Arc<Live>) -> SessionResult {
+    let mut result = SessionResult::default();
+    let seed = args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(index);
+    let client = match Client::builder(&args.url).jitter_seed(seed).connect().await {
+        Ok(client) => client,
+        Err(e) => {
+            result.rejections.insert(format!("connect: {}", error_kind(&e)), 1);
+            return result;
+        }
+    };
+    let Ok(mut events) = client.notifications() else { return result };
+    let pending_cut: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let call = {
+        let client = client.clone();
+        let (tool, interval) = (args.tool.clone(), args.interval);
+        tokio::spawn(
+            async move { client.call_tool(&tool, json!({ "interval": interval, "count": count })).await },
+        )
+    };
+    let cuts = Arc::new(AtomicU64::new(0));
+    let cutter = {
+        let (client, pending_cut, cuts) = (client.clone(), pending_cut.clone(), cuts.clone());
+        let mean = args.drop_every;
+        tokio::spawn(async move {
+            let mut rng = seed | 1;
+            loop {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let wait = mean * 2 / 10_000 * u32::try_from(rng % 10_000).unwrap_or(0);
+                tokio::time::sleep(wait).await;
+                let stream = client
+                    .streams()
+                    .into_iter()
+                    .find(|s| matches!(s.origin(), StreamOrigin::Request(_)) && !s.is_finished());
+                if let Some(stream) = stream {
+                    let mut pending = lock(&pending_cut);
+                    if pending.is_none() {
+                        *pending = Some(Instant::now());
+                    }
+                    drop(pending);
+                    stream.cut();
+                    cuts.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let mut expected = 1u64;
+    let mut call = call;
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut call => break outcome,
+            event = events.recv() => match event {
+                Some(event) => judge(event, &mut expected, &mut result, &live, &pending_cut),
+                None => break Ok(Ok(json!(null))),
+            },
+        }
+    };
+    // The response came after every notification of its stream: take what is queued.
+    while let Some(Some(event)) = events.recv().now_or_never() {
+        judge(event, &mut expected, &mut result, &live, &pending_cut);
+    }
+    cutter.abort();
+    result.cuts = cuts.load(Ordering::Relaxed);
+    match outcome {
+        Ok(Ok(_)) => {
+            result.completed = true;
+            if expected <= count {
+                // The call answered but numbers are missing at the end: lost.
+                result.gaps += count + 1 - expected;
+                live.gaps.fetch_add(count + 1 - expected, Ordering::Relaxed);
+            }
+        }
+        Ok(Err(e)) => *result.rejections.entry(format!("call: {}", error_kind(&e))).or_default() += 1,
+        Err(_) => *result.rejections.entry("call: task failed".into()).or_default() += 1,
+    }
+    let stats = client.stats();
+    result.duplicates += stats.duplicates_dropped;
+    result.gaps += stats.gaps;
+    result.forks += stats.new_stream_resets;
+    result.resumes_verified = stats.resumes_verified;
+    for (reason, n) in &stats.resumes_rejected {
+        *result.rejections.entry(reason.clone()).or_default() += n;
+    }
+    live.duplicates.fetch_add(stats.duplicates_dropped, Ordering::Relaxed);
+    live.gaps.fetch_add(stats.gaps, Ordering::Relaxed);
+    live.forks.fetch_add(stats.new_stream_resets, Ordering::Relaxed);
+    let _ = client.close().await;
+    result
+}
+
+/// Judge one client event against the payload numbering.
+fn judge(
+    event: ClientEvent,
+    expected: &mut u64,
+    result: &mut SessionResult,
+    live: &Live,
+    pending_cut: &Mutex<Option<Instant>>,
+) {
+    match event {
+        ClientEvent::Notification(n) => {
+            let message = json!({ "method": n.method, "params": n.params });
+            let Some(k) = payload_number(&message) else { return };
+            if k == *expected {
+                *expected += 1;
+                result.delivered += 1;
+                live.delivered.fetch_add(1, Ordering::Relaxed);
+            } else if k < *expected {
+                result.duplicates += 1;
+                live.duplicates.fetch_add(1, Ordering::Relaxed);
+            } else {
+                result.gaps += k - *expected;
+                live.gaps.fetch_add(k - *expected, Ordering::Relaxed);
+                *expected = k + 1;
+                result.delivered += 1;
+                live.delivered.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        ClientEvent::Resumed { .. } => {
+            result.resumes += 1;
+            live.resumes.fetch_add(1, Ordering::Relaxed);
+            if let Some(cut) = lock(pending_cut).take() {
+                result.latencies.push(cut.elapsed());
+            }
+        }
+        ClientEvent::NewStream { .. } => {
+            // Counted from the client's statistics (`new_stream_resets`) at the end.
+            lock(pending_cut).take();
+        }
+        ClientEvent::StreamFailed { error, .. } => {
+            *result.rejections.entry(format!("stream: {}", error_kind(&error))).or_default() += 1;
+        }
+        ClientEvent::SessionEnded { error } => {
+            *result.rejections.entry(format!("session: {}", error_kind(&error))).or_default() += 1;
+        }
+        _ => {}
+    }
+}
+
+/// A short, stable name for an error, for the rejection counts.
+fn error_kind(e: &forkless_client::Error) -> String {
+    match e {
+        forkless_client::Error::SessionEnded { reason, .. } => format!("session_ended({reason:?})"),
+        other => {
+            let text = other.to_string();
+            text.split(':').next().unwrap_or(&text).chars().take(60).collect()
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The human summary.
+pub fn render(s: &Summary) -> String {
+    let mut out = format!(
+        "forkless chaos {}: {} sessions × {} events, {:.1} s\n\n",
+        s.target, s.sessions, s.events_per_session, s.elapsed_s
+    );
+    let rows: Vec<(&str, String)> = vec![
+        ("sessions completed", format!("{} of {}", s.sessions_completed, s.sessions)),
+        ("events delivered", s.events_delivered.to_string()),
+        ("duplicates", s.duplicates.to_string()),
+        ("gaps", s.gaps.to_string()),
+        ("forks", s.forks.to_string()),
+        ("cuts", s.cuts.to_string()),
+        ("resumes", format!("{} ({} verified)", s.resumes, s.resumes_verified)),
+        (
+            "resume latency",
+            format!(
+                "p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} samples)",
+                s.resume_latency_ms.p50,
+                s.resume_latency_ms.p99,
+                s.resume_latency_ms.max,
+                s.resume_latency_ms.count
+            ),
+        ),
+    ];
+    for (k, v) in rows {
+        out.push_str(&format!("{k:<20} {v}\n"));
+    }
+    if s.rejections.is_empty() {
+        out.push_str(&format!("{:<20} none\n", "rejections"));
+    }
+    for (reason, n) in &s.rejections {
+        out.push_str(&format!("{:<20} {reason}: {n}\n", "rejections"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("4"), Ok(Duration::from_secs(4)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("3h").is_err());
+    }
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let mut samples: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        let p = percentiles(&mut samples);
+        assert!((p.p50 - 50.0).abs() < 1e-9 && (p.p99 - 99.0).abs() < 1e-9 && (p.max - 100.0).abs() < 1e-9);
+        assert_eq!(percentiles(&mut []).count, 0);
+    }
+}

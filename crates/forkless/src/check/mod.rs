@@ -1,0 +1,348 @@
+//! `forkless check URL`: probe any MCP Streamable HTTP server for session forks.
+//!
+//! Every scenario opens fresh sessions, drives a *numbered stream* (a tool whose log
+//! notifications end in `#1` … `#N`) and judges the server only by what any client can
+//! observe: HTTP statuses, SSE event ids, which numbers arrive after a reconnect, and the
+//! JSON-RPC response. The forkless headers (`Mcp-Stream-Id`, `Mcp-Stream-Resumed`) are read
+//! when present and never required, so a server that follows only the specification is judged
+//! fairly: refusing a cursor it cannot continue (400, 404, 409, …) is not a fork; answering it
+//! with a `200` event stream that a client reads as the continuation of its cursor, while it is
+//! not, is (PROTOCOL section 1: "never answered with something the client would read as a
+//! continuation").
+//!
+//! | scenario | PASS | FAIL | UNSUPPORTED |
+//! |---|---|---|---|
+//! | `resume-after-8` (the seed) | cut after `#8`, GET with its id: `200` stream with `#9`…`#N` (and the response) each exactly once, in order (PROTOCOL §4 row 11) | a `200` stream with a duplicate, a gap, a reordering or a missing end | the resume is refused, or the events carry no id |
+//! | `cursor-lost` | cut the standalone stream after `#8`, GET without `Last-Event-ID`: any non-2xx (row 2/4), or a `200` flagged `Mcp-Stream-Resumed: false` with a new `Mcp-Stream-Id` (row 3, reset contract), or (unflagged) exactly `#9`…`#N` | an unflagged `200` that is not the exact continuation (lost or replayed events): the seed's silent fork | no background tool or no GET stream |
+//! | `bare-numeric-cursor` | GET with the numeric tail of the last id (`41` for `<stream>.41`): any non-2xx (row 5), or a `200` flagged new | an unflagged `200` stream | the server's own ids are bare numbers (then this is its normal format, judged by `resume-after-8`) |
+//! | `foreign-cursor` | session B sends session A's cursor: any non-2xx (row 6), or a `200` flagged new | an unflagged `200` stream (above all one carrying A's events) | — |
+//! | `cursor-ahead` | a cursor 1,000,000 past the last event sent: any non-2xx (row 9), or a `200` flagged new | an unflagged `200` stream | the id has no numeric part to advance |
+//! | `racing-resumes` | two GETs with one cursor at once: every `200` delivers a clean prefix of `#9`…`#N`, exactly one carries it to the end (the other is fenced or refused; §6) | a connection delivers anything else, neither reaches the end, or both stay attached to the end | both refused |
+//! | `two-plain-gets` | two cursor-less GETs at once on a new session: one is refused (row 2), or both attach and each message of the background tool arrives on exactly one (the specification allows several streams) | a message arrives on both, or on neither | both refused (no GET stream), or both attached and no background tool to tell |
+//! | `idempotent-replay` | two resumes from one cursor (after the tool finished) deliver the same events with the same ids, or the second is refused (the seed: "the same continuation or a clean, typed rejection") | they differ | the first resume is refused |
+//! | `emit-while-detached` | cut after `#2`, stay away until the tool has finished, resume: exactly `#3`…`#N` and the response (§5, §6: never dropped silently) | anything else | the resume is refused |
+//! | `churn` | 150 events, cut after 1–12 events at random, resume each time: `#1`…`#150` exactly once, in order, with the response | any duplicate, gap, reordering, a refused resume after one succeeded, or no end | the first resume is refused |
+//!
+//! A resume answered `409` is retried for up to 5 s (a server may not have noticed the cut
+//! yet; PROTOCOL §6 bounds this by its grace window); `racing-resumes` retries only when both
+//! GETs got `409`, so a `409` answering the race itself stands. The check reconnects at once
+//! rather than after the server's `retry:` delay: it probes, it does not pace.
+//!
+//! Which tools: `--tool` (numbered notifications on the request's own SSE stream, default
+//! `start-notification-stream`) and `--background-tool` (on the standalone GET stream, default
+//! `start-background-stream`), called with `{"interval": ms, "count": n}` merged with `--args`.
+//! Scenarios that need a tool the server lacks are UNSUPPORTED.
+//!
+//! This module owns the command, its report and its exit status. [`probe`] owns the raw HTTP,
+//! [`tape`] the reading and comparing of numbered events, [`scenarios`] the scripts.
+
+mod probe;
+mod scenarios;
+mod tape;
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::Error;
+use probe::Target;
+use scenarios::{Ctx, ToolSpec};
+pub(crate) use tape::payload_number;
+
+/// Flags of `forkless check`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The MCP endpoint, e.g. `http://127.0.0.1:8080/mcp`.
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// Tool that sends numbered log notifications (`... #1` .. `#N`) on its request's SSE stream.
+    #[arg(long, value_name = "NAME")]
+    pub tool: Option<String>,
+    /// Tool that sends numbered notifications on the standalone GET stream.
+    #[arg(long, value_name = "NAME")]
+    pub background_tool: Option<String>,
+    /// JSON object merged over the tools' `{"interval": ms, "count": n}` arguments.
+    #[arg(long, value_name = "JSON")]
+    pub args: Option<String>,
+    /// Run only these scenarios (comma-separated names).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub only: Vec<String>,
+    /// Seed for the churn scenario's cut points.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A scenario's result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    /// The server behaved as the contract requires.
+    Pass,
+    /// A client could have been handed a fork, a duplicate or a gap.
+    Fail,
+    /// The server lacks what the scenario needs (a tool, resumption at all).
+    Unsupported,
+}
+
+impl Verdict {
+    const fn as_str(self) -> &'static str {
+        match self {
+            Self::Pass => "PASS",
+            Self::Fail => "FAIL",
+            Self::Unsupported => "UNSUPPORTED",
+        }
+    }
+}
+
+/// A verdict and the observations behind it.
+#[derive(Clone, Debug)]
+pub(crate) struct Outcome {
+    pub(crate) verdict: Verdict,
+    pub(crate) evidence: Vec<String>,
+}
+
+/// One scenario: its name, what it does, and when it passes.
+#[derive(Clone, Copy, Debug)]
+pub struct Scenario {
+    /// The name used by `--only` and in the report.
+    pub name: &'static str,
+    /// What it does.
+    pub title: &'static str,
+    /// When it passes (the full criteria are in the module docs).
+    pub pass_if: &'static str,
+}
+
+/// The scenarios, in the order they run.
+pub const SCENARIOS: [Scenario; 10] = [
+    Scenario {
+        name: "resume-after-8",
+        title: "cut a numbered stream after #8, resume with its id",
+        pass_if: "200 stream with #9..#N (and the response) exactly once, in order",
+    },
+    Scenario {
+        name: "cursor-lost",
+        title: "cut the standalone stream after #8, reconnect without Last-Event-ID",
+        pass_if: "refused (non-2xx), or a new stream flagged Mcp-Stream-Resumed: false, or exactly #9..#N",
+    },
+    Scenario {
+        name: "bare-numeric-cursor",
+        title: "resume with only the numeric part of the last id",
+        pass_if: "refused (non-2xx) or flagged new; never an unflagged 200 stream",
+    },
+    Scenario {
+        name: "foreign-cursor",
+        title: "resume with another session's cursor",
+        pass_if: "refused (non-2xx) or flagged new; never an unflagged 200 stream",
+    },
+    Scenario {
+        name: "cursor-ahead",
+        title: "resume with a cursor past the last event sent",
+        pass_if: "refused (non-2xx) or flagged new; never an unflagged 200 stream",
+    },
+    Scenario {
+        name: "racing-resumes",
+        title: "two connections resume one stream at once",
+        pass_if: "each 200 delivers a clean prefix of #9..#N; exactly one reaches the end",
+    },
+    Scenario {
+        name: "two-plain-gets",
+        title: "two GETs without a cursor at once",
+        pass_if: "one refused, or both attached with each message on exactly one",
+    },
+    Scenario {
+        name: "idempotent-replay",
+        title: "two resumes from one cursor",
+        pass_if: "the same events with the same ids, or the second refused",
+    },
+    Scenario {
+        name: "emit-while-detached",
+        title: "cut after #2, stay away while the tool emits, resume",
+        pass_if: "#3..#N and the response exactly once, in order",
+    },
+    Scenario {
+        name: "churn",
+        title: "150 events, random cuts, resume each time",
+        pass_if: "#1..#150 exactly once, in order, with the response",
+    },
+];
+
+/// One scenario's result in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioReport {
+    /// Its name.
+    pub name: &'static str,
+    /// What it does.
+    pub title: &'static str,
+    /// PASS, FAIL or UNSUPPORTED.
+    pub verdict: Verdict,
+    /// When it passes.
+    pub pass_if: &'static str,
+    /// What was sent and observed, step by step.
+    pub evidence: Vec<String>,
+    /// How long it took.
+    pub millis: u64,
+}
+
+/// The whole report (`--json` prints it as is).
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The endpoint probed.
+    pub target: String,
+    /// The server's `serverInfo`, if it sent one.
+    pub server: Option<Value>,
+    /// The tool emitting on request streams, if any.
+    pub tool: Option<String>,
+    /// The tool emitting on the standalone stream, if any.
+    pub background_tool: Option<String>,
+    /// Each scenario, in order.
+    pub scenarios: Vec<ScenarioReport>,
+    /// How many passed.
+    pub passed: usize,
+    /// How many failed.
+    pub failed: usize,
+    /// How many could not run against this server.
+    pub unsupported: usize,
+}
+
+/// Run `forkless check`. Exit status: 0 when no scenario failed, 1 when one did, 3 when the
+/// target cannot be probed at all.
+pub fn run(args: &CheckArgs) -> Result<(), Error> {
+    let extra = match &args.args {
+        None => serde_json::Map::new(),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => map,
+            _ => return Err(Error::Config(format!("--args must be a JSON object, got {text}"))),
+        },
+    };
+    for name in &args.only {
+        if !SCENARIOS.iter().any(|s| s.name == name) {
+            let known: Vec<_> = SCENARIOS.iter().map(|s| s.name).collect();
+            return Err(Error::Config(format!("unknown scenario `{name}` (known: {})", known.join(", "))));
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(Error::Startup)?;
+    let report = runtime.block_on(probe_all(args, extra))?;
+    let mut out = std::io::stdout().lock();
+    let written = if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(std::io::Error::other)
+            .and_then(|()| writeln!(out))
+    } else {
+        write!(out, "{}", render(&report))
+    };
+    written.map_err(Error::Startup)?;
+    if report.failed > 0 {
+        return Err(Error::Verdict(format!(
+            "{} of {} scenarios failed",
+            report.failed,
+            report.scenarios.len()
+        )));
+    }
+    Ok(())
+}
+
+async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> Result<Report, Error> {
+    let target = Target::new(&args.url).map_err(|e| Error::Probe(e.0))?;
+    let mut session = target.open().await.map_err(|e| Error::Probe(e.0))?;
+    let tools = session.tool_names().await.map_err(|e| Error::Probe(e.0))?;
+    let server = session.server_info.clone();
+    session.close().await;
+    let pick = |flag: &Option<String>, default: &str| {
+        flag.clone()
+            .or_else(|| tools.iter().any(|t| t == default).then(|| default.to_owned()))
+            .map(|name| ToolSpec { name, args: extra.clone() })
+    };
+    let mut ctx = Ctx {
+        target,
+        request: pick(&args.tool, "start-notification-stream"),
+        background: pick(&args.background_tool, "start-background-stream"),
+        rng: args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+    };
+    let mut scenarios = Vec::new();
+    for scenario in SCENARIOS {
+        if !args.only.is_empty() && !args.only.iter().any(|n| n == scenario.name) {
+            continue;
+        }
+        let started = tokio::time::Instant::now();
+        let outcome = match scenario.name {
+            "resume-after-8" => scenarios::resume_after_8(&mut ctx).await,
+            "cursor-lost" => scenarios::cursor_lost(&mut ctx).await,
+            "bare-numeric-cursor" => scenarios::bare_numeric_cursor(&mut ctx).await,
+            "foreign-cursor" => scenarios::foreign_cursor(&mut ctx).await,
+            "cursor-ahead" => scenarios::cursor_ahead(&mut ctx).await,
+            "racing-resumes" => scenarios::racing_resumes(&mut ctx).await,
+            "two-plain-gets" => scenarios::two_plain_gets(&mut ctx).await,
+            "idempotent-replay" => scenarios::idempotent_replay(&mut ctx).await,
+            "emit-while-detached" => scenarios::emit_while_detached(&mut ctx).await,
+            _ => scenarios::churn(&mut ctx).await,
+        };
+        let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if !args.json {
+            eprintln!("{:<20} {}", scenario.name, outcome.verdict.as_str());
+        }
+        scenarios.push(ScenarioReport {
+            name: scenario.name,
+            title: scenario.title,
+            verdict: outcome.verdict,
+            pass_if: scenario.pass_if,
+            evidence: outcome.evidence,
+            millis,
+        });
+        // Let the server notice the connections this scenario dropped before the next starts.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let count = |v: Verdict| scenarios.iter().filter(|s| s.verdict == v).count();
+    Ok(Report {
+        target: args.url.clone(),
+        server,
+        tool: ctx.request.map(|t| t.name),
+        background_tool: ctx.background.map(|t| t.name),
+        passed: count(Verdict::Pass),
+        failed: count(Verdict::Fail),
+        unsupported: count(Verdict::Unsupported),
+        scenarios,
+    })
+}
+
+/// The human report: one row per scenario, its criterion and evidence indented below.
+pub fn render(report: &Report) -> String {
+    let mut s = format!("forkless check {}\n", report.target);
+    if let Some(info) = &report.server {
+        s.push_str(&format!(
+            "server: {} {}\n",
+            info["name"].as_str().unwrap_or("?"),
+            info["version"].as_str().unwrap_or("")
+        ));
+    }
+    let tool = |t: &Option<String>| t.clone().unwrap_or_else(|| "(none)".to_owned());
+    s.push_str(&format!(
+        "tools: {} (request stream), {} (standalone stream)\n\n",
+        tool(&report.tool),
+        tool(&report.background_tool)
+    ));
+    s.push_str(&format!("{:<20} {:<12} {}\n", "SCENARIO", "RESULT", "WHAT"));
+    for r in &report.scenarios {
+        s.push_str(&format!("{:<20} {:<12} {}\n", r.name, r.verdict.as_str(), r.title));
+        s.push_str(&format!("{:<33} pass if: {}\n", "", r.pass_if));
+        for line in &r.evidence {
+            s.push_str(&format!("{:<33} - {line}\n", ""));
+        }
+    }
+    s.push_str(&format!(
+        "\n{} scenarios: {} PASS, {} FAIL, {} UNSUPPORTED\n",
+        report.scenarios.len(),
+        report.passed,
+        report.failed,
+        report.unsupported
+    ));
+    s
+}

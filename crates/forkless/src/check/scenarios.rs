@@ -1,0 +1,651 @@
+//! The scenarios of `forkless check`, each a short script against fresh sessions that ends in
+//! a verdict and the evidence for it. The criteria are in the table of [`super::SCENARIOS`] and
+//! the module docs of [`super`].
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::{Instant, sleep};
+
+use super::probe::{Conn, Session, Stop, Target};
+use super::tape::{Continuation, Kind, Tape, ranges};
+use super::{Outcome, Verdict};
+
+/// Milliseconds between two numbered notifications in most scenarios.
+const INTERVAL_MS: u64 = 25;
+/// Length of the numbered stream in most scenarios (the seed cuts after #8).
+const COUNT: u64 = 20;
+/// The seed's cut point.
+const CUT_AFTER: u64 = 8;
+/// The longest wait for the events a step expects (a failure guard).
+const READ_LIMIT: Duration = Duration::from_secs(10);
+/// How long a resume answered 409 (the server has not noticed the cut yet) is retried.
+const RETRY_409: Duration = Duration::from_secs(5);
+/// How long a connection the client should never have been given is watched.
+const WATCH: Duration = Duration::from_millis(1500);
+
+/// A tool that emits numbered notifications, and the arguments to call it with.
+#[derive(Clone, Debug)]
+pub(crate) struct ToolSpec {
+    pub(crate) name: String,
+    /// `--args`: merged over `{"interval", "count"}`.
+    pub(crate) args: serde_json::Map<String, Value>,
+}
+
+impl ToolSpec {
+    fn arguments(&self, count: u64, interval: u64) -> Value {
+        let mut args = serde_json::Map::new();
+        args.insert("interval".into(), json!(interval));
+        args.insert("count".into(), json!(count));
+        for (k, v) in &self.args {
+            args.insert(k.clone(), v.clone());
+        }
+        Value::Object(args)
+    }
+}
+
+/// Everything the scenarios share.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    pub(crate) target: Target,
+    /// Emits on its request's own SSE stream (`start-notification-stream`).
+    pub(crate) request: Option<ToolSpec>,
+    /// Emits on the standalone GET stream (`start-background-stream`).
+    pub(crate) background: Option<ToolSpec>,
+    /// State of the churn scenario's random cut points.
+    pub(crate) rng: u64,
+}
+
+impl Ctx {
+    fn random(&mut self, below: u64) -> u64 {
+        // xorshift64: the cut points only need to vary, not to be unpredictable.
+        let mut x = self.rng.max(1);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x % below.max(1)
+    }
+}
+
+/// Evidence gathered so far; every early exit turns it into an [`Outcome`].
+#[derive(Debug, Default)]
+struct Ev(Vec<String>);
+
+impl Ev {
+    fn note(&mut self, line: impl Into<String>) {
+        self.0.push(line.into());
+    }
+    fn end(&mut self, verdict: Verdict, line: impl Into<String>) -> Outcome {
+        self.note(line);
+        Outcome { verdict, evidence: std::mem::take(&mut self.0) }
+    }
+    fn pass(&mut self, line: impl Into<String>) -> Outcome {
+        self.end(Verdict::Pass, line)
+    }
+    fn fail(&mut self, line: impl Into<String>) -> Outcome {
+        self.end(Verdict::Fail, line)
+    }
+    fn unsupported(&mut self, line: impl Into<String>) -> Outcome {
+        self.end(Verdict::Unsupported, line)
+    }
+}
+
+type Step<T> = Result<T, Outcome>;
+
+/// A numbered stream being read.
+struct Numbered {
+    session: Session,
+    conn: Option<Conn>,
+    /// The tool call's JSON-RPC id, for a request stream.
+    request: Option<Value>,
+    kind: Kind,
+    count: u64,
+    /// What the current connection delivered.
+    tape: Tape,
+}
+
+impl Numbered {
+    /// Read the current connection until `#n` (or the end of the stream).
+    async fn read_to(&mut self, n: u64, ev: &mut Ev) -> Step<()> {
+        let (kind, count) = (self.kind, self.count);
+        let conn = self.conn.as_mut().ok_or_else(|| ev.fail("no connection to read"))?;
+        let deadline = Instant::now() + READ_LIMIT;
+        self.tape
+            .read(conn, self.request.as_ref(), deadline, |t| t.nums.contains(&n) || t.complete(kind, count))
+            .await;
+        if !self.tape.nums.contains(&n) {
+            return Err(ev.unsupported(format!(
+                "the stream delivered {}{} before #{n}",
+                self.tape.summary(),
+                self.tape.ending()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The cursor a client would resume from: the last SSE id it saw.
+    fn cursor(&self, ev: &mut Ev) -> Step<String> {
+        self.tape
+            .last_id
+            .clone()
+            .ok_or_else(|| ev.unsupported("the events carry no SSE id: nothing to resume from"))
+    }
+
+    /// Drop the connection, as a network failure would.
+    fn cut(&mut self, ev: &mut Ev) {
+        self.conn = None;
+        ev.note(format!(
+            "read {}, cut the connection after id {}",
+            self.tape.summary(),
+            self.tape.last_id.as_deref().unwrap_or("(none)")
+        ));
+    }
+
+    /// Read `conn` until the stream is complete, it ends, or `limit`.
+    async fn read_rest(&self, conn: &mut Conn, limit: Duration) -> Tape {
+        let (kind, count) = (self.kind, self.count);
+        let mut tape = Tape::default();
+        tape.read(conn, self.request.as_ref(), Instant::now() + limit, |t| t.complete(kind, count)).await;
+        tape
+    }
+}
+
+/// Open a session and start a numbered stream of `count` events `interval` ms apart.
+async fn start(ctx: &Ctx, kind: Kind, count: u64, interval: u64, ev: &mut Ev) -> Step<Numbered> {
+    let spec = match kind {
+        Kind::Request => ctx.request.as_ref().ok_or_else(|| {
+            ev.unsupported(
+                "no tool emits numbered notifications on its request stream \
+                 (start-notification-stream; see --tool)",
+            )
+        })?,
+        Kind::Standalone => ctx.background.as_ref().ok_or_else(|| {
+            ev.unsupported(
+                "no tool emits numbered notifications on the standalone stream \
+                 (start-background-stream; see --background-tool)",
+            )
+        })?,
+    };
+    let mut session = ctx.target.open().await.map_err(|e| ev.fail(format!("cannot open a session: {e}")))?;
+    let args = spec.arguments(count, interval);
+    let count = args["count"].as_u64().unwrap_or(count);
+    let params = json!({ "name": spec.name, "arguments": args });
+    match kind {
+        Kind::Request => {
+            let (id, head, response) =
+                session.send("tools/call", params).await.map_err(|e| ev.fail(e.to_string()))?;
+            let mut conn = Conn::new(response);
+            if !head.is_stream() {
+                let d = conn.describe().await;
+                return Err(if head.status == 200 {
+                    ev.unsupported(format!(
+                        "POST tools/call {} → {d}: no request stream to resume",
+                        spec.name
+                    ))
+                } else {
+                    ev.fail(format!("POST tools/call {} → {d}", spec.name))
+                });
+            }
+            ev.note(format!("POST tools/call {} {{count: {count}}} → {}", spec.name, head.describe()));
+            Ok(Numbered { session, conn: Some(conn), request: Some(id), kind, count, tape: Tape::default() })
+        }
+        Kind::Standalone => {
+            let mut conn = session.get(None).await.map_err(|e| ev.fail(e.to_string()))?;
+            if !conn.head.is_stream() {
+                let d = conn.describe().await;
+                return Err(ev.unsupported(format!("GET (standalone stream) → {d}")));
+            }
+            ev.note(format!("GET → {}", conn.head.describe()));
+            let answer = session.request("tools/call", params).await.map_err(|e| ev.fail(e.to_string()))?;
+            if answer.get("error").is_some() {
+                return Err(ev.fail(format!("tools/call {} failed: {answer}", spec.name)));
+            }
+            ev.note(format!("tools/call {} {{count: {count}}} answered", spec.name));
+            Ok(Numbered { session, conn: Some(conn), request: None, kind, count, tape: Tape::default() })
+        }
+    }
+}
+
+/// `GET` with `Last-Event-ID: lei`, retried while the answer is 409 (the server may not have
+/// noticed the cut yet: PROTOCOL section 6 bounds that by the grace window).
+async fn resume(session: &Session, lei: &str, ev: &mut Ev) -> Step<Conn> {
+    let give_up = Instant::now() + RETRY_409;
+    let mut statuses = Vec::new();
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let mut conn = session.get(Some(lei)).await.map_err(|e| ev.fail(e.to_string()))?;
+        if conn.head.status == 409 && Instant::now() + pause < give_up {
+            statuses.push("409".to_owned());
+            sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(400));
+            continue;
+        }
+        let last = if conn.head.is_stream() { conn.head.describe() } else { conn.describe().await };
+        statuses.push(last);
+        ev.note(format!("GET Last-Event-ID: {lei} → {}", statuses.join(", ")));
+        return Ok(conn);
+    }
+}
+
+/// Judge a resumed delivery against the exact continuation `after+1 ..= count`.
+fn judge_continuation(stream: &Numbered, tape: &Tape, after: u64, ev: &mut Ev) -> Outcome {
+    let c = Continuation::of(&tape.nums, after, stream.count);
+    let complete = tape.complete(stream.kind, stream.count);
+    let got = format!("got {}{}", tape.summary(), tape.ending());
+    if c.exact() && complete {
+        return ev.pass(format!("{got}: exactly once, in order"));
+    }
+    let mut problems = c.problems();
+    if c.exact() {
+        problems = "the stream never completed (no response)".to_owned();
+    }
+    ev.fail(format!("{got}: {problems}"))
+}
+
+/// The judgement for a cursor the server cannot continue: anything but a stream the client
+/// would read as a continuation passes.
+async fn judge_refusal(mut conn: Conn, stream: Option<&Numbered>, what: &str, ev: &mut Ev) -> Outcome {
+    if !conn.head.is_stream() {
+        let d = conn.describe().await;
+        return ev.pass(format!("{what} → {d}: refused, nothing a client could take for a continuation"));
+    }
+    let mut tape = Tape::default();
+    let request = stream.and_then(|s| s.request.clone());
+    tape.read(&mut conn, request.as_ref(), Instant::now() + WATCH, |_| false).await;
+    let seen = format!("{what} → {}; it delivered {}{}", conn.head.describe(), tape.summary(), tape.ending());
+    if conn.head.flagged_new() {
+        return ev.pass(format!("{seen}, flagged as a new stream (Mcp-Stream-Resumed: false)"));
+    }
+    ev.fail(format!("{seen}: an unflagged stream a client reads as the continuation of its cursor"))
+}
+
+/// 1. The seed: cut after #8, resume from its id, expect #9..#N exactly once.
+pub(crate) async fn resume_after_8(ctx: &mut Ctx) -> Outcome {
+    let mut ev = Ev::default();
+    run(&mut ev, async |ev| {
+        let mut s = start(ctx, Kind::Request, COUNT, INTERVAL_MS, ev).await?;
+        s.read_to(CUT_AFTER, ev).await?;
+        let lei = s.cursor(ev)?;
+        s.cut(ev);
+        let mut conn = resume(&s.session, &lei, ev).await?;
+        if !conn.head.is_stream() {
+            return Err(
+                ev.unsupported("the server refused to resume a valid cursor: no fork, but no resumption")
+            );
+        }
+        let tape = s.read_rest(&mut conn, READ_LIMIT).await;
+        Ok(judge_continuation(&s, &tape, CUT_AFTER, ev))
+    })
+    .await
+}
+
+/// 2. Cursor lost: reconnect the standalone stream without `Last-Event-ID`.
+pub(crate) async fn cursor_lost(ctx: &mut Ctx) -> Outcome {
+    let mut ev = Ev::default();
+    run(&mut ev, async |ev| {
+        let mut s = start(ctx, Kind::Standalone, COUNT * 2, INTERVAL_MS, ev).await?;
+        let first_stream = s.conn.as_ref().and_then(|c| c.head.stream_id.clone());
+        s.read_to(CUT_AFTER, ev).await?;
+        let seen_up_to = s.tape.nums.last().copied().unwrap_or(0);
+        s.cut(ev);
+        let mut conn = s.session.get(None).await.map_err(|e| ev.fail(e.to_string()))?;
+        if !conn.head.is_stream() {
+            let d = conn.describe().await;
+            return Ok(ev.pass(format!("GET without Last-Event-ID → {d}: refused, not a continuation")));
+        }
+        let head = conn.head.clone();
+        let new_id = head.stream_id.is_some() && head.stream_id != first_stream;
+        let tape = s.read_rest(&mut conn, READ_LIMIT).await;
+        let seen = format!(
+            "GET without Last-Event-ID → {}; it delivered {}{}",
+            head.describe(),
+            tape.summary(),
+            tape.ending()
+        );
+        if head.flagged_new() && new_id {
+            return Ok(ev.pass(format!("{seen}: a new stream identity, flagged new (reset contract)")));
+        }
+        let c = Continuation::of(&tape.nums, seen_up_to, s.count);
+        if c.exact() && tape.complete(s.kind, s.count) {
+            return Ok(ev.pass(format!(
+                "{seen}: unflagged, but exactly #{}-#{} (the server kept the stream's position)",
+                seen_up_to + 1,
+                s.count
+            )));
+        }
+        Ok(ev.fail(format!(
+            "{seen}: an unflagged 200 a client takes as its stream, and it is not the continuation of #{seen_up_to} ({})",
+            c.problems()
+        )))
+    })
+    .await
+}
+
+/// 3. A bare numeric cursor (the seed's `Last-Event-ID: 41`, without the stream part).
+pub(crate) async fn bare_numeric_cursor(ctx: &mut Ctx) -> Outcome {
+    let mut ev = Ev::default();
+    run(&mut ev, async |ev| {
+        let mut s = start(ctx, Kind::Request, COUNT, INTERVAL_MS, ev).await?;
+        s.read_to(CUT_AFTER, ev).await?;
+        let lei = s.cursor(ev)?;
+        if lei.chars().all(|c| c.is_ascii_digit()) {
+            return Err(ev.unsupported(format!(
+                "this server's own event ids are bare numbers ({lei}): a numeric cursor is its \
+                 normal format (see resume-after-8)"
+            )));
+        }
+        let digits: String = {
+            let tail: Vec<char> = lei.chars().rev().take_while(char::is_ascii_digit).collect();
+            tail.into_iter().rev().collect()
+        };
+        let bare = if digits.is_empty() { CUT_AFTER.to_string() } else { digits };
+        s.cut(ev);
+        let conn = s.session.get(Some(&bare)).await.map_err(|e| ev.fail(e.to_string()))?;
+        Ok(judge_refusal(conn, Some(&s), &format!("GET Last-Event-ID: {bare} (was {lei})"), ev).await)
+    })
+    .await
+}
+
+/// 4. Another session's cursor.
+pub(crate) async fn foreign_cursor(ctx: &mut Ctx) -> Outcome {
+    let mut ev = Ev::default();
+    run(&mut ev, async |ev| {
+        let mut a = start(ctx, Kind::Request, COUNT, INTERVAL_MS, ev).await?;
+        a.read_to(CUT_AFTER, ev).await?;
+        let lei = a.cursor(ev)?;
+        a.cut(ev);
+        let b = ctx.target.open().await.map_err(|e| ev.fail(format!("cannot open a second session: {e}")))?;
+        ev.note("opened a second session B");
+        let conn = b.get(Some(&lei)).await.map_err(|e| ev.fail(e.to_string()))?;
+        let outcome = judge_refusal(conn, Some(&a), &format!("B: GET Last-Event-ID: {lei} (A's)"), ev).await;
+        b.close().await;
+        Ok(outcome)
+    })
+    .await
+}
+
+/// 5. A cursor ahead of everything the server sent.
+pub(crate) async fn cursor_ahead(ctx: &mut Ctx) -> Outcome {
+    let mut ev = Ev::default();
+    run(&mut ev, async |ev| {
+        let mut s = start(ctx, Kind::Request, CUT_AFTER, INTERVAL_MS, ev).await?;
+        s.read_to(CUT_AFTER, ev).await?;
+        let lei = s.cursor(ev)?;
+        let digits = lei.chars().rev().take_while(char::is_ascii_digit).count();
+        let Ok(n) = lei[lei.len() - digits..].parse::<u64>() else {
+            return Err(ev.unsupported(format!("cannot build a cursor ahead of {lei}: no numeric part")));
+        };
+        let ahead = format!("{}{}", &lei[..lei.len() - digits], n + 1_000_000);
+        s.cut(ev);
+        let conn = s.session.get(Some(&ahead)).await.map_err(|e| ev.fail(e.to_string()))?;
+        Ok(judge_refusal(conn, Some(&s), &format!("GET Last-Event-ID: {ahead} (last sent {lei})"), ev).await)
+    })
+    .await
+}
+
+/// 6. Two connections resume one stream at once.
+pub(crate) async fn racing_resumes(ctx: &mut Ctx) -> Outcome {
+    let mut ev = Ev::default();
+    run(&mut ev, async |ev| {
+        let interval = 2 * INTERVAL_MS;
+        let mut s = start(ctx, Kind::Request, COUNT * 2, interval, ev).await?;
+        s.read_to(CUT_AFTER, ev).await?;
+        let lei = s.cursor(ev)?;
+        s.cut(ev);
+        // Both at once; only when both are refused with 409 (the cut not yet noticed) are
+        // both sent again, so a 409 that answers the race itself stands.
+        let give_up = Instant::now() + RETRY_409;
+        let mut rounds = 0;
+        let (mut a, mut b) = loop {
+            let (a, b) = tokio::join!(s.session.get(Some(&lei)), s.session.get(Some(&lei)));
+            let (a, b) = (a.map_err(|e| ev.fail(e.to_string()))?, b.map_err(|e| ev.fail(e.to_string()))?);
+            rounds += 1;
+            if a.head.status == 409 && b.head.status == 409 && Instant::now() < give_up {
+                sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            break (a, b);
+        };
+        let (da, db) = (head_or_reason(&mut a).await, head_or_reason(&mut b).await);
+        ev.note(format!("two GETs Last-Event-ID: {lei} at once ({rounds} round(s)) → A: {da}, B: {db}"));
+        if !a.head.is_stream() && !b.head.is_stream() {
+            return Err(ev.unsupported("both refused: the server does not resume this stream"));
+        }
+        let limit = Duration::from_millis(interval * s.count) + Duration::from_secs(3);
+        let (ta, tb) = tokio::join!(read_if_stream(&s, &mut a, limit), read_if_stream(&s, &mut b, limit));
+        let mut complete = 0;
+        for (name, tape) in [("A", &ta), ("B", &tb)] {
+            let Some(tape) = tape else { continue };
+            ev.note(format!("{name} delivered {}{}", tape.summary(), tape.ending()));
+            let c = Continuation::of(&tape.nums, CUT_AFTER, s.count);
+            if !c.duplicates.is_empty() || c.reordered || !is_prefix(&tape.nums, CUT_AFTER) {
+                return Ok(ev.fail(format!("{name} is not a continuation of #{CUT_AFTER}: {}", c.problems())));
+            }
+            if tape.complete(s.kind, s.count) {
+                complete += 1;
+            }
+        }
+        match complete {
+            0 => Ok(ev.fail(format!(
+                "neither connection delivered the rest (#{}-#{})",
+                CUT_AFTER + 1,
+                s.count
+            ))),
+            1 => Ok(ev.pass(
+                "one connection carried the stream to its end, the other stopped early or was refused",
+            )),
+            _ => {
+                Ok(ev.fail("both connections stayed attached to the end: two live connections on one stream"))
+            }
+        }
+    })
+    .await
+}
+
+/// 7. Two plain GETs (no cursor) at once on a fresh session.
+pub(crate) async fn two_plain_gets(ctx: &mut Ctx) -> Outcome {
+    let mut ev = Ev::default();
+    run(&mut ev, async |ev| {
+        let mut session =
+            ctx.target.open().await.map_err(|e| ev.fail(format!("cannot open a session: {e}")))?;
+        let (a, b) = tokio::join!(session.get(None), session.get(None));
+        let (mut a, mut b) = (a.map_err(|e| ev.fail(e.to_string()))?, b.map_err(|e| ev.fail(e.to_string()))?);
+        let (da, db) = (head_or_reason(&mut a).await, head_or_reason(&mut b).await);
+        ev.note(format!("two GETs without Last-Event-ID at once → A: {da}, B: {db}"));
+        match (a.head.is_stream(), b.head.is_stream()) {
+            (false, false) => return Err(ev.unsupported("both refused: no standalone stream")),
+            (true, false) | (false, true) => return Ok(ev.pass("one attached, the other refused")),
+            (true, true) => {}
+        }
+        let Some(spec) = ctx.background.clone() else {
+            return Err(ev.unsupported(
+                "both attached (the specification lets a client hold several streams); without a \
+                 background tool the check cannot see where messages go",
+            ));
+        };
+        let count = 3;
+        let answer = session
+            .request("tools/call", json!({ "name": spec.name, "arguments": spec.arguments(count, 10) }))
+            .await
+            .map_err(|e| ev.fail(e.to_string()))?;
+        if answer.get("error").is_some() {
+            return Err(ev.fail(format!("tools/call {} failed: {answer}", spec.name)));
+        }
+        let deadline = Instant::now() + WATCH;
+        let (mut ta, mut tb) = (Tape::default(), Tape::default());
+        let done = |t: &Tape| t.nums.contains(&count);
+        tokio::join!(ta.read(&mut a, None, deadline, done), tb.read(&mut b, None, deadline, done));
+        ev.note(format!("{} {{count: {count}}}: A got {}, B got {}", spec.name, ta.summary(), tb.summary()));
+        let both: Vec<u64> = ta.nums.iter().filter(|n| tb.nums.contains(n)).copied().collect();
+        if !both.is_empty() {
+            return Ok(ev.fail(format!("{} delivered on both connections", ranges(&both))));
+        }
+        let mut all = [ta.nums, tb.nums].concat();
+        all.sort_unstable();
+        let c = Continuation::of(&all, 0, count);
+        if !c.missing.is_empty() || !c.duplicates.is_empty() {
+            return Ok(ev.fail(format!("across both connections: {}", c.problems())));
+        }
+        Ok(ev.pass(
+            "both attached (the specification lets a client hold several streams), and each \
+             message arrived on exactly one",
+        ))
+    })
+    .await
+}
+
+/// 8. Two resumes from one cursor give the same events.
+pub(crate) async fn idempotent_replay(ctx: &mut Ctx) -> Outcome {
+    let mut ev = Ev::default();
+    run(&mut ev, async |ev| {
+        let mut s = start(ctx, Kind::Request, COUNT, INTERVAL_MS / 5, ev).await?;
+        s.read_to(CUT_AFTER, ev).await?;
+        let lei = s.cursor(ev)?;
+        s.cut(ev);
+        // Let the tool finish, so both resumes see the same, final log.
+        sleep(Duration::from_millis(INTERVAL_MS / 5 * s.count) + Duration::from_millis(300)).await;
+        let mut first = resume(&s.session, &lei, ev).await?;
+        if !first.head.is_stream() {
+            return Err(ev.unsupported("the server refused to resume a valid cursor"));
+        }
+        let one = s.read_rest(&mut first, READ_LIMIT).await;
+        drop(first);
+        ev.note(format!("first resume delivered {}{}", one.summary(), one.ending()));
+        let second = resume(&s.session, &lei, ev).await?;
+        if !second.head.is_stream() {
+            return Ok(
+                ev.pass("the second resume was refused: a clean rejection, not a different continuation")
+            );
+        }
+        let mut second = second;
+        let two = s.read_rest(&mut second, READ_LIMIT).await;
+        ev.note(format!("second resume delivered {}{}", two.summary(), two.ending()));
+        if one.nums == two.nums && one.response == two.response && one.ids == two.ids {
+            let c = Continuation::of(&one.nums, CUT_AFTER, s.count);
+            let note = if c.exact() { String::new() } else { format!(" (both: {})", c.problems()) };
+            return Ok(ev.pass(format!("both resumes delivered the same events with the same ids{note}")));
+        }
+        Ok(ev.fail("the two resumes from one cursor delivered different events or ids"))
+    })
+    .await
+}
+
+/// 9. Events emitted while no connection is attached are delivered on resume.
+pub(crate) async fn emit_while_detached(ctx: &mut Ctx) -> Outcome {
+    let mut ev = Ev::default();
+    run(&mut ev, async |ev| {
+        let mut s = start(ctx, Kind::Request, COUNT, INTERVAL_MS, ev).await?;
+        let after = 2;
+        s.read_to(after, ev).await?;
+        let lei = s.cursor(ev)?;
+        s.cut(ev);
+        let quiet = Duration::from_millis(INTERVAL_MS * s.count) + Duration::from_millis(500);
+        sleep(quiet).await;
+        ev.note(format!("stayed away {} ms while the tool kept emitting", quiet.as_millis()));
+        let mut conn = resume(&s.session, &lei, ev).await?;
+        if !conn.head.is_stream() {
+            return Err(ev.unsupported("the server refused to resume a valid cursor"));
+        }
+        let tape = s.read_rest(&mut conn, READ_LIMIT).await;
+        Ok(judge_continuation(&s, &tape, after, ev))
+    })
+    .await
+}
+
+/// 10. Churn: random cuts, resume each time; count duplicates and gaps.
+pub(crate) async fn churn(ctx: &mut Ctx) -> Outcome {
+    let mut ev = Ev::default();
+    let cut_points: Vec<u64> = (0..64).map(|_| 1 + ctx.random(12)).collect();
+    run(&mut ev, async |ev| {
+        let count = 150;
+        let mut s = start(ctx, Kind::Request, count, INTERVAL_MS / 3, ev).await?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (mut all, mut cuts, mut resumes, mut retried) = (Vec::new(), 0usize, 0usize, 0usize);
+        let mut last_id: Option<String> = None;
+        let mut response = false;
+        for step in 0.. {
+            let Some(conn) = s.conn.as_mut() else { break };
+            let want = cut_points[step % cut_points.len()] as usize;
+            let mut tape = Tape::default();
+            let (kind, count) = (s.kind, s.count);
+            tape.read(conn, s.request.as_ref(), deadline.min(Instant::now() + READ_LIMIT), |t| {
+                t.nums.len() >= want || t.complete(kind, count)
+            })
+            .await;
+            all.extend_from_slice(&tape.nums);
+            response |= tape.response;
+            if tape.last_id.is_some() {
+                last_id.clone_from(&tape.last_id);
+            }
+            if response || Instant::now() >= deadline {
+                break;
+            }
+            if tape.stop == Stop::Timeout {
+                break;
+            }
+            let Some(lei) = last_id.clone() else {
+                return Err(ev.unsupported("the events carry no SSE id: nothing to resume from"));
+            };
+            s.conn = None;
+            cuts += 1;
+            let mut quiet = Ev::default();
+            let conn = resume(&s.session, &lei, &mut quiet).await?;
+            retried += quiet.0.iter().filter(|l| l.contains("409")).count();
+            if !conn.head.is_stream() {
+                let why = quiet.0.join("; ");
+                if resumes == 0 {
+                    return Err(ev.unsupported(format!("the first resume was refused: {why}")));
+                }
+                return Ok(ev.fail(format!(
+                    "resume {} was refused after {resumes} succeeded ({why}); lost everything after {}",
+                    resumes + 1,
+                    ranges(&all)
+                )));
+            }
+            resumes += 1;
+            s.conn = Some(conn);
+        }
+        ev.note(format!(
+            "{cuts} cuts at random points (after 1-12 events), {resumes} resumes, {retried} answered 409 \
+             first and were retried"
+        ));
+        let c = Continuation::of(&all, 0, s.count);
+        let got = format!(
+            "delivered {} numbered events{}: {} duplicates, {} missing",
+            all.len(),
+            if response { " + response" } else { "" },
+            c.duplicates.len(),
+            c.missing.len()
+        );
+        if c.exact() && response && resumes > 0 {
+            return Ok(ev.pass(format!("{got}: #1-#{} exactly once, in order", s.count)));
+        }
+        if c.exact() && response {
+            return Err(ev.unsupported(format!("{got}, but no cut happened")));
+        }
+        let problems = if c.exact() { "the stream never completed".to_owned() } else { c.problems() };
+        Ok(ev.fail(format!("{got}: {problems}")))
+    })
+    .await
+}
+
+/// Whether `nums` is exactly `after+1, after+2, …` (possibly empty).
+fn is_prefix(nums: &[u64], after: u64) -> bool {
+    nums.iter().zip(after + 1..).all(|(n, want)| *n == want)
+}
+
+async fn head_or_reason(conn: &mut Conn) -> String {
+    if conn.head.is_stream() { conn.head.describe() } else { conn.describe().await }
+}
+
+async fn read_if_stream(s: &Numbered, conn: &mut Conn, limit: Duration) -> Option<Tape> {
+    if conn.head.is_stream() { Some(s.read_rest(conn, limit).await) } else { None }
+}
+
+/// Run a scenario body; an early exit (`Err`) carries its own outcome.
+async fn run(ev: &mut Ev, body: impl AsyncFnOnce(&mut Ev) -> Step<Outcome>) -> Outcome {
+    match body(ev).await {
+        Ok(outcome) | Err(outcome) => outcome,
+    }
+}
