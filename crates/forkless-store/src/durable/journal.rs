@@ -107,14 +107,22 @@ pub(crate) fn run(db: Arc<Database>, rx: Receiver<Msg>, durability: Durability, 
         Durability::Batched { window } => Some(window),
     };
     while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
         let deadline = window.map(|w| Instant::now() + w);
-        while batch.len() < MAX_BATCH {
+        let flush_now = deadline.is_some() && matches!(first, Msg::Barrier(_));
+        let mut batch = vec![first];
+        while !flush_now && batch.len() < MAX_BATCH {
             let next = match deadline {
                 None => rx.try_recv().ok(),
                 Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())).ok(),
             };
             match next {
+                // In batched mode a barrier is an explicit flush: commit now rather than at
+                // the end of the window. (In immediate mode every append sends one, and
+                // draining past them is what makes commits shared.)
+                Some(m @ Msg::Barrier(_)) if deadline.is_some() => {
+                    batch.push(m);
+                    break;
+                }
                 Some(m) => batch.push(m),
                 None => break,
             }
