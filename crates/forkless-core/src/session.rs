@@ -321,6 +321,7 @@ impl SessionRecord {
         cfg: &Config,
     ) -> Result<Grant, Error> {
         self.check_active()?;
+        self.make_room(&cfg.limits);
         self.check_room(&cfg.limits)?;
         if !self.streams.insert(Stream::new(id, StreamKind::Request, now).with_label(label)) {
             return Err(Error::StreamExists);
@@ -503,7 +504,7 @@ impl SessionRecord {
     pub fn stream(&self, id: StreamId) -> Option<&Stream> {
         self.streams.get(id)
     }
-    /// Every stream of this session.
+    /// Every stream of this session, in id order.
     pub fn streams(&self) -> impl Iterator<Item = &Stream> {
         self.streams.iter()
     }
@@ -555,6 +556,27 @@ impl SessionRecord {
         match self.session.state {
             SessionState::Active(_) => Ok(()),
             SessionState::Ended(e) => Err(Error::SessionEnded { reason: e.reason }),
+        }
+    }
+
+    /// Retention by count: at `session_max_streams`, drop the request stream that time-to-live
+    /// retention would drop next (completed, detached, idle the longest), so that a session
+    /// answering every request over SSE is not refused after its 1,024th request within
+    /// `stream_ttl`. Open or attached streams are never dropped: if none can go,
+    /// [`Self::check_room`] refuses with [`Error::TooManyStreams`].
+    fn make_room(&mut self, limits: &Limits) {
+        if self.streams.len() <= limits.session_max_streams {
+            return;
+        }
+        let oldest = self
+            .streams
+            .iter()
+            .filter(|s| s.kind() == StreamKind::Request && s.is_completed())
+            .filter_map(|s| s.idle_since().map(|t| (t, s.id())))
+            .min();
+        if let Some((_, id)) = oldest {
+            self.drop_bytes_of(id);
+            self.streams.remove(id);
         }
     }
 
