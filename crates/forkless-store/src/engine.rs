@@ -77,6 +77,14 @@ impl Log {
         Self { events: VecDeque::new(), published, signal: watch::Sender::new(signal_of(meta, published)) }
     }
 
+    /// Drop events below the stream's low-water mark, then announce its signal.
+    fn trim_and_announce(&mut self, meta: &forkless_core::Stream) {
+        while self.events.front().is_some_and(|e| e.seq < meta.low_water()) {
+            self.events.pop_front();
+        }
+        self.announce(meta);
+    }
+
     fn announce(&self, meta: &forkless_core::Stream) {
         let signal = signal_of(meta, self.published);
         self.signal.send_if_modified(|s| {
@@ -94,27 +102,46 @@ impl Slot {
     }
 
     /// Bring logs in line with the record and report what the journal must drop.
+    ///
+    /// Both records list their streams in id order, so one merge walk finds the streams that
+    /// went away and the ones whose metadata changed; unchanged streams (most of them: a
+    /// session answering over SSE retains up to `session_max_streams` completed ones) cost
+    /// one comparison, not a lookup, a trim and a wake-up each.
     fn sync_logs(&mut self, old: Option<&SessionRecord>, persist: &mut impl FnMut(Effect<'_>)) {
         let record = &self.record;
         let session = record.id();
-        if let Some(old) = old {
-            for s in old.streams().filter(|s| record.stream(s.id()).is_none()) {
-                persist(Effect::DropStream { session, stream: s.id() });
-            }
-            for s in record.streams() {
-                let before = old.stream(s.id()).map_or(Seq::FIRST, forkless_core::Stream::low_water);
-                if s.low_water() > before {
-                    persist(Effect::Trim { session, stream: s.id(), low_water: s.low_water() });
+        let Some(old) = old else {
+            self.logs.retain(|id, _| record.stream(*id).is_some());
+            for meta in record.streams() {
+                if let Some(log) = self.logs.get_mut(&meta.id()) {
+                    log.trim_and_announce(meta);
                 }
             }
-        }
-        self.logs.retain(|id, _| record.stream(*id).is_some());
+            return;
+        };
+        debug_assert!(record.streams().zip(record.streams().skip(1)).all(|(a, b)| a.id() < b.id()));
+        let mut before = old.streams().peekable();
+        let mut gone = Vec::new();
         for meta in record.streams() {
-            let Some(log) = self.logs.get_mut(&meta.id()) else { continue };
-            while log.events.front().is_some_and(|e| e.seq < meta.low_water()) {
-                log.events.pop_front();
+            while let Some(o) = before.next_if(|o| o.id() < meta.id()) {
+                gone.push(o.id());
             }
-            log.announce(meta);
+            let prior = before.next_if(|o| o.id() == meta.id());
+            if prior == Some(meta) {
+                continue;
+            }
+            let low_before = prior.map_or(Seq::FIRST, forkless_core::Stream::low_water);
+            if meta.low_water() > low_before {
+                persist(Effect::Trim { session, stream: meta.id(), low_water: meta.low_water() });
+            }
+            if let Some(log) = self.logs.get_mut(&meta.id()) {
+                log.trim_and_announce(meta);
+            }
+        }
+        gone.extend(before.map(forkless_core::Stream::id));
+        for stream in gone {
+            persist(Effect::DropStream { session, stream });
+            self.logs.remove(&stream);
         }
     }
 }
