@@ -45,6 +45,27 @@ enum Cmd {
         #[arg(long)]
         only: Vec<String>,
     },
+    /// Apply one load to an already running server (for profiling it), print what it measured.
+    Load {
+        /// The server's endpoint, e.g. http://127.0.0.1:8080/mcp.
+        #[arg(long)]
+        url: String,
+        /// echo, notify or resume.
+        #[arg(long, default_value = "echo")]
+        load: String,
+        /// Concurrent clients (echo) or streams (notify).
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        /// Seconds of load.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// The server answers over SSE.
+        #[arg(long)]
+        sse: bool,
+        /// Notifications per stream (notify, resume).
+        #[arg(long, default_value_t = 10_000)]
+        count: u64,
+    },
     /// Serve one server under test (prints `listening on http://ADDR/mcp`).
     Serve {
         #[arg(long, value_enum)]
@@ -115,6 +136,25 @@ fn real_main() -> Result<(), Error> {
                         servers::serve_forkless(listen, mode, store).await
                     }
                 }
+            })
+        }
+        Cmd::Load { url, load, clients, seconds, sse, count } => {
+            let ep = forkless_bench::load::Endpoint::from_url(&url)
+                .ok_or_else(|| Error::Load(format!("not an http:// URL: {url}")))?;
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let probe: forkless_bench::load::Probe = std::sync::Arc::new(|| None);
+            let d = Duration::from_secs_f64(seconds);
+            rt.block_on(async {
+                use forkless_bench::load;
+                match load.as_str() {
+                    "echo" => {
+                        println!("{:?}", load::echo(&ep, clients, Duration::ZERO, d, sse, &probe).await?)
+                    }
+                    "notify" => println!("{:?}", load::notifications(&ep, clients, count, d, &probe).await?),
+                    "resume" => println!("{:?}", load::resume(&ep, count, 5, &probe).await?),
+                    other => return Err(Error::Load(format!("unknown load {other}"))),
+                }
+                Ok(())
             })
         }
         Cmd::Run { quick, out, rmcp, peers, no_pin, only } => {
