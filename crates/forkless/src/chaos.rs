@@ -302,11 +302,11 @@ async fn session(args: ChaosArgs, index: u64, count: u64, live: Arc<Live>) -> Se
                     .streams()
                     .into_iter()
                     .find(|s| matches!(s.origin(), StreamOrigin::Request(_)) && !s.is_finished());
-                if let Some(stream) = stream {
-                    let mut pending = lock(&pending_cut);
-                    if pending.is_none() {
-                        *pending = Some(Instant::now());
-                    }
+                // Cut only a connected stream: a cut while the client is still reconnecting
+                // would kill the next connection at birth, again and again.
+                let mut pending = lock(&pending_cut);
+                if let Some(stream) = stream.filter(|_| pending.is_none()) {
+                    *pending = Some(Instant::now());
                     drop(pending);
                     stream.cut();
                     cuts.fetch_add(1, Ordering::Relaxed);

@@ -2,12 +2,18 @@
 //!
 //! ```text
 //! forkless serve ──► serve::run ──► forkless_server::Server<MemoryStore, demo::DemoHandler>
+//! forkless check ──► check::run ──► raw HTTP probes (check::probe), judged per scenario
+//! forkless chaos ──► chaos::run ──► N × forkless_client::Client with random cuts
 //! ```
 //!
 //! - [`demo`] owns the demo MCP server: its tools, resources, prompts and the fixtures the MCP
 //!   conformance suite expects. It knows nothing about HTTP or the store.
 //! - [`serve`] owns `forkless serve`: flags, configuration checks, the listener, and a clean
 //!   stop on Ctrl-C or SIGTERM. It makes no protocol decision itself.
+//! - [`check`] owns `forkless check URL`: scenarios that probe any MCP server for session
+//!   forks, judged by what a client observes, each PASS / FAIL / UNSUPPORTED with evidence.
+//! - [`chaos`] owns `forkless chaos URL`: many sessions with random connection cuts, counting
+//!   duplicates, gaps, forks, rejections and resume latency.
 //!
 //! Each subcommand is one module with its clap `Args` struct and a `run` function; `main.rs`
 //! only parses and dispatches. The transport (sessions, streams, resumption) lives in
@@ -19,8 +25,15 @@
 //!                [--max-body-bytes N] [--data-dir DIR]
 //! ```
 //!
-//! Exit codes: 0 after a requested stop, 2 for bad flags or invalid settings, 1 for anything
-//! else (address in use, I/O failure).
+//! ```text
+//! forkless check URL [--tool NAME] [--background-tool NAME] [--args JSON] [--only A,B] [--json]
+//! forkless chaos URL [--sessions N] [--duration D] [--drop-every T] [--interval MS] [--json]
+//! ```
+//!
+//! Exit codes: 0 after a requested stop (serve) or a clean run (check: no scenario failed;
+//! chaos: no duplicate, gap or fork), 1 when check or chaos found a failure and for anything
+//! else (address in use, I/O failure), 2 for bad flags or invalid settings, 3 when check or
+//! chaos cannot probe the target at all.
 
 pub mod chaos;
 pub mod check;
@@ -32,8 +45,14 @@ pub use error::Error;
 
 /// Install the `tracing` subscriber: stderr, filtered by `RUST_LOG`, `info` by default.
 pub fn init_logging() {
+    init_logging_at("info");
+}
+
+/// Like [`init_logging`] with another default level (`check` and `chaos` print a report on
+/// stdout and keep stderr for warnings).
+pub fn init_logging_at(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // A second call (for example from a test) keeps the first subscriber.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()

@@ -31,7 +31,12 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    forkless::init_logging();
+    match &cli.command {
+        Command::Serve(_) => forkless::init_logging(),
+        // The client's own warnings (a session it closes, a stream it gives up) are counted in
+        // the reports already.
+        Command::Check(_) | Command::Chaos(_) => forkless::init_logging_at("warn,forkless_client=error"),
+    }
     let result = match &cli.command {
         Command::Serve(args) => forkless::serve::run(args),
         Command::Check(args) => forkless::check::run(args),

@@ -1,0 +1,61 @@
+//! `forkless chaos` as a real process against `forkless serve`: a short run with frequent
+//! cuts sees no duplicate, gap or fork, on the memory and on the durable store.
+
+mod support;
+
+use std::process::Stdio;
+
+use serde_json::Value;
+use support::{GUARD, Serve};
+
+async fn chaos(url: &str) -> (Option<i32>, Value) {
+    let out = tokio::time::timeout(
+        GUARD * 4,
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
+            .args(["chaos", url, "--sessions", "5", "--duration", "4s", "--drop-every", "500ms", "--json"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output(),
+    )
+    .await
+    .expect("forkless chaos did not finish")
+    .expect("run forkless chaos");
+    let stdout = String::from_utf8(out.stdout).expect("utf-8");
+    let summary = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    (out.status.code(), summary)
+}
+
+fn assert_clean(code: Option<i32>, s: &Value) {
+    for key in
+        ["events_delivered", "duplicates", "gaps", "forks", "resumes", "rejections", "resume_latency_ms"]
+    {
+        assert!(s.get(key).is_some(), "missing key {key}: {s}");
+    }
+    assert!(s["resume_latency_ms"]["p50"].is_number() && s["resume_latency_ms"]["p99"].is_number(), "{s}");
+    assert!(s["rejections"].is_object(), "{s}");
+    assert_eq!(s["duplicates"], 0, "{s}");
+    assert_eq!(s["gaps"], 0, "{s}");
+    assert_eq!(s["forks"], 0, "{s}");
+    assert!(s["resumes"].as_u64().is_some_and(|n| n > 0), "no resume happened: {s}");
+    assert_eq!(s["sessions_completed"], 5, "{s}");
+    assert_eq!(
+        s["events_delivered"],
+        5 * s["events_per_session"].as_u64().expect("events_per_session"),
+        "{s}"
+    );
+    assert_eq!(code, Some(0), "{s}");
+}
+
+#[tokio::test]
+async fn five_sessions_with_cuts_every_half_second_see_no_duplicate_gap_or_fork_on_the_memory_store() {
+    let serve = Serve::start(&["--store", "memory"]).await;
+    let (code, summary) = chaos(&serve.url).await;
+    assert_clean(code, &summary);
+}
+
+#[tokio::test]
+async fn five_sessions_with_cuts_every_half_second_see_no_duplicate_gap_or_fork_on_the_durable_store() {
+    let serve = Serve::start(&[]).await;
+    let (code, summary) = chaos(&serve.url).await;
+    assert_clean(code, &summary);
+}

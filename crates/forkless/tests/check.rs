@@ -1,0 +1,170 @@
+//! `forkless check` as a real process: every scenario passes against `forkless serve` (memory
+//! and durable store), and the check does fail a server that forks a stream on resume.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use support::{GUARD, Serve};
+
+/// Run `forkless check <args>`; its exit code and stdout.
+async fn check(args: &[&str]) -> (Option<i32>, String) {
+    let out = tokio::time::timeout(
+        GUARD * 6,
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
+            .arg("check")
+            .args(args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output(),
+    )
+    .await
+    .expect("forkless check did not finish")
+    .expect("run forkless check");
+    (out.status.code(), String::from_utf8(out.stdout).expect("utf-8 report"))
+}
+
+fn verdicts(report: &Value) -> Vec<(String, String)> {
+    report["scenarios"]
+        .as_array()
+        .expect("scenarios")
+        .iter()
+        .map(|s| {
+            (s["name"].as_str().unwrap_or("?").to_owned(), s["verdict"].as_str().unwrap_or("?").to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_scenario_passes_against_forkless_serve_with_the_memory_store() {
+    let serve = Serve::start(&["--store", "memory"]).await;
+    let (code, stdout) = check(&[&serve.url, "--json"]).await;
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    let verdicts = verdicts(&report);
+    assert_eq!(verdicts.len(), 10, "{stdout}");
+    assert!(verdicts.iter().all(|(_, v)| v == "PASS"), "not all PASS: {verdicts:?}\n{stdout}");
+    assert_eq!(report["failed"], 0);
+    assert_eq!(code, Some(0), "{stdout}");
+    for scenario in report["scenarios"].as_array().expect("scenarios") {
+        assert!(scenario["evidence"].as_array().is_some_and(|e| !e.is_empty()), "no evidence: {scenario}");
+        assert!(scenario["pass_if"].as_str().is_some_and(|p| !p.is_empty()));
+    }
+}
+
+#[tokio::test]
+async fn every_scenario_passes_against_forkless_serve_with_the_durable_store_as_a_table() {
+    let serve = Serve::start(&[]).await;
+    let (code, stdout) = check(&[&serve.url]).await;
+    assert!(stdout.contains("10 scenarios: 10 PASS, 0 FAIL, 0 UNSUPPORTED"), "{stdout}");
+    assert!(stdout.contains("resume-after-8       PASS"), "{stdout}");
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+#[tokio::test]
+async fn only_and_bad_flags() {
+    let serve = Serve::start(&["--store", "memory"]).await;
+    let (code, stdout) = check(&[&serve.url, "--json", "--only", "foreign-cursor,cursor-ahead"]).await;
+    let report: Value = serde_json::from_str(&stdout).expect("JSON report");
+    let names: Vec<_> = verdicts(&report).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["foreign-cursor", "cursor-ahead"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(check(&[&serve.url, "--only", "no-such"]).await.0, Some(2));
+    assert_eq!(check(&[&serve.url, "--args", "[1]"]).await.0, Some(2));
+}
+
+#[tokio::test]
+async fn an_unreachable_target_cannot_be_probed() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    drop(listener);
+    assert_eq!(check(&[&url]).await.0, Some(3));
+}
+
+/// A deliberately forking server: it answers every GET, with or without `Last-Event-ID`, by
+/// opening a new stream numbered from its own event 1 again: the seed's failure.
+async fn forking_server() -> String {
+    async fn mcp(body: String) -> Response {
+        let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        let id = message.get("id").cloned();
+        let method = message["method"].as_str().unwrap_or_default();
+        let Some(id) = id else { return StatusCode::ACCEPTED.into_response() };
+        let json_answer = |result: Value| {
+            let mut response =
+                axum::Json(json!({ "jsonrpc": "2.0", "id": id, "result": result })).into_response();
+            response.headers_mut().insert("mcp-session-id", "fake-session".parse().expect("header"));
+            response
+        };
+        match method {
+            "initialize" => json_answer(json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": { "tools": {} },
+                "serverInfo": { "name": "forking-fake", "version": "0" }
+            })),
+            "tools/list" => json_answer(json!({ "tools": [{
+                "name": "start-notification-stream",
+                "inputSchema": { "type": "object" }
+            }]})),
+            "tools/call" => {
+                let count = message["params"]["arguments"]["count"].as_u64().unwrap_or(10);
+                numbered(count, Some(id))
+            }
+            _ => json_answer(json!({})),
+        }
+    }
+    async fn get() -> Response {
+        numbered(20, None)
+    }
+    let app = axum::Router::new().route("/mcp", post(mcp).get(get));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/mcp")
+}
+
+/// `#1..#count` as SSE events with ids `1..`, 10 ms apart, then the response to `id`.
+fn numbered(count: u64, id: Option<Value>) -> Response {
+    let events = futures::stream::unfold(1u64, move |n| {
+        let id = id.clone();
+        async move {
+            if n > count + 1 {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let data = if n <= count {
+                json!({ "jsonrpc": "2.0", "method": "notifications/message",
+                        "params": { "level": "info", "data": format!("notification #{n}") } })
+            } else {
+                let id = id?;
+                json!({ "jsonrpc": "2.0", "id": id, "result": { "content": [] } })
+            };
+            Some((Ok::<_, std::io::Error>(format!("id: {n}\ndata: {data}\n\n")), n + 1))
+        }
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(events))
+        .expect("response")
+}
+
+#[tokio::test]
+async fn the_seed_scenario_fails_against_a_server_that_forks_on_resume() {
+    let url = forking_server().await;
+    let (code, stdout) = check(&[&url, "--json"]).await;
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    let verdicts = verdicts(&report);
+    let verdict = |name: &str| verdicts.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    assert_eq!(verdict("resume-after-8"), Some("FAIL"), "{stdout}");
+    let seed = &report["scenarios"][0]["evidence"];
+    assert!(seed.to_string().contains("duplicates #1-#8"), "{seed}");
+    for forked in ["churn", "emit-while-detached", "cursor-ahead", "foreign-cursor"] {
+        assert_eq!(verdict(forked), Some("FAIL"), "{forked}: {stdout}");
+    }
+    assert_ne!(code, Some(0), "a failed scenario must fail the exit status");
+    assert_eq!(code, Some(1));
+}
