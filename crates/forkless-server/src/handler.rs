@@ -344,8 +344,17 @@ impl SessionShared {
         message: &Value,
         complete: bool,
     ) -> Result<EventId, SendError> {
+        self.append_payload(target, to_payload(message), complete).await
+    }
+
+    /// Append an already serialized message.
+    pub(crate) async fn append_payload(
+        &self,
+        target: AppendTarget,
+        payload: Bytes,
+        complete: bool,
+    ) -> Result<EventId, SendError> {
         let outbox = self.check_open()?;
-        let payload = Bytes::from(message.to_string());
         let out = outbox.append(self.id, target, payload, complete).await;
         if let Err(SendError::SessionEnded { reason }) = &out {
             self.end(*reason);
@@ -509,20 +518,21 @@ impl RequestContext {
     /// A notification on this request's stream (its SSE stream; when the request is answered
     /// as JSON it goes to the session's standalone stream).
     pub async fn notify(&self, method: &str, params: Value) -> Result<(), SendError> {
-        let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
-        match &self.outlet {
-            Outlet::Stream(id) => {
-                self.session.shared.append(AppendTarget::Stream(*id), &message, false).await
-            }
-            Outlet::Standalone => self.session.shared.append(AppendTarget::Standalone, &message, false).await,
+        let target = match &self.outlet {
+            Outlet::Stream(id) => AppendTarget::Stream(*id),
+            Outlet::Standalone => AppendTarget::Standalone,
             Outlet::Direct(tx) => {
                 if self.cancel.is_cancelled() {
                     return Err(SendError::Cancelled);
                 }
-                tx.send(message).await.map_err(|_| SendError::Cancelled)
+                let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+                return tx.send(message).await.map_err(|_| SendError::Cancelled);
             }
-            Outlet::Nowhere => Err(SendError::Stateless),
-        }
+            Outlet::Nowhere => return Err(SendError::Stateless),
+        };
+        // Serialized straight into the payload: no envelope object is built per notification.
+        let payload = notification_payload(method, &params);
+        self.session.shared.append_payload(target, payload, false).await.map(|_| ())
     }
 
     /// `notifications/progress` with this request's progressToken; `Ok(())` and nothing sent
@@ -560,4 +570,22 @@ impl RequestContext {
         };
         self.session.shared.request(target, method, params, &self.cancel).await
     }
+}
+
+/// A message as an event payload (`serde_json::to_vec` skips the `fmt` machinery that
+/// `Value`'s `Display` goes through).
+fn to_payload(message: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(message).unwrap_or_else(|_| message.to_string().into_bytes()))
+}
+
+/// `{"jsonrpc":"2.0","method":<method>,"params":<params>}`, serialized in one buffer.
+fn notification_payload(method: &str, params: &Value) -> Bytes {
+    let mut out = Vec::with_capacity(64 + method.len());
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","method":"#);
+    // Serializing a str or a Value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, method);
+    out.extend_from_slice(br#","params":"#);
+    let _ = serde_json::to_writer(&mut out, params);
+    out.push(b'}');
+    Bytes::from(out)
 }

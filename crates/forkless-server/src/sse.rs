@@ -5,18 +5,28 @@
 //! JSON, which has no raw newlines, but `data` is still split on every line break so that no
 //! payload can ever end an event early or smuggle in a field.
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use forkless_core::EventId;
 
 /// One event: an optional `id:`, then `data` split into `data:` lines, then the blank line.
+/// One allocation per event: the id is formatted in place, and the line split (a `Vec`) is
+/// only done when the data has a line break, which serialized JSON never has.
 pub(crate) fn event(id: Option<&EventId>, data: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(data.len() + 48);
+    let mut out = BytesMut::with_capacity(data.len() + 64);
     if let Some(id) = id {
-        out.put_slice(format!("id: {id}\n").as_bytes());
+        // Writing into a BytesMut cannot fail (it grows).
+        let _ = writeln!(out, "id: {id}");
     }
-    put_data(&mut out, data);
+    if data.iter().any(|&b| b == b'\n' || b == b'\r') {
+        put_data(&mut out, data);
+    } else {
+        out.put_slice(b"data: ");
+        out.put_slice(data);
+        out.put_u8(b'\n');
+    }
     out.put_u8(b'\n');
     out.freeze()
 }
