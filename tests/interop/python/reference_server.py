@@ -7,7 +7,8 @@ forkless Rust server is being written, and as an executable version of
 docs/conformance-fixtures.md. It serves:
 
 * the forkless interop tools: `echo {text}`, `start-notification-stream
-  {interval, count}`, `long-task {steps, interval}`;
+  {interval, count}`, `start-background-stream {interval, count}` (on the
+  standalone GET stream, for `forkless check`), `long-task {steps, interval}`;
 * every fixture the conformance suite (@modelcontextprotocol/conformance 0.1.16,
   `--suite all`) asks of a server: test_* tools, test://... resources, test_*
   prompts, completion, logging, subscriptions, `test_reconnection`;
@@ -22,6 +23,7 @@ Prints `READY http://127.0.0.1:<port>/mcp` on stdout once it accepts connections
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import contextlib
 import itertools
@@ -46,6 +48,9 @@ PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBA
 WAV_B64 = "UklGRjQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YRAAAAAAAAAAAAAAAAAAAAAAAAAA"
 
 log = logging.getLogger("reference_server")
+
+# Tasks of `start-background-stream`, kept referenced until they finish.
+BACKGROUND: set[asyncio.Task[None]] = set()
 
 
 class InMemoryEventStore(EventStore):
@@ -85,6 +90,19 @@ TOOLS: list[types.Tool] = [
         name="start-notification-stream",
         description="Sends `count` notifications/message (info) `interval` ms apart on the request's stream, "
         "data 'Periodic notification #N', then returns",
+        inputSchema={
+            "type": "object",
+            "properties": {
+                "interval": {"type": "number", "description": "milliseconds between notifications"},
+                "count": {"type": "integer", "description": "number of notifications"},
+            },
+            "required": ["interval", "count"],
+        },
+    ),
+    types.Tool(
+        name="start-background-stream",
+        description="Answers at once, then sends `count` notifications/message (info) `interval` ms apart on "
+        "the session's standalone (GET) stream, data 'Background notification #N'",
         inputSchema={
             "type": "object",
             "properties": {
@@ -185,6 +203,20 @@ def build_server() -> Server:
                 if n < count:
                     await anyio.sleep(interval / 1000)
             return [text(f"Sent {count} notifications")]
+        if name == "start-background-stream":
+            interval, count = float(args["interval"]), int(args["count"])
+
+            async def background() -> None:
+                # No related_request_id: the SDK routes these to the standalone GET stream.
+                for n in range(1, count + 1):
+                    await session.send_log_message("info", f"Background notification #{n}")
+                    if n < count:
+                        await anyio.sleep(interval / 1000)
+
+            task = asyncio.get_running_loop().create_task(background())
+            BACKGROUND.add(task)
+            task.add_done_callback(BACKGROUND.discard)
+            return [text(f"Sending {count} notifications on the standalone stream")]
         if name == "long-task":
             steps, interval = int(args["steps"]), float(args["interval"])
             for i in range(1, steps + 1):

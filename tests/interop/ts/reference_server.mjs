@@ -4,13 +4,14 @@
 // validating the interop clients while the forkless server is being written.
 // Tools: `echo {text}`, `start-notification-stream {interval, count}` (notifications
 // on the request's own SSE stream, data "Periodic notification #N"),
-// `long-task {steps, interval}` (progress 1..steps, total = steps).
+// `start-background-stream {interval, count}` (on the standalone GET stream, for
+// `forkless check`), `long-task {steps, interval}` (progress 1..steps, total = steps).
 //
-// Usage: node tests/interop/ts/reference_server.mjs [--port 0] [--json-response]
+// Usage: node tests/interop/ts/reference_server.mjs [--port 0] [--json-response] [--sdk-event-store]
 // Prints `READY http://127.0.0.1:<port>/mcp` once listening.
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { Server, StreamableHTTPServerTransport, types } from './sdk.mjs';
+import { Server, StreamableHTTPServerTransport, types, loadSdkEventStore } from './sdk.mjs';
 
 const { CallToolRequestSchema, ListToolsRequestSchema, SetLevelRequestSchema, isInitializeRequest } = types;
 const argv = process.argv.slice(2);
@@ -20,6 +21,8 @@ const opt = (name, dflt) => {
 };
 const port = Number(opt('--port', '0'));
 const jsonResponse = argv.includes('--json-response');
+// --sdk-event-store: the SDK's own example InMemoryEventStore instead of the counter store below.
+const sdkEventStore = argv.includes('--sdk-event-store');
 
 // Event ids are a global counter, so replay order is append order (the SDK's example
 // InMemoryEventStore orders by `${streamId}_${Date.now()}_${random}`, which can reorder
@@ -66,6 +69,15 @@ const TOOLS = [
     },
   },
   {
+    name: 'start-background-stream',
+    description: 'Answers at once, then sends `count` notifications/message `interval` ms apart on the standalone (GET) stream',
+    inputSchema: {
+      type: 'object',
+      properties: { interval: { type: 'number' }, count: { type: 'integer' } },
+      required: ['interval', 'count'],
+    },
+  },
+  {
     name: 'long-task',
     description: 'Reports progress 1..steps (total = steps) `interval` ms apart, then returns',
     inputSchema: {
@@ -93,6 +105,17 @@ function buildServer() {
       }
       return text(`Sent ${count} notifications`);
     }
+    if (name === 'start-background-stream') {
+      const count = Number(args.count);
+      // Not awaited, and without a related request: the SDK sends these on the standalone GET stream.
+      (async () => {
+        for (let n = 1; n <= count; n++) {
+          await server.notification({ method: 'notifications/message', params: { level: 'info', data: `Background notification #${n}` } });
+          if (n < count) await sleep(Number(args.interval));
+        }
+      })().catch((e) => console.error('background stream stopped:', e.message));
+      return text(`Sending ${count} notifications on the standalone stream`);
+    }
     if (name === 'long-task') {
       const steps = Number(args.steps);
       const token = req.params._meta?.progressToken;
@@ -110,7 +133,7 @@ function buildServer() {
 }
 
 const transports = new Map();
-const eventStore = new EventStore();
+const eventStore = sdkEventStore ? new (await loadSdkEventStore())() : new EventStore();
 const readBody = (req) =>
   new Promise((resolve, reject) => {
     let s = '';

@@ -20,6 +20,8 @@ export const { StreamableHTTPClientTransport } = await load('client/streamableHt
 export const { Server } = await load('server/index.js');
 export const { StreamableHTTPServerTransport } = await load('server/streamableHttp.js');
 export const types = await load('types.js');
+// The SDK's example event store (examples/shared/inMemoryEventStore.js), loaded on demand.
+export const loadSdkEventStore = async () => (await load('examples/shared/inMemoryEventStore.js')).InMemoryEventStore;
 export const sdkVersion = JSON.parse(
   (await import('node:fs')).readFileSync(path.join(nodeModules, '@modelcontextprotocol/sdk/package.json'), 'utf8'),
 ).version;

@@ -13,9 +13,9 @@
 //! | scenario | PASS | FAIL | UNSUPPORTED |
 //! |---|---|---|---|
 //! | `resume-after-8` (the seed) | cut after `#8`, GET with its id: `200` stream with `#9`…`#N` (and the response) each exactly once, in order (PROTOCOL §4 row 11) | a `200` stream with a duplicate, a gap, a reordering or a missing end | the resume is refused, or the events carry no id |
-//! | `cursor-lost` | cut the standalone stream after `#8`, GET without `Last-Event-ID`: any non-2xx (row 2/4), or a `200` flagged `Mcp-Stream-Resumed: false` with a new `Mcp-Stream-Id` (row 3, reset contract), or (unflagged) exactly `#9`…`#N` | an unflagged `200` that is not the exact continuation (lost or replayed events): the seed's silent fork | no background tool or no GET stream |
+//! | `cursor-lost` | cut the standalone stream after `#8`, stay away 300 ms while the background tool emits, GET without `Last-Event-ID`: any non-2xx (row 2/4), or a `200` flagged `Mcp-Stream-Resumed: false` with a new `Mcp-Stream-Id` (row 3, reset contract), or (unflagged) exactly `#9`…`#N` | an unflagged `200` that is not the exact continuation (lost or replayed events): the seed's silent fork | no background tool or no GET stream |
 //! | `bare-numeric-cursor` | GET with the numeric tail of the last id (`41` for `<stream>.41`): any non-2xx (row 5), or a `200` flagged new | an unflagged `200` stream | the server's own ids are bare numbers (then this is its normal format, judged by `resume-after-8`) |
-//! | `foreign-cursor` | session B sends session A's cursor: any non-2xx (row 6), or a `200` flagged new | an unflagged `200` stream (above all one carrying A's events) | — |
+//! | `foreign-cursor` | 300 ms after A's cut, session B sends session A's cursor: any non-2xx (row 6), or a `200` flagged new | an unflagged `200` stream (above all one carrying A's events) | — |
 //! | `cursor-ahead` | a cursor 1,000,000 past the last event sent: any non-2xx (row 9), or a `200` flagged new | an unflagged `200` stream | the id has no numeric part to advance |
 //! | `racing-resumes` | two GETs with one cursor at once: every `200` delivers a clean prefix of `#9`…`#N`, exactly one carries it to the end (the other is fenced or refused; §6) | a connection delivers anything else, neither reaches the end, or both stay attached to the end | both refused |
 //! | `two-plain-gets` | two cursor-less GETs at once on a new session: one is refused (row 2), or both attach and each message of the background tool arrives on exactly one (the specification allows several streams) | a message arrives on both, or on neither | both refused (no GET stream), or both attached and no background tool to tell |
@@ -23,6 +23,10 @@
 //! | `emit-while-detached` | cut after `#2`, stay away until the tool has finished, resume: exactly `#3`…`#N` and the response (§5, §6: never dropped silently) | anything else | the resume is refused |
 //! | `churn` | 150 events, cut after 1–12 events at random, resume each time: `#1`…`#150` exactly once, in order, with the response | any duplicate, gap, reordering, a refused resume after one succeeded, or no end | the first resume is refused |
 //!
+//! After a resume, the check reads like a client: when the server closes the connection before
+//! the stream's end (the 2025-11-25 polling model, or a server that answers a resume it cannot
+//! attach yet with a short stream), it reconnects with the last id it saw and judges everything
+//! delivered across those connections.
 //! A resume answered `409` is retried for up to 5 s (a server may not have noticed the cut
 //! yet; PROTOCOL §6 bounds this by its grace window); `racing-resumes` retries only when both
 //! GETs got `409`, so a `409` answering the race itself stands. The check reconnects at once
@@ -126,7 +130,7 @@ pub const SCENARIOS: [Scenario; 10] = [
     },
     Scenario {
         name: "cursor-lost",
-        title: "cut the standalone stream after #8, reconnect without Last-Event-ID",
+        title: "cut the standalone stream after #8, stay away 300 ms, reconnect without Last-Event-ID",
         pass_if: "refused (non-2xx), or a new stream flagged Mcp-Stream-Resumed: false, or exactly #9..#N",
     },
     Scenario {

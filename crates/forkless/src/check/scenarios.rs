@@ -21,6 +21,10 @@ const CUT_AFTER: u64 = 8;
 const READ_LIMIT: Duration = Duration::from_secs(10);
 /// How long a resume answered 409 (the server has not noticed the cut yet) is retried.
 const RETRY_409: Duration = Duration::from_secs(5);
+/// How many times one resume follows a server that closes the connection early.
+const MAX_RECONNECTS: usize = 20;
+/// How long a client stays away after a cut in the scenarios that model a real break.
+const AWAY: Duration = Duration::from_millis(300);
 /// How long a connection the client should never have been given is watched.
 const WATCH: Duration = Duration::from_millis(1500);
 
@@ -140,6 +144,36 @@ impl Numbered {
             self.tape.summary(),
             self.tape.last_id.as_deref().unwrap_or("(none)")
         ));
+    }
+
+    /// Read a resumed connection to the end of the stream the way a client would: when the
+    /// server closes the connection before the end (2025-11-25 lets it, and a server may also
+    /// answer a resume it cannot attach yet with a short stream), reconnect with the last id
+    /// seen. Returns everything delivered, across connections, as one tape.
+    async fn follow(&self, mut conn: Conn, mut lei: String, ev: &mut Ev) -> Step<Tape> {
+        let deadline = Instant::now() + READ_LIMIT;
+        let mut all = Tape::default();
+        for _ in 0..MAX_RECONNECTS {
+            let tape = self.read_rest(&mut conn, deadline.saturating_duration_since(Instant::now())).await;
+            all.nums.extend_from_slice(&tape.nums);
+            all.ids.extend_from_slice(&tape.ids);
+            all.response |= tape.response;
+            all.others += tape.others;
+            all.stop = tape.stop;
+            if let Some(id) = &tape.last_id {
+                lei.clone_from(id);
+                all.last_id = Some(id.clone());
+            }
+            if all.complete(self.kind, self.count) || tape.stop != Stop::Ended || Instant::now() >= deadline {
+                return Ok(all);
+            }
+            ev.note(format!("the server closed the connection after {}; reconnecting", tape.summary()));
+            conn = resume(&self.session, &lei, ev).await?;
+            if !conn.head.is_stream() {
+                return Ok(all);
+            }
+        }
+        Ok(all)
     }
 
     /// Read `conn` until the stream is complete, it ends, or `limit`.
@@ -268,13 +302,13 @@ pub(crate) async fn resume_after_8(ctx: &mut Ctx) -> Outcome {
         s.read_to(CUT_AFTER, ev).await?;
         let lei = s.cursor(ev)?;
         s.cut(ev);
-        let mut conn = resume(&s.session, &lei, ev).await?;
+        let conn = resume(&s.session, &lei, ev).await?;
         if !conn.head.is_stream() {
             return Err(
                 ev.unsupported("the server refused to resume a valid cursor: no fork, but no resumption")
             );
         }
-        let tape = s.read_rest(&mut conn, READ_LIMIT).await;
+        let tape = s.follow(conn, lei, ev).await?;
         Ok(judge_continuation(&s, &tape, CUT_AFTER, ev))
     })
     .await
@@ -289,6 +323,9 @@ pub(crate) async fn cursor_lost(ctx: &mut Ctx) -> Outcome {
         s.read_to(CUT_AFTER, ev).await?;
         let seen_up_to = s.tape.nums.last().copied().unwrap_or(0);
         s.cut(ev);
+        // A real break takes time; the background tool keeps emitting meanwhile.
+        sleep(AWAY).await;
+        ev.note(format!("stayed away {} ms while the background tool kept emitting", AWAY.as_millis()));
         let mut conn = s.session.get(None).await.map_err(|e| ev.fail(e.to_string()))?;
         if !conn.head.is_stream() {
             let d = conn.describe().await;
@@ -355,8 +392,10 @@ pub(crate) async fn foreign_cursor(ctx: &mut Ctx) -> Outcome {
         a.read_to(CUT_AFTER, ev).await?;
         let lei = a.cursor(ev)?;
         a.cut(ev);
+        // Let A's log grow past the cursor, so a server that leaks it has something to leak.
+        sleep(AWAY).await;
         let b = ctx.target.open().await.map_err(|e| ev.fail(format!("cannot open a second session: {e}")))?;
-        ev.note("opened a second session B");
+        ev.note(format!("{} ms later, opened a second session B", AWAY.as_millis()));
         let conn = b.get(Some(&lei)).await.map_err(|e| ev.fail(e.to_string()))?;
         let outcome = judge_refusal(conn, Some(&a), &format!("B: GET Last-Event-ID: {lei} (A's)"), ev).await;
         b.close().await;
@@ -505,12 +544,11 @@ pub(crate) async fn idempotent_replay(ctx: &mut Ctx) -> Outcome {
         s.cut(ev);
         // Let the tool finish, so both resumes see the same, final log.
         sleep(Duration::from_millis(INTERVAL_MS / 5 * s.count) + Duration::from_millis(300)).await;
-        let mut first = resume(&s.session, &lei, ev).await?;
+        let first = resume(&s.session, &lei, ev).await?;
         if !first.head.is_stream() {
             return Err(ev.unsupported("the server refused to resume a valid cursor"));
         }
-        let one = s.read_rest(&mut first, READ_LIMIT).await;
-        drop(first);
+        let one = s.follow(first, lei.clone(), ev).await?;
         ev.note(format!("first resume delivered {}{}", one.summary(), one.ending()));
         let second = resume(&s.session, &lei, ev).await?;
         if !second.head.is_stream() {
@@ -518,8 +556,7 @@ pub(crate) async fn idempotent_replay(ctx: &mut Ctx) -> Outcome {
                 ev.pass("the second resume was refused: a clean rejection, not a different continuation")
             );
         }
-        let mut second = second;
-        let two = s.read_rest(&mut second, READ_LIMIT).await;
+        let two = s.follow(second, lei, ev).await?;
         ev.note(format!("second resume delivered {}{}", two.summary(), two.ending()));
         if one.nums == two.nums && one.response == two.response && one.ids == two.ids {
             let c = Continuation::of(&one.nums, CUT_AFTER, s.count);
@@ -543,11 +580,11 @@ pub(crate) async fn emit_while_detached(ctx: &mut Ctx) -> Outcome {
         let quiet = Duration::from_millis(INTERVAL_MS * s.count) + Duration::from_millis(500);
         sleep(quiet).await;
         ev.note(format!("stayed away {} ms while the tool kept emitting", quiet.as_millis()));
-        let mut conn = resume(&s.session, &lei, ev).await?;
+        let conn = resume(&s.session, &lei, ev).await?;
         if !conn.head.is_stream() {
             return Err(ev.unsupported("the server refused to resume a valid cursor"));
         }
-        let tape = s.read_rest(&mut conn, READ_LIMIT).await;
+        let tape = s.follow(conn, lei, ev).await?;
         Ok(judge_continuation(&s, &tape, after, ev))
     })
     .await

@@ -26,6 +26,9 @@ pub(crate) struct Tape {
     pub(crate) nums: Vec<u64>,
     /// Whether the JSON-RPC response to the tool call arrived.
     pub(crate) response: bool,
+    /// Other JSON-RPC messages (not numbered, not our response): on a stream the client
+    /// should never have been given, these are someone else's.
+    pub(crate) others: usize,
     /// The last SSE `id:` seen (what a client would send as `Last-Event-ID`).
     pub(crate) last_id: Option<String>,
     /// Every event id seen, in order (for the idempotence comparison and the evidence).
@@ -36,7 +39,7 @@ pub(crate) struct Tape {
 
 impl Default for Tape {
     fn default() -> Self {
-        Self { nums: Vec::new(), response: false, last_id: None, ids: Vec::new(), stop: Stop::Met }
+        Self { nums: Vec::new(), response: false, others: 0, last_id: None, ids: Vec::new(), stop: Stop::Met }
     }
 }
 
@@ -77,13 +80,14 @@ impl Tape {
             }
             let Ok(message) = serde_json::from_str::<Value>(&event.data) else { continue };
             if message.get("method").is_some() {
-                if message.get("id").is_none()
-                    && let Some(n) = payload_number(&message)
-                {
-                    self.nums.push(n);
+                match payload_number(&message) {
+                    Some(n) if message.get("id").is_none() => self.nums.push(n),
+                    _ => self.others += 1,
                 }
             } else if request.is_some() && message.get("id") == request {
                 self.response = true;
+            } else {
+                self.others += 1;
             }
         }
     }
@@ -101,6 +105,9 @@ impl Tape {
         let mut s = ranges(&self.nums);
         if self.response {
             s.push_str(if self.nums.is_empty() { " (only the response)" } else { " + response" });
+        }
+        if self.others > 0 {
+            s.push_str(&format!(" and {} other message(s)", self.others));
         }
         s
     }
