@@ -168,3 +168,50 @@ async fn the_seed_scenario_fails_against_a_server_that_forks_on_resume() {
     assert_ne!(code, Some(0), "a failed scenario must fail the exit status");
     assert_eq!(code, Some(1));
 }
+
+/// `scripts/peers/check-peers.sh` against the official SDK servers: it must start each peer,
+/// probe it and report (the peers are expected to fail some scenarios; that is what it
+/// records). Skipped locally without the peers, a failure under `CI=true`.
+#[tokio::test]
+async fn check_peers_probes_every_sdk_server_and_reports() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for peer in [".peers/py/bin/python", ".peers/node/node_modules/@modelcontextprotocol/sdk"] {
+        if !root.join(peer).exists() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{peer} is missing: run scripts/peers/install.sh (CI must install the peers)"
+            );
+            eprintln!("skipping: {peer} is missing (run scripts/peers/install.sh)");
+            return;
+        }
+    }
+    let out_dir = support::fresh_data_dir();
+    let out = tokio::time::timeout(
+        GUARD * 8,
+        tokio::process::Command::new("bash")
+            .arg(root.join("scripts/peers/check-peers.sh"))
+            .arg("--no-install")
+            .current_dir(&root)
+            .env("FORKLESS_BIN", env!("CARGO_BIN_EXE_forkless"))
+            .env("CHECK_PEERS_OUT", &out_dir)
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("check-peers.sh did not finish")
+    .expect("run check-peers.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "check-peers.sh failed ({})\n{stdout}\n{stderr}", out.status);
+    for peer in ["python-sdk", "ts-sdk", "ts-sdk-example"] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&format!("check-peers: {peer} (")) && l.contains(" PASS, ")),
+            "no summary for {peer}:\n{stdout}\n{stderr}"
+        );
+        let report: Value = serde_json::from_str(
+            &std::fs::read_to_string(out_dir.join(format!("{peer}.json"))).expect("report"),
+        )
+        .expect("JSON report");
+        assert_eq!(verdicts(&report).len(), 10, "{report}");
+    }
+}
