@@ -21,6 +21,8 @@ const CUT_AFTER: u64 = 8;
 const READ_LIMIT: Duration = Duration::from_secs(10);
 /// How long a resume answered 409 (the server has not noticed the cut yet) is retried.
 const RETRY_409: Duration = Duration::from_secs(5);
+/// How long a request stream is read on after its response.
+const TAIL: Duration = Duration::from_millis(300);
 /// How many times one resume follows a server that closes the connection early.
 const MAX_RECONNECTS: usize = 20;
 /// How long a client stays away after a cut in the scenarios that model a real break.
@@ -155,14 +157,9 @@ impl Numbered {
         let mut all = Tape::default();
         for _ in 0..MAX_RECONNECTS {
             let tape = self.read_rest(&mut conn, deadline.saturating_duration_since(Instant::now())).await;
-            all.nums.extend_from_slice(&tape.nums);
-            all.ids.extend_from_slice(&tape.ids);
-            all.response |= tape.response;
-            all.others += tape.others;
-            all.stop = tape.stop;
+            all.append(&tape);
             if let Some(id) = &tape.last_id {
                 lei.clone_from(id);
-                all.last_id = Some(id.clone());
             }
             if all.complete(self.kind, self.count) || tape.stop != Stop::Ended || Instant::now() >= deadline {
                 return Ok(all);
@@ -181,6 +178,9 @@ impl Numbered {
         let (kind, count) = (self.kind, self.count);
         let mut tape = Tape::default();
         tape.read(conn, self.request.as_ref(), Instant::now() + limit, |t| t.complete(kind, count)).await;
+        if tape.response && tape.stop == Stop::Met {
+            read_tail(&mut tape, conn, self.request.as_ref()).await;
+        }
         tape
     }
 }
@@ -267,8 +267,11 @@ fn judge_continuation(stream: &Numbered, tape: &Tape, after: u64, ev: &mut Ev) -
     let c = Continuation::of(&tape.nums, after, stream.count);
     let complete = tape.complete(stream.kind, stream.count);
     let got = format!("got {}{}", tape.summary(), tape.ending());
-    if c.exact() && complete {
+    if c.exact() && complete && tape.late().is_empty() {
         return ev.pass(format!("{got}: exactly once, in order"));
+    }
+    if c.exact() && complete {
+        return ev.fail(format!("{got}: the response came before {}", ranges(tape.late())));
     }
     let mut problems = c.problems();
     if c.exact() {
@@ -372,11 +375,14 @@ pub(crate) async fn bare_numeric_cursor(ctx: &mut Ctx) -> Outcome {
                  normal format (see resume-after-8)"
             )));
         }
-        let digits: String = {
-            let tail: Vec<char> = lei.chars().rev().take_while(char::is_ascii_digit).collect();
-            tail.into_iter().rev().collect()
+        // The sequence part of `<stream>.<seq>` (or any id ending in a separator and digits);
+        // otherwise the event's own number, as the seed's client sent `41`.
+        let tail = lei.rsplit(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or_default();
+        let bare = if !tail.is_empty() && tail.len() < lei.len() && tail.chars().all(|c| c.is_ascii_digit()) {
+            tail.to_owned()
+        } else {
+            CUT_AFTER.to_string()
         };
-        let bare = if digits.is_empty() { CUT_AFTER.to_string() } else { digits };
         s.cut(ev);
         let conn = s.session.get(Some(&bare)).await.map_err(|e| ev.fail(e.to_string()))?;
         Ok(judge_refusal(conn, Some(&s), &format!("GET Last-Event-ID: {bare} (was {lei})"), ev).await)
@@ -601,6 +607,7 @@ pub(crate) async fn churn(ctx: &mut Ctx) -> Outcome {
         let (mut all, mut cuts, mut resumes, mut retried) = (Vec::new(), 0usize, 0usize, 0usize);
         let mut last_id: Option<String> = None;
         let mut response = false;
+        let mut late = Vec::new();
         for step in 0.. {
             let Some(conn) = s.conn.as_mut() else { break };
             let want = cut_points[step % cut_points.len()] as usize;
@@ -610,6 +617,10 @@ pub(crate) async fn churn(ctx: &mut Ctx) -> Outcome {
                 t.nums.len() >= want || t.complete(kind, count)
             })
             .await;
+            if tape.response && tape.stop == Stop::Met {
+                read_tail(&mut tape, conn, s.request.as_ref()).await;
+                late.extend_from_slice(tape.late());
+            }
             all.extend_from_slice(&tape.nums);
             response |= tape.response;
             if tape.last_id.is_some() {
@@ -655,6 +666,9 @@ pub(crate) async fn churn(ctx: &mut Ctx) -> Outcome {
             c.duplicates.len(),
             c.missing.len()
         );
+        if c.exact() && response && !late.is_empty() {
+            return Ok(ev.fail(format!("{got}: the response came before {}", ranges(&late))));
+        }
         if c.exact() && response && resumes > 0 {
             return Ok(ev.pass(format!("{got}: #1-#{} exactly once, in order", s.count)));
         }
@@ -665,6 +679,15 @@ pub(crate) async fn churn(ctx: &mut Ctx) -> Outcome {
         Ok(ev.fail(format!("{got}: {problems}")))
     })
     .await
+}
+
+/// After the response, read on briefly: a notification arriving after it is a reordering the
+/// evidence must show, not something to miss by hanging up first.
+async fn read_tail(tape: &mut Tape, conn: &mut Conn, request: Option<&Value>) {
+    tape.read(conn, request, Instant::now() + TAIL, |_| false).await;
+    if tape.stop == Stop::Timeout {
+        tape.stop = Stop::Met;
+    }
 }
 
 /// Whether `nums` is exactly `after+1, after+2, …` (possibly empty).

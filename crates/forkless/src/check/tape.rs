@@ -26,6 +26,8 @@ pub(crate) struct Tape {
     pub(crate) nums: Vec<u64>,
     /// Whether the JSON-RPC response to the tool call arrived.
     pub(crate) response: bool,
+    /// How many numbered events had arrived when the response did.
+    pub(crate) response_at: Option<usize>,
     /// Other JSON-RPC messages (not numbered, not our response): on a stream the client
     /// should never have been given, these are someone else's.
     pub(crate) others: usize,
@@ -39,7 +41,15 @@ pub(crate) struct Tape {
 
 impl Default for Tape {
     fn default() -> Self {
-        Self { nums: Vec::new(), response: false, others: 0, last_id: None, ids: Vec::new(), stop: Stop::Met }
+        Self {
+            nums: Vec::new(),
+            response: false,
+            response_at: None,
+            others: 0,
+            last_id: None,
+            ids: Vec::new(),
+            stop: Stop::Met,
+        }
     }
 }
 
@@ -86,6 +96,7 @@ impl Tape {
                 }
             } else if request.is_some() && message.get("id") == request {
                 self.response = true;
+                self.response_at.get_or_insert(self.nums.len());
             } else {
                 self.others += 1;
             }
@@ -100,11 +111,35 @@ impl Tape {
         }
     }
 
-    /// `#9-#20 + response`, `#1-#8, #1-#20`, or `nothing`.
+    /// Numbered events that arrived after the response (a reordering).
+    pub(crate) fn late(&self) -> &[u64] {
+        self.response_at.map_or(&[], |i| &self.nums[i.min(self.nums.len())..])
+    }
+
+    /// Add what a later connection delivered.
+    pub(crate) fn append(&mut self, later: &Self) {
+        if let Some(i) = later.response_at {
+            self.response_at.get_or_insert(self.nums.len() + i);
+        }
+        self.nums.extend_from_slice(&later.nums);
+        self.ids.extend_from_slice(&later.ids);
+        self.response |= later.response;
+        self.others += later.others;
+        self.stop = later.stop;
+        if later.last_id.is_some() {
+            self.last_id.clone_from(&later.last_id);
+        }
+    }
+
+    /// `#9-#20 + response`, `#1-#8, #1-#20`, `#3-#19 + response + #20`, or `nothing`.
     pub(crate) fn summary(&self) -> String {
-        let mut s = ranges(&self.nums);
+        let early = &self.nums[..self.nums.len() - self.late().len()];
+        let mut s = ranges(early);
         if self.response {
-            s.push_str(if self.nums.is_empty() { " (only the response)" } else { " + response" });
+            s.push_str(if early.is_empty() { " (only the response)" } else { " + response" });
+        }
+        if !self.late().is_empty() {
+            s.push_str(&format!(" + {}", ranges(self.late())));
         }
         if self.others > 0 {
             s.push_str(&format!(" and {} other message(s)", self.others));
@@ -215,6 +250,15 @@ mod tests {
     fn ranges_compress_runs() {
         assert_eq!(ranges(&[1, 2, 3, 7, 1, 2]), "#1-#3, #7, #1-#2");
         assert_eq!(ranges(&[]), "nothing");
+    }
+
+    #[test]
+    fn a_notification_after_the_response_shows_in_the_summary() {
+        let mut first = Tape { nums: vec![3, 4], ..Tape::default() };
+        let later = Tape { nums: vec![5, 6], response: true, response_at: Some(1), ..Tape::default() };
+        first.append(&later);
+        assert_eq!(first.late(), &[6]);
+        assert_eq!(first.summary(), "#3-#5 + response + #6");
     }
 
     #[test]
