@@ -275,7 +275,7 @@ fn judge_continuation(stream: &Numbered, tape: &Tape, after: u64, ev: &mut Ev) -
     }
     let mut problems = c.problems();
     if c.exact() {
-        problems = "the stream never completed (no response)".to_owned();
+        problems = "the response to the tool call never arrived".to_owned();
     }
     ev.fail(format!("{got}: {problems}"))
 }
@@ -569,7 +569,15 @@ pub(crate) async fn idempotent_replay(ctx: &mut Ctx) -> Outcome {
             let note = if c.exact() { String::new() } else { format!(" (both: {})", c.problems()) };
             return Ok(ev.pass(format!("both resumes delivered the same events with the same ids{note}")));
         }
-        Ok(ev.fail("the two resumes from one cursor delivered different events or ids"))
+        if one.nums == two.nums && one.response == two.response {
+            let first_diff = one.ids.iter().zip(&two.ids).find(|(a, b)| a != b);
+            let diff = first_diff.map_or_else(
+                || format!("{} ids against {}", one.ids.len(), two.ids.len()),
+                |(a, b)| format!("id {a} against {b}"),
+            );
+            return Ok(ev.fail(format!("the same numbers under different event ids ({diff})")));
+        }
+        Ok(ev.fail("the two resumes from one cursor delivered different events"))
     })
     .await
 }
@@ -675,7 +683,8 @@ pub(crate) async fn churn(ctx: &mut Ctx) -> Outcome {
         if c.exact() && response {
             return Err(ev.unsupported(format!("{got}, but no cut happened")));
         }
-        let problems = if c.exact() { "the stream never completed".to_owned() } else { c.problems() };
+        let problems =
+            if c.exact() { "the response to the tool call never arrived".to_owned() } else { c.problems() };
         Ok(ev.fail(format!("{got}: {problems}")))
     })
     .await

@@ -33,7 +33,7 @@ pub(crate) struct Tape {
     pub(crate) others: usize,
     /// The last SSE `id:` seen (what a client would send as `Last-Event-ID`).
     pub(crate) last_id: Option<String>,
-    /// Every event id seen, in order (for the idempotence comparison and the evidence).
+    /// The ids of the events that carried a message, in order (for the idempotence check).
     pub(crate) ids: Vec<String>,
     /// Why reading stopped.
     pub(crate) stop: Stop,
@@ -86,9 +86,12 @@ impl Tape {
             };
             if let Some(id) = &event.id {
                 self.last_id = Some(id.clone());
-                self.ids.push(id.clone());
             }
             let Ok(message) = serde_json::from_str::<Value>(&event.data) else { continue };
+            // Ids of priming events (empty data) are per connection; only content counts.
+            if let Some(id) = &event.id {
+                self.ids.push(id.clone());
+            }
             if message.get("method").is_some() {
                 match payload_number(&message) {
                     Some(n) if message.get("id").is_none() => self.nums.push(n),
