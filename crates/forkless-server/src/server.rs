@@ -484,10 +484,15 @@ impl<S: Store, H: Handler> App<S, H> {
             return Err(Error::BatchNotAllowed(revision.as_str()));
         }
         let sid = record.id();
-        transact(&*self.common.store, sid, |r| r.on_request(now()))
-            .await
-            .map_err(|e| self.store_error(sid, e))?;
         let has_requests = body.has_requests();
+        // A request answered over SSE opens its stream through the core, which checks the
+        // session and records the activity itself: a separate `on_request` would be one more
+        // load and compare-and-set of the whole record per request.
+        if !(has_requests && self.common.cfg.answer == AnswerMode::Sse) {
+            transact(&*self.common.store, sid, |r| r.on_request(now()))
+                .await
+                .map_err(|e| self.store_error(sid, e))?;
+        }
         let mut calls = Vec::new();
         for message in body.messages {
             match message {
@@ -619,7 +624,7 @@ impl<S: Store, H: Handler> App<S, H> {
     async fn run(
         &self,
         shared: Arc<SessionShared>,
-        call: &Call,
+        call: &mut Call,
         cancel: CancellationToken,
         outlet: Outlet,
     ) -> Result<Value, RpcError> {
@@ -635,8 +640,9 @@ impl<S: Store, H: Handler> App<S, H> {
             outlet,
         };
         let handler = self.handler.clone();
-        let (method, params) = (call.method.clone(), call.params.clone());
         let span = tracing::info_span!("request", session = %shared.id, id = %call.id, method = %call.method);
+        // Moved, not cloned: after this only the call's id is needed (for the response).
+        let (method, params) = (std::mem::take(&mut call.method), call.params.take());
         let started = tokio::time::Instant::now();
         let task =
             tokio::spawn(async move { handler.handle_request(&method, params, ctx).await }.instrument(span));
@@ -651,13 +657,13 @@ impl<S: Store, H: Handler> App<S, H> {
     async fn answer_json(&self, shared: Arc<SessionShared>, calls: Vec<Call>, batch: bool) -> Response {
         let tasks: Vec<_> = calls
             .into_iter()
-            .map(|call| {
+            .map(|mut call| {
                 let app = self.clone();
                 let shared = shared.clone();
                 // Spawned: a client disconnecting does not cancel the request (2025 revisions).
                 tokio::spawn(async move {
                     let cancel = shared.begin_request(&call.id);
-                    let out = app.run(shared.clone(), &call, cancel, Outlet::Standalone).await;
+                    let out = app.run(shared.clone(), &mut call, cancel, Outlet::Standalone).await;
                     shared.finish_request(&call.id);
                     jsonrpc::respond(&call.id, out)
                 })
@@ -691,11 +697,11 @@ impl<S: Store, H: Handler> App<S, H> {
         // The last response of the batch completes the stream; the count and the append are
         // one step under this lock, so no response lands after the completing one.
         let remaining = Arc::new(tokio::sync::Mutex::new(calls.len()));
-        for call in calls {
+        for mut call in calls {
             let (app, shared, remaining) = (self.clone(), shared.clone(), remaining.clone());
             tokio::spawn(async move {
                 let cancel = shared.begin_request(&call.id);
-                let out = app.run(shared.clone(), &call, cancel.clone(), Outlet::Stream(stream)).await;
+                let out = app.run(shared.clone(), &mut call, cancel.clone(), Outlet::Stream(stream)).await;
                 shared.finish_request(&call.id);
                 let withdrawn =
                     cancel.is_cancelled() && shared.ended().is_none() && !app.common.shutdown.is_cancelled();
@@ -762,7 +768,7 @@ impl<S: Store, H: Handler> App<S, H> {
             None,
             self.common.shutdown.child_token(),
         ));
-        let call = match message {
+        let mut call = match message {
             Message::Response { .. } => {
                 return Err(Error::InvalidMessage("clients send no responses in 2026-07-28".into()));
             }
@@ -779,7 +785,7 @@ impl<S: Store, H: Handler> App<S, H> {
         match self.common.cfg.answer {
             AnswerMode::Json => {
                 let guard = cancel.clone().drop_guard();
-                let out = self.run(shared, &call, cancel, Outlet::Nowhere).await;
+                let out = self.run(shared, &mut call, cancel, Outlet::Nowhere).await;
                 guard.disarm();
                 Ok(axum::Json(jsonrpc::respond(&call.id, out)).into_response())
             }
@@ -788,7 +794,8 @@ impl<S: Store, H: Handler> App<S, H> {
                 let app = self.clone();
                 let task_cancel = cancel.clone();
                 tokio::spawn(async move {
-                    let out = app.run(shared, &call, task_cancel.clone(), Outlet::Direct(tx.clone())).await;
+                    let out =
+                        app.run(shared, &mut call, task_cancel.clone(), Outlet::Direct(tx.clone())).await;
                     if !task_cancel.is_cancelled() {
                         let _ = tx.send(jsonrpc::respond(&call.id, out)).await;
                     }

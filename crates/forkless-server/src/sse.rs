@@ -16,19 +16,24 @@ use forkless_core::EventId;
 /// only done when the data has a line break, which serialized JSON never has.
 pub(crate) fn event(id: Option<&EventId>, data: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(data.len() + 64);
+    put_event(&mut out, id, data);
+    out.freeze()
+}
+
+/// [`event`], appended to `out` (so that a batch of events becomes one write).
+pub(crate) fn put_event(out: &mut BytesMut, id: Option<&EventId>, data: &[u8]) {
     if let Some(id) = id {
         // Writing into a BytesMut cannot fail (it grows).
         let _ = writeln!(out, "id: {id}");
     }
     if data.iter().any(|&b| b == b'\n' || b == b'\r') {
-        put_data(&mut out, data);
+        put_data(out, data);
     } else {
         out.put_slice(b"data: ");
         out.put_slice(data);
         out.put_u8(b'\n');
     }
     out.put_u8(b'\n');
-    out.freeze()
 }
 
 /// The priming event of a new stream (PROTOCOL section 3): its id (`<stream>.0`), an empty

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use forkless_core::{Epoch, EventId, Grant, Seq, SessionId, StreamId};
 use forkless_store::{Store, StreamEnd, StreamSignal, StreamWatch};
 use tokio::sync::watch;
@@ -253,6 +253,12 @@ impl<S: Store> Writer<S> {
         if events.is_empty() {
             return Err("store returned no events below its high-water mark");
         }
+        // The whole batch becomes one chunk: one frame through the body and one write, rather
+        // than one per event (a replay or a burst is bound by per-chunk overhead, not bytes).
+        // Fencing is still checked before every chunk, and a chunk holds only events the store
+        // returned for this cursor.
+        let size: usize = events.iter().map(|e| e.payload.len() + 80).sum();
+        let mut chunk = BytesMut::with_capacity(size);
         for e in events {
             // The store promises gap-free reads; a gap would break the invariant, so refuse it.
             if e.seq != self.cursor.next() {
@@ -261,8 +267,9 @@ impl<S: Store> Writer<S> {
             }
             self.cursor = e.seq;
             let id = EventId::new(self.stream(), e.seq);
-            self.queue.push_back(sse::event(Some(&id), &e.payload));
+            sse::put_event(&mut chunk, Some(&id), &e.payload);
         }
+        self.queue.push_back(chunk.freeze());
         Ok(())
     }
 
