@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -65,10 +65,26 @@ impl ServerHandler for Echo {
                 Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
             }
             "start-notification-stream" => {
+                // rmcp routes only progress notifications (by the request's progressToken) to
+                // the request's own SSE stream; logging messages go to the standalone GET
+                // stream. So this server sends `notifications/progress` (the client sends a
+                // progressToken with every call), the others `notifications/message`.
                 let count = args.get("count").and_then(Value::as_u64).unwrap_or(0);
+                let token = context.meta.get_progress_token();
                 for n in 1..=count {
-                    let param = LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(format!("#{n}")));
-                    if context.peer.notify_logging_message(param).await.is_err() {
+                    let sent = match &token {
+                        Some(token) => {
+                            let param = ProgressNotificationParam::new(token.clone(), n as f64)
+                                .with_total(count as f64)
+                                .with_message(format!("Periodic notification #{n}"));
+                            context.peer.notify_progress(param).await
+                        }
+                        None => {
+                            let data = json!(format!("Periodic notification #{n}"));
+                            context.peer.notify_logging_message(LoggingMessageNotificationParam::new(LoggingLevel::Info, data)).await
+                        }
+                    };
+                    if sent.is_err() {
                         break;
                     }
                 }
@@ -109,6 +125,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let listener = tokio::net::TcpListener::bind(&listen).await?;
     println!("listening on http://{}/mcp", listener.local_addr()?);
+    // As every server in the comparison: no Nagle delay on multi-write (SSE) answers.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

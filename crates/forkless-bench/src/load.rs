@@ -219,23 +219,28 @@ pub enum EventKind {
 }
 
 impl SseParser {
-    /// Feed a chunk; `on_event(kind, id)` runs for every complete event.
+    /// Feed a chunk; `on_event(kind, id)` runs for every complete event. Lines may end in
+    /// LF or CRLF (sse-starlette, behind the Python SDK, writes CRLF).
     pub fn push(&mut self, chunk: &[u8], mut on_event: impl FnMut(EventKind, Option<&str>)) {
         self.buf.extend_from_slice(chunk);
-        let mut start = 0;
-        let mut i = self.scanned.max(1);
+        let mut event_start = 0;
+        let mut line_start = self.scanned;
+        let mut i = self.scanned;
         while i < self.buf.len() {
-            if self.buf[i] == b'\n' && self.buf[i - 1] == b'\n' {
-                let (kind, id) = parse_event(&self.buf[start..i]);
-                on_event(kind, id);
-                start = i + 1;
-                i = start + 1;
-            } else {
-                i += 1;
+            if self.buf[i] == b'\n' {
+                let line = &self.buf[line_start..i];
+                let blank = line.is_empty() || line == b"\r";
+                line_start = i + 1;
+                if blank {
+                    let (kind, id) = parse_event(&self.buf[event_start..i]);
+                    on_event(kind, id);
+                    event_start = i + 1;
+                }
             }
+            i += 1;
         }
-        self.buf.drain(..start);
-        self.scanned = self.buf.len();
+        self.buf.drain(..event_start);
+        self.scanned = line_start - event_start;
     }
 }
 
@@ -445,7 +450,7 @@ async fn read_stream(
 
 fn notify_call(id: u64, count: u64) -> Bytes {
     Bytes::from(format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"start-notification-stream","arguments":{{"interval":0,"count":{count}}}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"start-notification-stream","arguments":{{"interval":0,"count":{count}}},"_meta":{{"progressToken":{id}}}}}}}"#
     ))
 }
 
@@ -684,7 +689,7 @@ mod tests {
     fn sse_events_across_chunks() {
         let mut p = SseParser::default();
         let mut seen = Vec::new();
-        let wire = b"id: s.0\nretry: 1000\ndata: \n\nid: s.1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n: keep-alive\n\nid: s.2\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n";
+        let wire = b"id: s.0\nretry: 1000\ndata: \n\nid: s.1\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\r\n\r\n: keep-alive\n\nid: s.2\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n";
         for chunk in wire.chunks(7) {
             p.push(chunk, |k, id| seen.push((k, id.map(str::to_owned))));
         }

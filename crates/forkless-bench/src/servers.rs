@@ -108,6 +108,10 @@ pub fn forkless_config(answer: AnswerMode) -> ServerConfig {
     config.core.limits.stream_max_events = 1 << 20;
     config.core.limits.stream_max_bytes = 256 << 20;
     config.core.limits.session_max_bytes = 1 << 30;
+    // For what-if profiling only (never set by the suite): FORKLESS_BENCH_MAX_STREAMS.
+    if let Some(n) = std::env::var("FORKLESS_BENCH_MAX_STREAMS").ok().and_then(|v| v.parse().ok()) {
+        config.core.limits.session_max_streams = n;
+    }
     config
 }
 
