@@ -157,7 +157,12 @@ impl Numbered {
         let mut all = Tape::default();
         for _ in 0..MAX_RECONNECTS {
             let tape = self.read_rest(&mut conn, deadline.saturating_duration_since(Instant::now())).await;
+            let repeats = matches!((all.nums.iter().max(), tape.nums.first()), (Some(max), Some(first)) if first <= max);
             all.append(&tape);
+            if repeats {
+                // Already not a continuation; following further would only add more of it.
+                return Ok(all);
+            }
             if let Some(id) = &tape.last_id {
                 lei.clone_from(id);
             }
@@ -634,7 +639,8 @@ pub(crate) async fn churn(ctx: &mut Ctx) -> Outcome {
             if tape.last_id.is_some() {
                 last_id.clone_from(&tape.last_id);
             }
-            if response || Instant::now() >= deadline {
+            // Twice the stream's length delivered without its end: broken, judge it now.
+            if response || Instant::now() >= deadline || all.len() as u64 > 2 * s.count {
                 break;
             }
             if tape.stop == Stop::Timeout {
