@@ -316,13 +316,16 @@ async fn session(args: ChaosArgs, index: u64, count: u64, live: Arc<Live>) -> Se
     };
     let mut expected = 1u64;
     let mut call = call;
+    // A server that never answers (or keeps forking the stream) must not hang the run.
+    let give_up = Instant::now() + args.duration + args.duration.max(Duration::from_secs(10));
     let outcome = loop {
         tokio::select! {
-            outcome = &mut call => break outcome,
+            outcome = &mut call => break Some(outcome),
             event = events.recv() => match event {
                 Some(event) => judge(event, &mut expected, &mut result, &live, &pending_cut),
-                None => break Ok(Ok(json!(null))),
+                None => break Some(Ok(Ok(json!(null)))),
             },
+            () = tokio::time::sleep_until(give_up) => break None,
         }
     };
     // The response came after every notification of its stream: take what is queued.
@@ -332,7 +335,11 @@ async fn session(args: ChaosArgs, index: u64, count: u64, live: Arc<Live>) -> Se
     cutter.abort();
     result.cuts = cuts.load(Ordering::Relaxed);
     match outcome {
-        Ok(Ok(_)) => {
+        None => {
+            call.abort();
+            *result.rejections.entry("call: no response in time".into()).or_default() += 1;
+        }
+        Some(Ok(Ok(_))) => {
             result.completed = true;
             if expected <= count {
                 // The call answered but numbers are missing at the end: lost.
@@ -340,8 +347,8 @@ async fn session(args: ChaosArgs, index: u64, count: u64, live: Arc<Live>) -> Se
                 live.gaps.fetch_add(count + 1 - expected, Ordering::Relaxed);
             }
         }
-        Ok(Err(e)) => *result.rejections.entry(format!("call: {}", error_kind(&e))).or_default() += 1,
-        Err(_) => *result.rejections.entry("call: task failed".into()).or_default() += 1,
+        Some(Ok(Err(e))) => *result.rejections.entry(format!("call: {}", error_kind(&e))).or_default() += 1,
+        Some(Err(_)) => *result.rejections.entry("call: task failed".into()).or_default() += 1,
     }
     let stats = client.stats();
     result.duplicates += stats.duplicates_dropped;

@@ -1,6 +1,7 @@
 //! `forkless chaos` as a real process against `forkless serve`: a short run with frequent
 //! cuts sees no duplicate, gap or fork, on the memory and on the durable store.
 
+mod forking;
 mod support;
 
 use std::process::Stdio;
@@ -9,10 +10,14 @@ use serde_json::Value;
 use support::{GUARD, Serve};
 
 async fn chaos(url: &str) -> (Option<i32>, Value) {
+    run(&["chaos", url, "--sessions", "5", "--duration", "4s", "--drop-every", "500ms", "--json"]).await
+}
+
+async fn run(args: &[&str]) -> (Option<i32>, Value) {
     let out = tokio::time::timeout(
         GUARD * 4,
         tokio::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
-            .args(["chaos", url, "--sessions", "5", "--duration", "4s", "--drop-every", "500ms", "--json"])
+            .args(args)
             .stdin(Stdio::null())
             .stderr(Stdio::inherit())
             .output(),
@@ -58,4 +63,16 @@ async fn five_sessions_with_cuts_every_half_second_see_no_duplicate_gap_or_fork_
     let serve = Serve::start(&[]).await;
     let (code, summary) = chaos(&serve.url).await;
     assert_clean(code, &summary);
+}
+
+#[tokio::test]
+async fn a_server_that_forks_on_resume_fails_the_run() {
+    let url = forking::server().await;
+    let args = ["chaos", &url, "--sessions", "2", "--duration", "1s", "--drop-every", "300ms", "--json"];
+    let (code, s) = run(&args).await;
+    let broken = s["duplicates"].as_u64().unwrap_or(0)
+        + s["gaps"].as_u64().unwrap_or(0)
+        + s["forks"].as_u64().unwrap_or(0);
+    assert!(broken > 0, "the forks went unnoticed: {s}");
+    assert_eq!(code, Some(1), "{s}");
 }

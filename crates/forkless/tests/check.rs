@@ -1,16 +1,12 @@
 //! `forkless check` as a real process: every scenario passes against `forkless serve` (memory
 //! and durable store), and the check does fail a server that forks a stream on resume.
 
+mod forking;
 mod support;
 
 use std::process::Stdio;
-use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use serde_json::{Value, json};
+use serde_json::Value;
 use support::{GUARD, Serve};
 
 /// Run `forkless check <args>`; its exit code and stdout.
@@ -86,75 +82,9 @@ async fn an_unreachable_target_cannot_be_probed() {
     assert_eq!(check(&[&url]).await.0, Some(3));
 }
 
-/// A deliberately forking server: it answers every GET, with or without `Last-Event-ID`, by
-/// opening a new stream numbered from its own event 1 again: the seed's failure.
-async fn forking_server() -> String {
-    async fn mcp(body: String) -> Response {
-        let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        let id = message.get("id").cloned();
-        let method = message["method"].as_str().unwrap_or_default();
-        let Some(id) = id else { return StatusCode::ACCEPTED.into_response() };
-        let json_answer = |result: Value| {
-            let mut response =
-                axum::Json(json!({ "jsonrpc": "2.0", "id": id, "result": result })).into_response();
-            response.headers_mut().insert("mcp-session-id", "fake-session".parse().expect("header"));
-            response
-        };
-        match method {
-            "initialize" => json_answer(json!({
-                "protocolVersion": "2025-11-25",
-                "capabilities": { "tools": {} },
-                "serverInfo": { "name": "forking-fake", "version": "0" }
-            })),
-            "tools/list" => json_answer(json!({ "tools": [{
-                "name": "start-notification-stream",
-                "inputSchema": { "type": "object" }
-            }]})),
-            "tools/call" => {
-                let count = message["params"]["arguments"]["count"].as_u64().unwrap_or(10);
-                numbered(count, Some(id))
-            }
-            _ => json_answer(json!({})),
-        }
-    }
-    async fn get() -> Response {
-        numbered(20, None)
-    }
-    let app = axum::Router::new().route("/mcp", post(mcp).get(get));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}/mcp")
-}
-
-/// `#1..#count` as SSE events with ids `1..`, 10 ms apart, then the response to `id`.
-fn numbered(count: u64, id: Option<Value>) -> Response {
-    let events = futures::stream::unfold(1u64, move |n| {
-        let id = id.clone();
-        async move {
-            if n > count + 1 {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            let data = if n <= count {
-                json!({ "jsonrpc": "2.0", "method": "notifications/message",
-                        "params": { "level": "info", "data": format!("notification #{n}") } })
-            } else {
-                let id = id?;
-                json!({ "jsonrpc": "2.0", "id": id, "result": { "content": [] } })
-            };
-            Some((Ok::<_, std::io::Error>(format!("id: {n}\ndata: {data}\n\n")), n + 1))
-        }
-    });
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .body(Body::from_stream(events))
-        .expect("response")
-}
-
 #[tokio::test]
 async fn the_seed_scenario_fails_against_a_server_that_forks_on_resume() {
-    let url = forking_server().await;
+    let url = forking::server().await;
     let (code, stdout) = check(&[&url, "--json"]).await;
     let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
     let verdicts = verdicts(&report);

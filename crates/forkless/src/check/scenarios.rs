@@ -380,13 +380,11 @@ pub(crate) async fn bare_numeric_cursor(ctx: &mut Ctx) -> Outcome {
                  normal format (see resume-after-8)"
             )));
         }
-        // The sequence part of `<stream>.<seq>` (or any id ending in a separator and digits);
-        // otherwise the event's own number, as the seed's client sent `41`.
-        let tail = lei.rsplit(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or_default();
-        let bare = if !tail.is_empty() && tail.len() < lei.len() && tail.chars().all(|c| c.is_ascii_digit()) {
-            tail.to_owned()
-        } else {
-            CUT_AFTER.to_string()
+        // The sequence part of `<stream>.<seq>`; otherwise the event's own number, as the
+        // seed's client sent `41`.
+        let bare = match sequence_part(&lei) {
+            Some((prefix, n)) if !prefix.is_empty() => n.to_string(),
+            _ => CUT_AFTER.to_string(),
         };
         s.cut(ev);
         let conn = s.session.get(Some(&bare)).await.map_err(|e| ev.fail(e.to_string()))?;
@@ -422,11 +420,12 @@ pub(crate) async fn cursor_ahead(ctx: &mut Ctx) -> Outcome {
         let mut s = start(ctx, Kind::Request, CUT_AFTER, INTERVAL_MS, ev).await?;
         s.read_to(CUT_AFTER, ev).await?;
         let lei = s.cursor(ev)?;
-        let digits = lei.chars().rev().take_while(char::is_ascii_digit).count();
-        let Ok(n) = lei[lei.len() - digits..].parse::<u64>() else {
-            return Err(ev.unsupported(format!("cannot build a cursor ahead of {lei}: no numeric part")));
+        let Some((prefix, n)) = sequence_part(&lei) else {
+            return Err(
+                ev.unsupported(format!("cannot build a cursor ahead of {lei}: no sequence number in it"))
+            );
         };
-        let ahead = format!("{}{}", &lei[..lei.len() - digits], n + 1_000_000);
+        let ahead = format!("{prefix}{}", n.saturating_add(1_000_000));
         s.cut(ev);
         let conn = s.session.get(Some(&ahead)).await.map_err(|e| ev.fail(e.to_string()))?;
         Ok(judge_refusal(conn, Some(&s), &format!("GET Last-Event-ID: {ahead} (last sent {lei})"), ev).await)
@@ -705,6 +704,18 @@ async fn read_tail(tape: &mut Tape, conn: &mut Conn, request: Option<&Value>) {
     }
 }
 
+/// Split an event id into a prefix and a trailing sequence number: `abc.41` → (`abc.`, 41),
+/// `41` → (``, 41). `None` when the id does not end in a separator (or nothing) and digits,
+/// e.g. an opaque `<uuid>_<ms>_<random>` whose random part happens to end in a digit.
+fn sequence_part(id: &str) -> Option<(&str, u64)> {
+    let digits = id.chars().rev().take_while(char::is_ascii_digit).count();
+    let (prefix, tail) = id.split_at(id.len() - digits);
+    if tail.is_empty() || prefix.chars().last().is_some_and(|c| c.is_ascii_alphanumeric()) {
+        return None;
+    }
+    Some((prefix, tail.parse().ok()?))
+}
+
 /// Whether `nums` is exactly `after+1, after+2, …` (possibly empty).
 fn is_prefix(nums: &[u64], after: u64) -> bool {
     nums.iter().zip(after + 1..).all(|(n, want)| *n == want)
@@ -722,5 +733,19 @@ async fn read_if_stream(s: &Numbered, conn: &mut Conn, limit: Duration) -> Optio
 async fn run(ev: &mut Ev, body: impl AsyncFnOnce(&mut Ev) -> Step<Outcome>) -> Outcome {
     match body(ev).await {
         Ok(outcome) | Err(outcome) => outcome,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sequence_part;
+
+    #[test]
+    fn sequence_parts_need_a_separator() {
+        assert_eq!(sequence_part("AbC-def_ghi123.41"), Some(("AbC-def_ghi123.", 41)));
+        assert_eq!(sequence_part("41"), Some(("", 41)));
+        assert_eq!(sequence_part("3a0c-8922_1796042301816_2quc0p5m"), None);
+        assert_eq!(sequence_part("x_17_jc6qgbm8"), None);
+        assert_eq!(sequence_part("stream."), None);
     }
 }
