@@ -12,7 +12,7 @@
 //!
 //! | scenario | PASS | FAIL | UNSUPPORTED |
 //! |---|---|---|---|
-//! | `resume-after-8` (the seed) | cut after `#8`, GET with its id: `200` stream with `#9`…`#N` (and the response) each exactly once, in order (PROTOCOL §4 row 11) | a `200` stream with a duplicate, a gap, a reordering or a missing end | the resume is refused, or the events carry no id |
+//! | `resume-after-8` (the seed) | cut after `#8`, GET with its id: `200` stream with `#9`…`#N` (and the response) each exactly once, in order (PROTOCOL §4 row 11) | a `200` stream with a duplicate, a gap, a reordering (a notification after the response counts) or a missing end | the resume is refused, or the events carry no id |
 //! | `cursor-lost` | cut the standalone stream after `#8`, stay away 300 ms while the background tool emits, GET without `Last-Event-ID`: any non-2xx (row 2/4), or a `200` flagged `Mcp-Stream-Resumed: false` with a new `Mcp-Stream-Id` (row 3, reset contract), or (unflagged) exactly `#9`…`#N` | an unflagged `200` that is not the exact continuation (lost or replayed events): the seed's silent fork | no background tool or no GET stream |
 //! | `bare-numeric-cursor` | GET with only the sequence part of the last id (`41` for `<stream>.41`; the event's number `8` when the id has no such part): any non-2xx (row 5), or a `200` flagged new | an unflagged `200` stream | the server's own ids are bare numbers (then this is its normal format, judged by `resume-after-8`) |
 //! | `foreign-cursor` | 300 ms after A's cut, session B sends session A's cursor: any non-2xx (row 6), or a `200` flagged new | an unflagged `200` stream (above all one carrying A's events) | — |
@@ -26,7 +26,9 @@
 //! After a resume, the check reads like a client: when the server closes the connection before
 //! the stream's end (the 2025-11-25 polling model, or a server that answers a resume it cannot
 //! attach yet with a short stream), it reconnects with the last id it saw and judges everything
-//! delivered across those connections.
+//! delivered across those connections. After the response it reads on for 300 ms, so a
+//! notification that arrives after its own request's response shows as the reordering it is.
+//!
 //! A resume answered `409` is retried for up to 5 s (a server may not have noticed the cut
 //! yet; PROTOCOL §6 bounds this by its grace window); `racing-resumes` retries only when both
 //! GETs got `409`, so a `409` answering the race itself stands. The check reconnects at once
