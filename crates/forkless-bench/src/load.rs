@@ -465,18 +465,18 @@ pub async fn notifications(
     duration: Duration,
     probe: &Probe,
 ) -> Result<Measured, Error> {
-    let mut conns = Vec::with_capacity(streams);
-    for _ in 0..streams {
-        conns.push(Conn::open(ep).await?);
-    }
     let mut m = Measured::default();
     let mut busy = Duration::ZERO;
     let mut cpu = Some(0.0);
     let mut round = 0u64;
     while round == 0 || busy < duration {
+        // Fresh connections every round: some servers close a connection after a stream.
+        let mut conns = Vec::with_capacity(streams);
         let mut sessions = Vec::with_capacity(streams);
-        for conn in &mut conns {
+        for _ in 0..streams {
+            let mut conn = Conn::open(ep).await?;
             sessions.push(conn.initialize().await?);
+            conns.push(conn);
         }
         let cpu0 = probe();
         let started = Instant::now();
@@ -497,13 +497,14 @@ pub async fn notifications(
         }
         let round_time = started.elapsed();
         let round_cpu = cpu_between(probe, cpu0);
-        for (mut conn, session, read) in results {
+        for (_, session, read) in results {
             if round > 0 {
                 m.ops += read.notifications;
                 m.errors += u64::from(!read.ok || read.notifications != count || read.responses != 1);
             }
-            conn.delete(&session).await;
-            conns.push(conn);
+            if let Ok(mut conn) = Conn::open(ep).await {
+                conn.delete(&session).await;
+            }
         }
         if round > 0 {
             busy += round_time;
@@ -530,11 +531,11 @@ pub struct ResumeMeasured {
 /// when the server gave one) that replays the buffered events; `rounds` rounds after an
 /// uncounted warm-up round.
 pub async fn resume(ep: &Endpoint, count: u64, rounds: u32, probe: &Probe) -> Result<ResumeMeasured, Error> {
-    let mut conn = Conn::open(ep).await?;
     let mut out = ResumeMeasured::default();
     let (mut live_time, mut replay_time) = (Duration::ZERO, Duration::ZERO);
     let (mut live_cpu, mut replay_cpu) = (Some(0.0), Some(0.0));
     for round in 0..=rounds {
+        let mut conn = Conn::open(ep).await?;
         let session = conn.initialize().await?;
         let cpu0 = probe();
         let sent = Instant::now();
@@ -552,7 +553,9 @@ pub async fn resume(ep: &Endpoint, count: u64, rounds: u32, probe: &Probe) -> Re
         let resp = replay_conn.get(&session, Some(&first), live.stream.as_ref()).await?;
         let replay = read_stream(resp, sent, expected, false).await;
         let cpu2 = probe();
-        conn.delete(&session).await;
+        if let Ok(mut conn) = Conn::open(ep).await {
+            conn.delete(&session).await;
+        }
         if round == 0 {
             continue;
         }

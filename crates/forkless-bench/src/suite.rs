@@ -267,7 +267,7 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
                 let measured =
                     load::echo(&server.endpoint, clients, plan.warmup, plan.duration, spec.sse, &probe).await;
                 let peak = server.stop().await;
-                let measured = measured.map_err(|e| Error::Load(format!("{load} on {}: {e}", spec.name)))?;
+                let measured = failed_as_row(measured, load, &spec.name);
                 let row = Row {
                     load: load.into(),
                     server: spec.name.clone(),
@@ -314,7 +314,7 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
             let probe = server.probe();
             let measured = load::notifications(&server.endpoint, streams, count, plan.duration, &probe).await;
             let peak = server.stop().await;
-            let measured = measured.map_err(|e| Error::Load(format!("{load} on {}: {e}", spec.name)))?;
+            let measured = failed_as_row(measured, load, &spec.name);
             let row = Row {
                 load: load.into(),
                 server: spec.name.clone(),
@@ -381,6 +381,15 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
         }
     }
     Ok(rows)
+}
+
+/// A load that could not run at all becomes a row with one error (and a line on stderr), so
+/// one misbehaving peer does not end the whole run.
+fn failed_as_row(measured: Result<Measured, Error>, load: &str, server: &str) -> Measured {
+    measured.unwrap_or_else(|e| {
+        eprintln!("{load} on {server} failed: {e}");
+        Measured { errors: 1, ..Measured::default() }
+    })
 }
 
 /// The scratch directory under `out` (created).
