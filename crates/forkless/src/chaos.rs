@@ -39,6 +39,8 @@ const MAX_COUNT: u64 = 10_000;
 
 /// Flags of `forkless chaos`.
 #[derive(Clone, Debug, clap::Args)]
+#[command(after_help = "Exit status: 0 no duplicate, gap or fork, 1 one was seen, 2 bad flags, \
+    3 no session could run.")]
 pub struct ChaosArgs {
     /// The MCP endpoint, e.g. `http://127.0.0.1:8080/mcp`.
     #[arg(value_name = "URL")]

@@ -59,6 +59,10 @@ pub(crate) use tape::payload_number;
 
 /// Flags of `forkless check`.
 #[derive(Clone, Debug, clap::Args)]
+#[command(
+    after_help = "Scenarios and their PASS criteria: see docs/peers.md and `forkless check URL` output.\n\
+    Exit status: 0 no scenario failed, 1 a scenario failed, 2 bad flags, 3 the target cannot be probed."
+)]
 pub struct CheckArgs {
     /// The MCP endpoint, e.g. `http://127.0.0.1:8080/mcp`.
     #[arg(value_name = "URL")]
