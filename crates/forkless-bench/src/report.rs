@@ -37,8 +37,18 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
     let mut out = Vec::new();
     for r in rows.iter().filter(|r| r.load.starts_with("echo-") && r.server.starts_with("forkless/memory")) {
         let mode = if r.load == "echo-sse" { "sse" } else { "json" };
-        for reference in [format!("hyper/{mode}"), "rmcp/stateful/sse".to_owned()] {
-            let Some(base) = find(&r.load, &reference, r.clients) else { continue };
+        // rmcp's stateful server answers only over SSE: it is the reference for both modes
+        // (the targets compare against it); its stateless JSON server is listed too.
+        let references = [
+            (r.load.as_str(), format!("hyper/{mode}")),
+            ("echo-sse", "rmcp/stateful/sse".to_owned()),
+            ("echo-json", "rmcp/stateless/json".to_owned()),
+        ];
+        for (load, reference) in references {
+            if reference.ends_with("json") && mode == "sse" && reference.starts_with("rmcp") {
+                continue;
+            }
+            let Some(base) = find(load, &reference, r.clients) else { continue };
             let div = |a: Option<f64>, b: Option<f64>| a.zip(b).filter(|(_, b)| *b > 0.0).map(|(a, b)| a / b);
             out.push(Ratio {
                 load: r.load.clone(),
