@@ -13,6 +13,6 @@ bash scripts/peers/install.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --workspace --all-targets 2>&1 | tee "$log" || status=$?
+cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log" || status=$?
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"

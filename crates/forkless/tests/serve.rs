@@ -305,11 +305,29 @@ async fn test_reconnection_answers_only_after_a_resume_when_polling() {
     assert!(saw_retry, "a polled stream tells the client when to come back");
     let last_id = last_id.expect("at least the priming event");
 
-    let resumed = session.resume(&last_id, Some(&stream_id)).await;
-    assert_eq!(resumed.headers()["mcp-stream-resumed"], "true");
-    assert_eq!(resumed.headers()["mcp-stream-id"].to_str().expect("ascii"), stream_id);
-    let mut sse = SseReader::new(resumed);
-    let (_, message) = guard("resumed answer", sse.next_message()).await.expect("answer after the resume");
+    // Poll as a client does: every resumed connection may be closed again before the answer
+    // exists; come back with the last id seen until the answer arrives.
+    let mut cursor = last_id;
+    let mut polls = 0;
+    let message = loop {
+        let resumed = session.resume(&cursor, Some(&stream_id)).await;
+        assert_eq!(resumed.headers()["mcp-stream-resumed"], "true");
+        assert_eq!(resumed.headers()["mcp-stream-id"].to_str().expect("ascii"), stream_id);
+        let mut sse = SseReader::new(resumed);
+        let mut answer = None;
+        while let Some(event) = guard("resumed stream", sse.next_event()).await {
+            cursor = event.id.clone().unwrap_or(cursor);
+            if let Some(message) = event.json() {
+                answer = Some(message);
+                break;
+            }
+        }
+        if let Some(message) = answer {
+            break message;
+        }
+        polls += 1;
+        assert!(polls < 50, "no answer after {polls} polls");
+    };
     assert_eq!(message["id"], id);
     assert_eq!(message["result"]["content"][0]["text"], "Reconnection test completed successfully");
 }
