@@ -11,11 +11,13 @@
 //!   ended the session, reconnects answered by another stream identity (forks), rejected
 //!   resumes by reason;
 //! - the payload numbers the application receives: every `#k` must arrive exactly once, in
-//!   order, `#1` … `#N`; a number seen again is a duplicate, a number skipped is a gap.
+//!   order, `#1` … `#N`; a number seen again is a duplicate, a number that never arrives is a
+//!   gap, a new number below the highest seen is a reordering, a number outside `1..=N` is
+//!   foreign (another stream's).
 //!
 //! Resume latency is measured from the cut to the client's `Resumed` event, so it includes the
 //! client's backoff and the server's `retry:` floor. The exit status is non-zero when any
-//! duplicate, gap or fork was seen. This module owns the run and its summary; resumption
+//! duplicate, gap, fork, reordering or foreign event was seen. This module owns the run and its summary; resumption
 //! itself is the client's.
 
 use std::collections::BTreeMap;
@@ -39,8 +41,8 @@ const MAX_COUNT: u64 = 10_000;
 
 /// Flags of `forkless chaos`.
 #[derive(Clone, Debug, clap::Args)]
-#[command(after_help = "Exit status: 0 no duplicate, gap or fork, 1 one was seen, 2 bad flags, \
-    3 no session could run.")]
+#[command(after_help = "Exit status: 0 no duplicate, gap, fork, reordering or foreign event, \
+    1 one was seen, 2 bad flags, 3 no session could run.")]
 pub struct ChaosArgs {
     /// The MCP endpoint, e.g. `http://127.0.0.1:8080/mcp`.
     #[arg(value_name = "URL")]
@@ -116,8 +118,13 @@ pub struct Summary {
     pub events_delivered: u64,
     /// Events received again (dropped by the client by event id, or repeated payload numbers).
     pub duplicates: u64,
-    /// Events skipped (detected by the client by event id, or missing payload numbers).
+    /// Events skipped (detected by the client by event id, or payload numbers that never
+    /// arrived: all of `#1..#N` once the call answered, those below the highest otherwise).
     pub gaps: u64,
+    /// Numbers that arrived after a higher number (not monotonic).
+    pub reordered: u64,
+    /// Numbered notifications outside `#1..#N` (someone else's stream).
+    pub foreign: u64,
     /// Reconnects answered with another stream identity than the one being resumed.
     pub forks: u64,
     /// Connection cuts injected.
@@ -152,6 +159,8 @@ struct SessionResult {
     delivered: u64,
     duplicates: u64,
     gaps: u64,
+    reordered: u64,
+    foreign: u64,
     forks: u64,
     cuts: u64,
     resumes: u64,
@@ -176,10 +185,10 @@ pub fn run(args: &ChaosArgs) -> Result<(), Error> {
         write!(out, "{}", render(&summary))
     };
     written.map_err(Error::Startup)?;
-    if summary.duplicates + summary.gaps + summary.forks > 0 {
+    if summary.duplicates + summary.gaps + summary.forks + summary.reordered + summary.foreign > 0 {
         return Err(Error::Verdict(format!(
-            "{} duplicates, {} gaps, {} forks",
-            summary.duplicates, summary.gaps, summary.forks
+            "{} duplicates, {} gaps, {} forks, {} reordered, {} foreign",
+            summary.duplicates, summary.gaps, summary.forks, summary.reordered, summary.foreign
         )));
     }
     Ok(())
@@ -237,6 +246,8 @@ pub async fn chaos(args: &ChaosArgs) -> Result<Summary, Error> {
         summary.events_delivered += r.delivered;
         summary.duplicates += r.duplicates;
         summary.gaps += r.gaps;
+        summary.reordered += r.reordered;
+        summary.foreign += r.foreign;
         summary.forks += r.forks;
         summary.cuts += r.cuts;
         summary.resumes += r.resumes;
@@ -316,7 +327,7 @@ async fn session(args: ChaosArgs, index: u64, count: u64, live: Arc<Live>) -> Se
             }
         })
     };
-    let mut expected = 1u64;
+    let mut numbering = Numbering::new(count);
     let mut call = call;
     // A server that never answers (or keeps forking the stream) must not hang the run.
     let give_up = Instant::now() + args.duration + args.duration.max(Duration::from_secs(10));
@@ -324,7 +335,7 @@ async fn session(args: ChaosArgs, index: u64, count: u64, live: Arc<Live>) -> Se
         tokio::select! {
             outcome = &mut call => break Some(outcome),
             event = events.recv() => match event {
-                Some(event) => judge(event, &mut expected, &mut result, &live, &pending_cut),
+                Some(event) => judge(event, &mut numbering, &mut result, &live, &pending_cut),
                 None => break Some(Ok(Ok(json!(null)))),
             },
             () = tokio::time::sleep_until(give_up) => break None,
@@ -332,7 +343,7 @@ async fn session(args: ChaosArgs, index: u64, count: u64, live: Arc<Live>) -> Se
     };
     // The response came after every notification of its stream: take what is queued.
     while let Some(Some(event)) = events.recv().now_or_never() {
-        judge(event, &mut expected, &mut result, &live, &pending_cut);
+        judge(event, &mut numbering, &mut result, &live, &pending_cut);
     }
     cutter.abort();
     result.cuts = cuts.load(Ordering::Relaxed);
@@ -341,17 +352,14 @@ async fn session(args: ChaosArgs, index: u64, count: u64, live: Arc<Live>) -> Se
             call.abort();
             *result.rejections.entry("call: no response in time".into()).or_default() += 1;
         }
-        Some(Ok(Ok(_))) => {
-            result.completed = true;
-            if expected <= count {
-                // The call answered but numbers are missing at the end: lost.
-                result.gaps += count + 1 - expected;
-                live.gaps.fetch_add(count + 1 - expected, Ordering::Relaxed);
-            }
-        }
+        Some(Ok(Ok(_))) => result.completed = true,
         Some(Ok(Err(e))) => *result.rejections.entry(format!("call: {}", error_kind(&e))).or_default() += 1,
         Some(Err(_)) => *result.rejections.entry("call: task failed".into()).or_default() += 1,
     }
+    // A call that answered owes every number; one that ended early owes those it skipped.
+    let missing = numbering.missing(result.completed);
+    result.gaps += missing;
+    live.gaps.fetch_add(missing, Ordering::Relaxed);
     let stats = client.stats();
     result.duplicates += stats.duplicates_dropped;
     result.gaps += stats.gaps;
@@ -367,10 +375,32 @@ async fn session(args: ChaosArgs, index: u64, count: u64, live: Arc<Live>) -> Se
     result
 }
 
-/// Judge one client event against the payload numbering.
+/// Which payload numbers `#1..#count` a session has seen.
+#[derive(Debug)]
+struct Numbering {
+    seen: Vec<bool>,
+    highest: u64,
+}
+
+impl Numbering {
+    fn new(count: u64) -> Self {
+        Self { seen: vec![false; usize::try_from(count).unwrap_or(0) + 1], highest: 0 }
+    }
+
+    /// Numbers below the highest seen that never arrived: skipped (lost). With `to_end`, also
+    /// the ones after it (the call answered, so they should all have come).
+    fn missing(&self, to_end: bool) -> u64 {
+        let upto = if to_end { self.seen.len() } else { usize::try_from(self.highest).unwrap_or(0) + 1 };
+        self.seen.iter().take(upto).skip(1).filter(|s| !**s).count() as u64
+    }
+}
+
+/// Judge one client event against the payload numbering: a number seen before is a
+/// duplicate; a new number below the highest seen is a reordering; missing numbers are
+/// counted as gaps at the end.
 fn judge(
     event: ClientEvent,
-    expected: &mut u64,
+    numbering: &mut Numbering,
     result: &mut SessionResult,
     live: &Live,
     pending_cut: &Mutex<Option<Instant>>,
@@ -379,20 +409,24 @@ fn judge(
         ClientEvent::Notification(n) => {
             let message = json!({ "method": n.method, "params": n.params });
             let Some(k) = payload_number(&message) else { return };
-            if k == *expected {
-                *expected += 1;
-                result.delivered += 1;
-                live.delivered.fetch_add(1, Ordering::Relaxed);
-            } else if k < *expected {
+            let Some(slot) =
+                usize::try_from(k).ok().and_then(|i| numbering.seen.get_mut(i)).filter(|_| k > 0)
+            else {
+                result.foreign += 1;
+                return;
+            };
+            if *slot {
                 result.duplicates += 1;
                 live.duplicates.fetch_add(1, Ordering::Relaxed);
-            } else {
-                result.gaps += k - *expected;
-                live.gaps.fetch_add(k - *expected, Ordering::Relaxed);
-                *expected = k + 1;
-                result.delivered += 1;
-                live.delivered.fetch_add(1, Ordering::Relaxed);
+                return;
             }
+            *slot = true;
+            if k < numbering.highest {
+                result.reordered += 1;
+            }
+            numbering.highest = numbering.highest.max(k);
+            result.delivered += 1;
+            live.delivered.fetch_add(1, Ordering::Relaxed);
         }
         ClientEvent::Resumed { .. } => {
             result.resumes += 1;
@@ -442,6 +476,8 @@ pub fn render(s: &Summary) -> String {
         ("duplicates", s.duplicates.to_string()),
         ("gaps", s.gaps.to_string()),
         ("forks", s.forks.to_string()),
+        ("reordered", s.reordered.to_string()),
+        ("foreign", s.foreign.to_string()),
         ("cuts", s.cuts.to_string()),
         ("resumes", format!("{} ({} verified)", s.resumes, s.resumes_verified)),
         (
