@@ -28,8 +28,9 @@ pub struct Limits {
     /// Payload bytes kept across all streams of a session; an append beyond it is refused.
     /// Default 64 MiB.
     pub session_max_bytes: u64,
-    /// Streams a session may hold at once (completed ones count until retention drops them).
-    /// Default 1,024.
+    /// Streams a session may hold at once (completed ones count until retention drops them;
+    /// at the limit, the oldest completed and detached request stream is dropped to make room,
+    /// and only a session whose streams are all open or attached is refused). Default 1,024.
     pub session_max_streams: usize,
     /// A session with no request and no attached stream for this long ends. Default 30 minutes.
     pub session_idle_ttl: Duration,
