@@ -170,8 +170,13 @@ fn real_main() -> Result<(), Error> {
             };
             // The load generator is one thread: with the servers on CPU 0, it has CPU 1.
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let load_before = loadavg();
             let rows = rt.block_on(suite::run(&opts, |row| {
                 let m = &row.measured;
+                if let Some(i) = &row.idle {
+                    eprintln!("{:<14} {:<26} {:>5}  {i:?}", row.load, row.server, row.clients);
+                    return;
+                }
                 eprintln!(
                     "{:<14} {:<26} {:>5}  {:>10.0} {}/s  p50 {:>7}  p99 {:>7}  cpu/op {:>8}  errors {}",
                     row.load,
@@ -184,18 +189,30 @@ fn real_main() -> Result<(), Error> {
                     m.cpu_us_per_op.map_or("-".into(), |v| format!("{v:.2}µs")),
                     m.errors
                 );
-                if let Some(i) = &row.idle {
-                    eprintln!("               {i:?}");
-                }
             }))?;
             let ratios = report::ratios(&rows);
-            let md = report::markdown(&rows, &ratios);
+            let load_after = loadavg();
+            let unix =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO);
+            // The machine's load matters on a shared box: it goes into both files.
+            let header = format!(
+                "forkless-bench run{}: finished at unix time {}, CPUs of the load generator: {}, servers pinned to CPU 0: {}, load average before / after: {} / {}\n\n",
+                if quick { " --quick" } else { "" },
+                unix.as_secs(),
+                std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+                opts.pin,
+                load_before,
+                load_after,
+            );
+            let md = header + &report::markdown(&rows, &ratios);
             println!("{md}");
             let meta = serde_json::json!({
                 "quick": quick,
+                "load_average_before": load_before,
+                "load_average_after": load_after,
                 "pinned": opts.pin,
                 "unix_time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs(),
-                "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+                "load_generator_cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
             });
             let doc = report::Document { meta, rows: &rows, ratios: &ratios };
             let json = serde_json::to_string_pretty(&doc).map_err(|e| Error::Load(e.to_string()))?;
@@ -214,4 +231,12 @@ fn which(program: &str) -> bool {
         .stderr(std::process::Stdio::null())
         .status()
         .is_ok()
+}
+
+/// The 1-minute load average (`/proc/loadavg`), or "?".
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
 }
