@@ -19,8 +19,8 @@
 //! | `cursor-ahead` | a cursor 1,000,000 past the last event sent: any non-2xx (row 9), or a `200` flagged new | an unflagged `200` stream | the id does not end in a sequence number (after a separator) to advance |
 //! | `racing-resumes` | two GETs with one cursor at once: every `200` delivers a clean prefix of `#9`…`#N`, exactly one carries it to the end (the other is fenced or refused; §6) | a connection delivers anything else, neither reaches the end, or both stay attached to the end | both refused |
 //! | `two-plain-gets` | two cursor-less GETs at once on a new session: one is refused (row 2), or both attach and each message of the background tool arrives on exactly one (the specification allows several streams) | a message arrives on both, or on neither | both refused (no GET stream), or both attached and no background tool to tell |
-//! | `idempotent-replay` | two resumes from one cursor (after the tool finished) deliver the same events with the same ids, or the second is refused (the seed: "the same continuation or a clean, typed rejection") | they differ | the first resume is refused |
-//! | `emit-while-detached` | cut after `#2`, stay away until the tool has finished, resume: exactly `#3`…`#N` and the response (§5, §6: never dropped silently) | anything else | the resume is refused |
+//! | `idempotent-replay` | two resumes from one cursor, after the tool has finished (so this is also the resume of a completed stream), deliver the same events with the same ids, or the second is refused (the seed: "the same continuation or a clean, typed rejection") | they differ | the first resume is refused |
+//! | `emit-while-detached` | a 60-event stream, cut after `#2`, stay away 500 ms (20 events) and resume while the tool is still emitting: exactly `#3`…`#60` and the response, so replay and live delivery join without a gap or a repeat (§5, §6: never dropped silently) | anything else | the resume is refused |
 //! | `churn` | 150 events, cut after 1–12 events at random, resume each time: `#1`…`#150` exactly once, in order, with the response | any duplicate, gap, reordering, a refused resume after one succeeded, or no end | the first resume is refused |
 //!
 //! After a resume, the check reads like a client: when the server closes the connection before
@@ -171,8 +171,8 @@ pub const SCENARIOS: [Scenario; 10] = [
     },
     Scenario {
         name: "emit-while-detached",
-        title: "cut after #2, stay away while the tool emits, resume",
-        pass_if: "#3..#N and the response exactly once, in order",
+        title: "cut after #2 of 60, stay away 500 ms while the tool emits, resume mid-stream",
+        pass_if: "#3..#60 and the response exactly once, in order",
     },
     Scenario {
         name: "churn",

@@ -590,12 +590,15 @@ pub(crate) async fn idempotent_replay(ctx: &mut Ctx) -> Outcome {
 pub(crate) async fn emit_while_detached(ctx: &mut Ctx) -> Outcome {
     let mut ev = Ev::default();
     run(&mut ev, async |ev| {
-        let mut s = start(ctx, Kind::Request, COUNT, INTERVAL_MS, ev).await?;
+        // 60 events 25 ms apart: the client is away for 20 of them and comes back while the
+        // tool is still emitting, so the resume must join replay and live delivery. (A resume
+        // after the tool has finished is `idempotent-replay`'s.)
+        let mut s = start(ctx, Kind::Request, COUNT * 3, INTERVAL_MS, ev).await?;
         let after = 2;
         s.read_to(after, ev).await?;
         let lei = s.cursor(ev)?;
         s.cut(ev);
-        let quiet = Duration::from_millis(INTERVAL_MS * s.count) + Duration::from_millis(500);
+        let quiet = Duration::from_millis(INTERVAL_MS * COUNT);
         sleep(quiet).await;
         ev.note(format!("stayed away {} ms while the tool kept emitting", quiet.as_millis()));
         let conn = resume(&s.session, &lei, ev).await?;
