@@ -1,5 +1,6 @@
 //! The durable redb store: the conformance suite in both durability modes, recovery after a
-//! restart, refusal of unknown file formats, and what a failed write does.
+//! restart, replay of the write-ahead log after a power failure (torn and stale entries
+//! included), refusal of unknown file formats, and what a failed write does.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,6 +12,7 @@ use forkless_core::{
     SessionId, SessionRecord, StreamId, Timestamp,
 };
 use forkless_store::{Durability, Error, RedbStore, Store, transact};
+use redb::StorageBackend as _;
 
 const T0: Timestamp = Timestamp::from_millis(5_000_000);
 
@@ -80,9 +82,13 @@ async fn sessions_streams_and_events_survive_a_restart() {
                 .unwrap();
         }
     }
+    // The log sits beside the data file, created at full size; a clean stop checkpointed it.
+    let log = std::fs::metadata(dir.path().join("data.redb.wal")).expect("the log exists");
+    assert_eq!(log.len(), 8 << 20);
     let later = T0.saturating_add(Duration::from_secs(5));
     let (store, recovery) = RedbStore::open(&path, Durability::Immediate, later).unwrap();
     assert_eq!((recovery.sessions, recovery.events, recovery.detached), (1, 7, 1));
+    assert_eq!(recovery.replayed, 0, "a clean stop leaves nothing to replay");
     let back = store.load(sid).await.unwrap().expect("session recovered").value;
     assert_eq!(back.session().principal(), Some("alice"));
     let s = back.stream(standalone).expect("standalone recovered");
@@ -141,23 +147,29 @@ async fn a_request_whose_handler_died_is_answered_and_completed() {
     assert_eq!(recovery.orphaned_requests, 0);
 }
 
+/// A data file stamped with format version `version` and nothing else.
+fn file_of_format(path: &std::path::Path, version: u64) {
+    let db = redb::Database::create(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut meta = txn.open_table(redb::TableDefinition::<&str, u64>::new("meta")).unwrap();
+        meta.insert("format", version).unwrap();
+    }
+    txn.commit().unwrap();
+}
+
 #[tokio::test]
 async fn a_file_of_an_unknown_format_is_refused_and_left_alone() {
-    let dir = tempdir();
-    let path = dir.path().join("data.redb");
-    {
-        let db = redb::Database::create(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut meta = txn.open_table(redb::TableDefinition::<&str, u64>::new("meta")).unwrap();
-            meta.insert("format", 99).unwrap();
-        }
-        txn.commit().unwrap();
+    for (version, says) in [(99, "format version 99"), (1, "format version 1 (an earlier build's")] {
+        let dir = tempdir();
+        let path = dir.path().join("data.redb");
+        file_of_format(&path, version);
+        let before = std::fs::read(&path).unwrap();
+        let err = RedbStore::open(&path, Durability::Immediate, T0).unwrap_err();
+        assert!(matches!(&err, Error::Corrupt(m) if m.contains(says)), "{err}");
+        assert!(std::fs::read(&path).unwrap() == before, "the file is not rewritten");
+        assert!(!dir.path().join("data.redb.wal").exists(), "no log is created beside it");
     }
-    let before = std::fs::read(&path).unwrap();
-    let err = RedbStore::open(&path, Durability::Immediate, T0).unwrap_err();
-    assert!(matches!(&err, Error::Corrupt(m) if m.contains("format version 99")), "{err}");
-    assert!(std::fs::read(&path).unwrap() == before, "the file is not rewritten");
 }
 
 /// An in-memory redb backend whose fsyncs or writes fail on demand.
@@ -195,15 +207,48 @@ impl redb::StorageBackend for FailingBackend {
     }
 }
 
-async fn failed_write_is_never_delivered(arm: impl FnOnce(&FailingBackend)) {
-    let backend = FailingBackend {
-        inner: redb::backends::InMemoryBackend::new(),
-        fail_sync: Arc::default(),
-        disk_full: Arc::default(),
-    };
-    let (fail_sync, disk_full) = (Arc::clone(&backend.fail_sync), Arc::clone(&backend.disk_full));
-    let probe = FailingBackend { inner: redb::backends::InMemoryBackend::new(), fail_sync, disk_full };
-    let (store, _) = RedbStore::open_with_backend(backend, Durability::Immediate, T0).unwrap();
+impl FailingBackend {
+    fn new() -> Self {
+        Self {
+            inner: redb::backends::InMemoryBackend::new(),
+            fail_sync: Arc::default(),
+            disk_full: Arc::default(),
+        }
+    }
+
+    /// A small log (64 KiB, the least used as is), so a test reaches checkpoints quickly.
+    fn small_log() -> Self {
+        let log = Self::new();
+        log.inner.set_len(SMALL_LOG).unwrap();
+        log
+    }
+
+    /// A handle on the same switches.
+    fn switches(&self) -> Self {
+        Self {
+            inner: redb::backends::InMemoryBackend::new(),
+            fail_sync: Arc::clone(&self.fail_sync),
+            disk_full: Arc::clone(&self.disk_full),
+        }
+    }
+}
+
+/// The smallest log the store uses at its length; 64 KiB holds about 200 appends.
+const SMALL_LOG: u64 = 64 << 10;
+
+/// Which file's writes fail.
+#[derive(Clone, Copy, PartialEq)]
+enum Failing {
+    /// The log: the next append's own write fails.
+    Log,
+    /// The data file: the next checkpoint fails (reached here by filling the small log).
+    Data,
+}
+
+async fn failed_write_is_never_delivered(which: Failing, arm: impl FnOnce(&FailingBackend)) {
+    let (data, log) = (FailingBackend::new(), FailingBackend::small_log());
+    let switches = if which == Failing::Log { log.switches() } else { data.switches() };
+    let (store, _) = RedbStore::open_with_backend(data, log, Durability::Immediate, T0).unwrap();
     let rec = record(7);
     let sid = rec.id();
     let s = rec.standalone().id();
@@ -211,10 +256,24 @@ async fn failed_write_is_never_delivered(arm: impl FnOnce(&FailingBackend)) {
     store.append(sid, AppendTarget::Standalone, payload(1), false, T0, &Limits::default()).await.unwrap();
     let mut watch = store.watch(sid, s).await.unwrap();
     watch.mark_seen();
-    arm(&probe);
-    let err = store.append(sid, AppendTarget::Standalone, payload(2), false, T0, &Limits::default()).await;
-    assert!(matches!(err, Err(Error::Poisoned(_))), "{err:?}");
-    assert_eq!(watch.current().high_water, Seq::new(1), "readers were never told of the failed event");
+    arm(&switches);
+    let mut acknowledged = 1;
+    let err = loop {
+        match store.append(sid, AppendTarget::Standalone, payload(2), false, T0, &Limits::default()).await {
+            Ok(id) => acknowledged = id.seq.get(),
+            Err(e) => break e,
+        }
+        assert!(acknowledged < 1000, "a failing checkpoint is reached once the log is full");
+    };
+    assert!(matches!(err, Error::Poisoned(_)), "{err:?}");
+    if which == Failing::Log {
+        assert_eq!(acknowledged, 1, "the append whose log write failed is not acknowledged");
+    }
+    assert_eq!(
+        watch.current().high_water,
+        Seq::new(acknowledged),
+        "readers were never told of the failed event"
+    );
     let err = store.read(sid, s, Seq::new(1), 10).await;
     assert!(matches!(err, Err(Error::Poisoned(_))), "the store refuses all work after a failed write");
     let err = store.append(sid, AppendTarget::Standalone, payload(3), false, T0, &Limits::default()).await;
@@ -223,12 +282,18 @@ async fn failed_write_is_never_delivered(arm: impl FnOnce(&FailingBackend)) {
 
 #[tokio::test]
 async fn a_failing_fsync_poisons_the_store_before_anything_is_delivered() {
-    failed_write_is_never_delivered(|b| b.fail_sync.store(true, Ordering::SeqCst)).await;
+    failed_write_is_never_delivered(Failing::Log, |b| b.fail_sync.store(true, Ordering::SeqCst)).await;
 }
 
 #[tokio::test]
 async fn a_full_disk_poisons_the_store_before_anything_is_delivered() {
-    failed_write_is_never_delivered(|b| b.disk_full.store(true, Ordering::SeqCst)).await;
+    failed_write_is_never_delivered(Failing::Log, |b| b.disk_full.store(true, Ordering::SeqCst)).await;
+}
+
+#[tokio::test]
+async fn a_failing_checkpoint_poisons_the_store_before_anything_more_is_delivered() {
+    failed_write_is_never_delivered(Failing::Data, |b| b.fail_sync.store(true, Ordering::SeqCst)).await;
+    failed_write_is_never_delivered(Failing::Data, |b| b.disk_full.store(true, Ordering::SeqCst)).await;
 }
 
 #[tokio::test]
@@ -254,24 +319,44 @@ async fn batched_mode_reaches_disk_within_its_window() {
 }
 
 /// A redb backend that models a disk: writes land in a volatile image, and only an fsync
-/// makes them durable. "Pulling the plug" keeps the durable image alone.
+/// makes them durable. "Pulling the plug" keeps the durable image alone. A sync can be made
+/// to fail, leaving its write in the volatile image only (a write the crash interrupts).
 #[derive(Debug, Clone)]
 struct Disk {
     volatile: Arc<std::sync::Mutex<Vec<u8>>>,
     durable: Arc<std::sync::Mutex<Vec<u8>>>,
+    fail_sync: Arc<AtomicBool>,
+    /// Shared by the disks of one machine: a sync and a power failure exclude each other,
+    /// so a power failure cuts every disk at the same instant.
+    power: Arc<std::sync::Mutex<()>>,
 }
 
 impl Disk {
-    fn new() -> Self {
-        Self { volatile: Arc::default(), durable: Arc::default() }
+    fn new(power: &Arc<std::sync::Mutex<()>>) -> Self {
+        Self {
+            volatile: Arc::default(),
+            durable: Arc::default(),
+            fail_sync: Arc::default(),
+            power: Arc::clone(power),
+        }
     }
 
-    /// The disk as it is after a power failure now: only what was fsynced.
-    fn after_power_failure(&self) -> Self {
-        let image = self.durable.lock().unwrap().clone();
+    /// The disk as it is after a power failure now: only what was fsynced, and of what was
+    /// written since, the first `torn` of the changed bytes (0.0 to 1.0).
+    fn after_power_failure(&self, power: &Arc<std::sync::Mutex<()>>, torn: f64) -> Self {
+        let mut image = self.durable.lock().unwrap().clone();
+        let volatile = self.volatile.lock().unwrap();
+        let changed: Vec<usize> =
+            (0..image.len().min(volatile.len())).filter(|&i| image[i] != volatile[i]).collect();
+        if let (Some(&first), Some(&last)) = (changed.first(), changed.last()) {
+            let keep = first + ((last + 1 - first) as f64 * torn) as usize;
+            image[first..keep].copy_from_slice(&volatile[first..keep]);
+        }
         Self {
             volatile: Arc::new(std::sync::Mutex::new(image.clone())),
             durable: Arc::new(std::sync::Mutex::new(image)),
+            fail_sync: Arc::default(),
+            power: Arc::clone(power),
         }
     }
 }
@@ -292,6 +377,10 @@ impl redb::StorageBackend for Disk {
         Ok(())
     }
     fn sync_data(&self) -> Result<(), std::io::Error> {
+        if self.fail_sync.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other("injected fsync failure"));
+        }
+        let _power = self.power.lock().unwrap();
         let v = self.volatile.lock().unwrap().clone();
         *self.durable.lock().unwrap() = v;
         Ok(())
@@ -305,6 +394,63 @@ impl redb::StorageBackend for Disk {
         v[offset as usize..end].copy_from_slice(data);
         Ok(())
     }
+}
+
+/// A machine with two disks: the data file's and the log's.
+struct Machine {
+    data: Disk,
+    log: Disk,
+    power: Arc<std::sync::Mutex<()>>,
+}
+
+impl Machine {
+    /// A machine whose log is `log_size` bytes long (the store's default if `None`).
+    fn new(log_size: Option<u64>) -> Self {
+        let power = Arc::default();
+        let (data, log) = (Disk::new(&power), Disk::new(&power));
+        if let Some(size) = log_size {
+            log.set_len(size).unwrap();
+            log.sync_data().unwrap();
+        }
+        Self { data, log, power }
+    }
+
+    fn open(&self, durability: Durability) -> (RedbStore, forkless_store::Recovery) {
+        RedbStore::open_with_backend(self.data.clone(), self.log.clone(), durability, T0).expect("open")
+    }
+
+    /// Pull the plug now: every disk keeps what was fsynced, and the log the first `torn`
+    /// of what was written to it since.
+    fn after_power_failure(&self, torn: f64) -> Self {
+        let power: Arc<std::sync::Mutex<()>> = Arc::default();
+        let _cut = self.power.lock().unwrap();
+        let data = self.data.after_power_failure(&power, 0.0);
+        let log = self.log.after_power_failure(&power, torn);
+        Self { data, log, power }
+    }
+
+    /// The same data file with a new, empty log: what the data file holds by itself.
+    fn data_file_alone(&self) -> Self {
+        let power: Arc<std::sync::Mutex<()>> = Arc::default();
+        let data = self.data.after_power_failure(&power, 0.0);
+        let log = Disk::new(&power);
+        log.set_len(SMALL_LOG).unwrap();
+        Self { data, log, power }
+    }
+}
+
+/// A machine (with a small log) running an immediate store with one session whose
+/// standalone stream holds `n` events.
+async fn machine_with_events(seed: u64, n: u64) -> (Machine, RedbStore, SessionId, StreamId) {
+    let machine = Machine::new(Some(SMALL_LOG));
+    let rec = record(seed);
+    let (sid, s) = (rec.id(), rec.standalone().id());
+    let (store, _) = machine.open(Durability::Immediate);
+    store.create(rec).await.unwrap();
+    if n > 0 {
+        emit_n(&store, sid, 1, n).await;
+    }
+    (machine, store, sid, s)
 }
 
 /// Append `n` numbered events to the standalone stream, returning the last id.
@@ -323,15 +469,14 @@ async fn emit_n(store: &RedbStore, sid: SessionId, from: u64, n: u64) -> forkles
 
 #[tokio::test]
 async fn immediate_mode_loses_nothing_acknowledged_on_power_failure() {
-    let disk = Disk::new();
+    let machine = Machine::new(None);
     let rec = record(11);
     let (sid, s) = (rec.id(), rec.standalone().id());
-    let (store, _) = RedbStore::open_with_backend(disk.clone(), Durability::Immediate, T0).unwrap();
+    let (store, _) = machine.open(Durability::Immediate);
     store.create(rec).await.unwrap();
     let last = emit_n(&store, sid, 1, 25).await;
     // Pull the plug while the store is still running: nothing is flushed on the way down.
-    let survivor = disk.after_power_failure();
-    let (after, recovery) = RedbStore::open_with_backend(survivor, Durability::Immediate, T0).unwrap();
+    let (after, recovery) = machine.after_power_failure(0.0).open(Durability::Immediate);
     assert_eq!(recovery.events, 25, "every acknowledged event survived");
     let events = after.read(sid, s, Seq::PRIMING, 100).await.unwrap();
     assert_eq!(events.last().map(|e| e.seq), Some(last.seq));
@@ -339,13 +484,96 @@ async fn immediate_mode_loses_nothing_acknowledged_on_power_failure() {
 }
 
 #[tokio::test]
+async fn writes_after_the_last_checkpoint_are_replayed_from_the_log() {
+    let (machine, store, sid, s) = machine_with_events(13, 10).await;
+    let crashed = machine.after_power_failure(0.0);
+    // No checkpoint ran (the first is due a second after the first write): the data file
+    // alone holds nothing...
+    let (_, alone) = crashed.data_file_alone().open(Durability::Immediate);
+    assert_eq!((alone.sessions, alone.events), (0, 0), "nothing was checkpointed yet");
+    // ...and the log brings everything back, once: the replay is checkpointed on open.
+    let (after, recovery) = crashed.open(Durability::Immediate);
+    assert_eq!((recovery.sessions, recovery.events, recovery.replayed), (1, 10, 11));
+    let events = after.read(sid, s, Seq::PRIMING, 100).await.unwrap();
+    assert_eq!(
+        events.iter().map(|e| e.payload.clone()).collect::<Vec<_>>(),
+        (1..=10).map(payload).collect::<Vec<_>>()
+    );
+    drop(after);
+    let (_, again) = crashed.data_file_alone().open(Durability::Immediate);
+    assert_eq!((again.sessions, again.events), (1, 10), "the replay was checkpointed");
+    drop(store);
+}
+
+#[tokio::test]
+async fn a_torn_entry_at_the_end_of_the_log_is_ignored() {
+    let (machine, store, sid, s) = machine_with_events(14, 10).await;
+    // The next entry is written but its sync fails: the crash then keeps half of it.
+    machine.log.fail_sync.store(true, Ordering::SeqCst);
+    let err = store.append(sid, AppendTarget::Standalone, payload(11), false, T0, &Limits::default()).await;
+    assert!(matches!(err, Err(Error::Poisoned(_))), "{err:?}");
+    let (after, recovery) = machine.after_power_failure(0.5).open(Durability::Immediate);
+    assert_eq!((recovery.events, recovery.replayed), (10, 11), "the torn entry is not replayed");
+    let events = after.read(sid, s, Seq::PRIMING, 100).await.unwrap();
+    assert_eq!(events.iter().map(|e| e.seq.get()).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
+    // Whole, the same unsynced entry may survive: it was never acknowledged, but it is a
+    // valid continuation.
+    let (_, whole) = machine.after_power_failure(1.0).open(Durability::Immediate);
+    assert_eq!((whole.events, whole.replayed), (11, 12));
+    drop(store);
+}
+
+#[tokio::test]
+async fn entries_of_an_earlier_log_cycle_are_never_replayed() {
+    // Every append is one entry of the same size, so after the log starts over each new
+    // entry overwrites exactly one old one, and past the last new entry lies a whole, valid
+    // entry of the cycle before, with an older session record.
+    let (machine, store, sid, s) = machine_with_events(15, 0).await;
+    let limits = Limits { stream_max_events: 1_000_000, ..Limits::default() };
+    let n = 700;
+    for i in 1..=n {
+        let p = Bytes::from(format!("{{\"n\":{i:08}}}"));
+        store.append(sid, AppendTarget::Standalone, p, false, T0, &limits).await.unwrap();
+    }
+    let (after, recovery) = machine.after_power_failure(0.0).open(Durability::Immediate);
+    assert!(recovery.replayed > 0 && recovery.replayed < n as usize, "{recovery:?}");
+    let back = after.load(sid).await.unwrap().unwrap().value;
+    assert_eq!(back.stream(s).unwrap().high_water(), Seq::new(n), "no older record was replayed over");
+    let events = after.read(sid, s, Seq::PRIMING, 1000).await.unwrap();
+    assert_eq!(events.len(), n as usize);
+    assert!(events.iter().zip(1..).all(|(e, i)| e.seq.get() == i));
+    drop(store);
+}
+
+#[tokio::test]
+async fn a_checkpoint_followed_by_a_crash_loses_nothing() {
+    let (machine, store, sid, s) = machine_with_events(16, 10).await;
+    // The periodic checkpoint (a second after the first pending write) copies the log into
+    // the data file; then the power fails.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let crashed = machine.after_power_failure(0.0);
+    let (_, alone) = crashed.data_file_alone().open(Durability::Immediate);
+    assert_eq!((alone.sessions, alone.events), (1, 10), "the data file alone holds everything");
+    let (after, recovery) = crashed.open(Durability::Immediate);
+    assert_eq!((recovery.events, recovery.replayed), (10, 0), "checkpointed entries are not replayed");
+    let events = after.read(sid, s, Seq::PRIMING, 100).await.unwrap();
+    assert_eq!(events.iter().map(|e| e.seq.get()).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
+    // And a clean stop checkpoints too, leaving nothing to replay.
+    emit_n(&after, sid, 11, 5).await;
+    drop(after);
+    drop(store);
+    let (_, clean) = crashed.data_file_alone().open(Durability::Immediate);
+    assert_eq!(clean.events, 15);
+}
+
+#[tokio::test]
 async fn batched_mode_loses_at_most_the_unsynced_window_and_keeps_a_gap_free_prefix() {
-    let disk = Disk::new();
+    let machine = Machine::new(Some(SMALL_LOG));
     let rec = record(12);
     let (sid, s) = (rec.id(), rec.standalone().id());
     // A window far longer than the test, so nothing after the flush reaches the disk.
     let durability = Durability::Batched { window: Duration::from_secs(3600) };
-    let (store, _) = RedbStore::open_with_backend(disk.clone(), durability, T0).unwrap();
+    let (store, _) = machine.open(durability);
     store.create(rec).await.unwrap();
     emit_n(&store, sid, 1, 10).await;
     store.flush().await.unwrap();
@@ -353,8 +581,7 @@ async fn batched_mode_loses_at_most_the_unsynced_window_and_keeps_a_gap_free_pre
     // Readers saw the unsynced events (batched mode delivers at once)...
     let seen = store.read(sid, s, Seq::new(10), 100).await.unwrap();
     assert_eq!(seen.len(), 15);
-    let survivor = disk.after_power_failure();
-    let (after, recovery) = RedbStore::open_with_backend(survivor, Durability::Immediate, T0).unwrap();
+    let (after, recovery) = machine.after_power_failure(0.0).open(Durability::Immediate);
     // ...but only the flushed prefix survived, gap-free.
     assert_eq!(recovery.events, 10);
     let events = after.read(sid, s, Seq::PRIMING, 100).await.unwrap();

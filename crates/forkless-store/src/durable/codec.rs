@@ -1,4 +1,5 @@
-//! The on-disk encoding of session records and event keys (format version 1).
+//! The on-disk encoding of session records, event keys and log entries' writes (format
+//! version 2).
 //!
 //! Hand-written and explicit so the file format does not depend on any serializer's
 //! defaults. All integers are big-endian (event keys then sort by seq). Layout of a record:
@@ -13,6 +14,17 @@
 //! attach  : 0 since:u64 | 1 deadline:u64
 //! opt_bytes: 0 | 1 len:u32 bytes
 //! ```
+//!
+//! A write-ahead log entry's payload is a sequence of [`Op`]s, each a tag and its fields:
+//!
+//! ```text
+//! op : 0 session[16] len:u32 record     (PutRecord)
+//!    | 1 key[36] len:u32 payload        (PutEvent)
+//!    | 2 prefix[28] low_water:u64       (Trim)
+//!    | 3 prefix[28]                     (DropStream)
+//!    | 4 session[16]                    (DropSession)
+//!    | 5 session[16]                    (DropEvents)
+//! ```
 
 use forkless_core::{
     Active, Attached, Attachment, Completed, Detached, EndReason, Ended, Epoch, FenceCause, Fenced, Label,
@@ -20,10 +32,13 @@ use forkless_core::{
     StreamKind, StreamState, Timestamp,
 };
 
+use bytes::Bytes;
+
+use super::journal::Op;
 use crate::Error;
 
-/// The format version this code reads and writes.
-pub(crate) const FORMAT_VERSION: u64 = 1;
+/// The format version this code reads and writes. Version 1 had no write-ahead log.
+pub(crate) const FORMAT_VERSION: u64 = 2;
 
 /// Key of one event: session, stream, seq.
 pub(crate) fn event_key(session: SessionId, stream: StreamId, seq: Seq) -> [u8; 36] {
@@ -50,9 +65,69 @@ fn corrupt(what: &str) -> Error {
     Error::Corrupt(format!("undecodable session record: {what}"))
 }
 
+/// Append one write to a log entry's payload.
+pub(crate) fn encode_op(op: &Op, out: &mut Vec<u8>) {
+    let mut w = W(std::mem::take(out));
+    match op {
+        Op::PutRecord { session, record } => {
+            w.u8(0);
+            w.bytes(session);
+            w.len_bytes(record);
+        }
+        Op::PutEvent { key, payload } => {
+            w.u8(1);
+            w.bytes(key);
+            w.len_bytes(payload);
+        }
+        Op::Trim { prefix, low_water } => {
+            w.u8(2);
+            w.bytes(prefix);
+            w.u64(*low_water);
+        }
+        Op::DropStream { prefix } => {
+            w.u8(3);
+            w.bytes(prefix);
+        }
+        Op::DropSession { session } => {
+            w.u8(4);
+            w.bytes(session);
+        }
+        Op::DropEvents { session } => {
+            w.u8(5);
+            w.bytes(session);
+        }
+    }
+    *out = w.0;
+}
+
+/// Decode a log entry's payload into its writes, appending them to `ops`.
+pub(crate) fn decode_ops(bytes: &[u8], ops: &mut Vec<Op>) -> Result<(), Error> {
+    let mut r = R(bytes);
+    while !r.0.is_empty() {
+        ops.push(decode_op(&mut r).map_err(|e| Error::Corrupt(format!("undecodable log entry: {e}")))?);
+    }
+    Ok(())
+}
+
+fn decode_op(r: &mut R<'_>) -> Result<Op, Error> {
+    Ok(match r.u8()? {
+        0 => Op::PutRecord { session: r.array()?, record: r.len_bytes()?.to_vec() },
+        1 => Op::PutEvent { key: r.array()?, payload: Bytes::copy_from_slice(r.len_bytes()?) },
+        2 => Op::Trim { prefix: r.array()?, low_water: r.u64()? },
+        3 => Op::DropStream { prefix: r.array()? },
+        4 => Op::DropSession { session: r.array()? },
+        5 => Op::DropEvents { session: r.array()? },
+        _ => return Err(Error::Corrupt("bad write tag".into())),
+    })
+}
+
 struct W(Vec<u8>);
 
 impl W {
+    fn len_bytes(&mut self, v: &[u8]) {
+        self.0.extend_from_slice(&(v.len() as u32).to_be_bytes());
+        self.bytes(v);
+    }
     fn u8(&mut self, v: u8) {
         self.0.push(v);
     }
@@ -67,8 +142,7 @@ impl W {
             None => self.u8(0),
             Some(b) => {
                 self.u8(1);
-                self.0.extend_from_slice(&(b.len() as u32).to_be_bytes());
-                self.bytes(b);
+                self.len_bytes(b);
             }
         }
     }
@@ -91,8 +165,8 @@ impl W {
 
 struct R<'a>(&'a [u8]);
 
-impl R<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], Error> {
+impl<'a> R<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
         if self.0.len() < n {
             return Err(corrupt("truncated"));
         }
@@ -113,13 +187,14 @@ impl R<'_> {
         b.copy_from_slice(self.take(N)?);
         Ok(b)
     }
+    fn len_bytes(&mut self) -> Result<&'a [u8], Error> {
+        let len = u32::from_be_bytes(self.array::<4>()?) as usize;
+        self.take(len)
+    }
     fn opt(&mut self) -> Result<Option<Vec<u8>>, Error> {
         match self.u8()? {
             0 => Ok(None),
-            1 => {
-                let len = u32::from_be_bytes(self.array::<4>()?) as usize;
-                Ok(Some(self.take(len)?.to_vec()))
-            }
+            1 => Ok(Some(self.len_bytes()?.to_vec())),
             _ => Err(corrupt("bad option tag")),
         }
     }

@@ -1,22 +1,37 @@
-//! The writer thread: applies the engine's effects to redb in order, with group commit.
+//! The writer thread: makes the engine's effects durable in order, with group commit, and
+//! checkpoints them into redb.
 //!
 //! Every mutation's effects arrive as one [`Msg::Ops`] sent while the session lock is held,
-//! so the queue is in mutation order and every commit covers a prefix of it. A
-//! [`Msg::Barrier`] is acknowledged once everything queued before it is durable. Redb has a
-//! single writer, so one thread owns all writes; it drains whatever is queued (or, in batched
-//! mode, whatever arrives within the batch window) into one transaction and one fsync.
+//! so the queue is in mutation order and every log entry covers a prefix of it. A
+//! [`Msg::Barrier`] is acknowledged once everything queued before it is durable. One thread
+//! owns all writes; it drains whatever is queued (or, in batched mode, whatever arrives
+//! within the batch window) into one write-ahead log entry and one fsync (see [`super::wal`]).
+//!
+//! The writes since the last checkpoint are also kept in memory; a checkpoint applies them
+//! to redb in one transaction, with the LSN of the last log entry in the META table, and the
+//! log starts over. It happens when the log is full, [`CHECKPOINT_INTERVAL`] after the oldest
+//! write not yet checkpointed, and when the store closes.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Receiver;
-use std::time::Instant;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use redb::{Database, ReadableTable, TableDefinition};
 
 use super::Durability;
+use super::codec;
+use super::wal::Log;
+
+/// Longest a write waits in the log before a checkpoint copies it into redb. Bounds the
+/// replay after a crash (at most this long's writes) and the memory holding them.
+pub(crate) const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
 pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+/// META key of the LSN of the last log entry applied to redb.
+pub(crate) const META_LSN: &str = "lsn";
+/// META key of the random number that ties the log to this data file (see [`super::wal`]).
+pub(crate) const META_LOG_KEY: &str = "log_key";
 pub(crate) const SESSIONS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("sessions");
 pub(crate) const EVENTS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("events");
 
@@ -98,15 +113,112 @@ impl Poison {
     }
 }
 
-/// Most messages folded into one transaction; bounds commit latency under a flood.
+/// Most messages folded into one log entry; bounds commit latency under a flood.
 const MAX_BATCH: usize = 8192;
 
-pub(crate) fn run(db: Arc<Database>, rx: Receiver<Msg>, durability: Durability, poison: Arc<Poison>) {
+/// What the writer thread owns: redb, the log, and the writes logged since the last
+/// checkpoint.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    db: Database,
+    log: Log,
+    pending: Vec<Op>,
+    /// When the oldest pending write was logged.
+    pending_since: Option<Instant>,
+}
+
+impl Writer {
+    /// A writer over a log whose entries are all checkpointed.
+    pub(crate) fn new(db: Database, log: Log) -> Self {
+        Self { db, log, pending: Vec::new(), pending_since: None }
+    }
+
+    /// The redb database (read at recovery, before the writer thread starts).
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+
+    /// When the pending writes are due for a checkpoint, if there are any.
+    fn checkpoint_due(&self) -> Option<Instant> {
+        self.pending_since.map(|t| t + CHECKPOINT_INTERVAL)
+    }
+
+    /// Make a batch durable: one log entry, one sync. A group too large for the log at all
+    /// goes straight into redb with the pending writes (a checkpoint).
+    fn write(&mut self, batch: &mut [Msg]) -> Result<(), String> {
+        let out = self.log.begin();
+        for msg in batch.iter() {
+            if let Msg::Ops(ops) = msg {
+                for op in ops {
+                    codec::encode_op(op, out);
+                }
+            }
+        }
+        if self.log.is_empty() {
+            return Ok(());
+        }
+        let ops = batch.iter_mut().filter_map(|m| match m {
+            Msg::Ops(ops) => Some(std::mem::take(ops)),
+            Msg::Barrier(_) => None,
+        });
+        if !self.log.fits_when_empty() {
+            self.pending.extend(ops.flatten());
+            return self.checkpoint();
+        }
+        if !self.log.fits() {
+            self.checkpoint()?;
+        }
+        self.log.append().map_err(|e| format!("writing the write-ahead log: {e}"))?;
+        self.pending.extend(ops.flatten());
+        self.pending_since.get_or_insert_with(Instant::now);
+        Ok(())
+    }
+
+    /// Checkpoint, unless the store is poisoned: then what is pending is dropped here (the log
+    /// still holds what was synced, and the next open replays it).
+    fn checkpoint_or_poison(&mut self, poison: &Poison) {
+        if poison.check().is_ok() {
+            fail_on(poison, self.checkpoint());
+        }
+        if poison.check().is_err() {
+            self.pending = Vec::new();
+            self.pending_since = None;
+        }
+    }
+
+    /// Apply the pending writes to redb and start the log over.
+    fn checkpoint(&mut self) -> Result<(), String> {
+        if self.pending.is_empty() && !self.log.has_entries() {
+            return Ok(());
+        }
+        commit(&self.db, &self.pending, self.log.last_lsn())
+            .map_err(|e| format!("checkpointing the write-ahead log into redb: {e}"))?;
+        self.pending.clear();
+        self.pending_since = None;
+        self.log.restart();
+        Ok(())
+    }
+}
+
+pub(crate) fn run(mut writer: Writer, rx: Receiver<Msg>, durability: Durability, poison: &Poison) {
     let window = match durability {
         Durability::Immediate => None,
         Durability::Batched { window } => Some(window),
     };
-    while let Ok(first) = rx.recv() {
+    loop {
+        // Wait for work; with writes pending, no longer than until their checkpoint is due.
+        let first = match writer.checkpoint_due() {
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(due) => rx.recv_timeout(due.saturating_duration_since(Instant::now())),
+        };
+        let first = match first {
+            Ok(first) => first,
+            Err(RecvTimeoutError::Timeout) => {
+                writer.checkpoint_or_poison(poison);
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         let deadline = window.map(|w| Instant::now() + w);
         let flush_now = deadline.is_some() && matches!(first, Msg::Barrier(_));
         let mut batch = vec![first];
@@ -130,34 +242,44 @@ pub(crate) fn run(db: Arc<Database>, rx: Receiver<Msg>, durability: Durability, 
         let result = if poison.check().is_err() {
             Err("store is poisoned by an earlier failure".to_owned())
         } else {
-            commit(&db, &batch).map_err(|e| e.to_string())
+            writer.write(&mut batch)
         };
-        if let Err(why) = &result
-            && poison.check().is_ok()
-        {
-            tracing::error!(error = %why, "durable store write failed; the store is now poisoned and refuses all work");
-            poison.set(why.clone());
-        }
+        fail_on(poison, result.clone());
         for msg in batch {
             if let Msg::Barrier(ack) = msg {
                 let _ = ack.send(result.clone());
             }
         }
+        if writer.checkpoint_due().is_some_and(|due| due <= Instant::now()) {
+            writer.checkpoint_or_poison(poison);
+        }
+    }
+    // Closing: checkpoint, so the next open has nothing to replay.
+    writer.checkpoint_or_poison(poison);
+}
+
+/// Poison the store on the first failure.
+fn fail_on(poison: &Poison, result: Result<(), String>) {
+    if let Err(why) = result
+        && poison.check().is_ok()
+    {
+        tracing::error!(error = %why, "durable store write failed; the store is now poisoned and refuses all work");
+        poison.set(why);
     }
 }
 
-fn commit(db: &Database, batch: &[Msg]) -> Result<(), redb::Error> {
+/// Apply `ops` to redb in one durable transaction that also records `lsn` as the last log
+/// entry applied.
+pub(crate) fn commit(db: &Database, ops: &[Op], lsn: u64) -> Result<(), redb::Error> {
     let mut txn = db.begin_write()?;
     txn.set_durability(redb::Durability::Immediate)?;
     {
         let mut sessions = txn.open_table(SESSIONS)?;
         let mut events = txn.open_table(EVENTS)?;
-        for msg in batch {
-            let Msg::Ops(ops) = msg else { continue };
-            for op in ops {
-                apply(op, &mut sessions, &mut events)?;
-            }
+        for op in ops {
+            apply(op, &mut sessions, &mut events)?;
         }
+        txn.open_table(META)?.insert(META_LSN, lsn)?;
     }
     txn.commit()?;
     Ok(())

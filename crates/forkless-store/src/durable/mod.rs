@@ -1,9 +1,12 @@
-//! The durable embedded store: the in-process [`Engine`] with a redb journal behind it.
+//! The durable embedded store: the in-process [`Engine`] with a write-ahead log and a redb
+//! file behind it.
 //!
-//! Reads and wake-ups are served from memory; every mutation is journaled to a redb file by
-//! one writer thread with group commit (see [`journal`]). On open, the file is read back,
-//! attachments are dropped (no connection survives a restart) and requests whose handler died
-//! are answered with a JSON-RPC error and completed, so no client waits for ever.
+//! Reads and wake-ups are served from memory; every mutation is journaled by one writer
+//! thread with group commit: one log entry and one fsync per group (see [`wal`]), copied
+//! into redb by periodic checkpoints (see [`journal`]). On open, log entries after the last
+//! checkpoint are replayed into redb, the file is read back, attachments are dropped (no
+//! connection survives a restart) and requests whose handler died are answered with a
+//! JSON-RPC error and completed, so no client waits for ever.
 //!
 //! ## Durability modes, and what each can lose on power failure
 //!
@@ -24,9 +27,10 @@
 
 mod codec;
 mod journal;
+mod wal;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,7 +39,7 @@ use bytes::Bytes;
 use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, Timestamp};
 use redb::{Database, ReadableDatabase, ReadableTable};
 
-use self::journal::{EVENTS, META, Msg, Op, Poison, SESSIONS};
+use self::journal::{EVENTS, META, META_LOG_KEY, META_LSN, Msg, Op, Poison, SESSIONS};
 use crate::engine::{Effect, Engine};
 use crate::{Error, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
 
@@ -69,6 +73,8 @@ pub struct Recovery {
     pub detached: usize,
     /// Requests whose handler died with the process, answered with an error and completed.
     pub orphaned_requests: usize,
+    /// Write-ahead log entries written after the last checkpoint, applied to the data file.
+    pub replayed: usize,
 }
 
 /// The redb-backed [`Store`]. Cheap to clone (shared state).
@@ -102,11 +108,13 @@ impl Drop for Inner {
 }
 
 impl RedbStore {
-    /// Open (or create) the data file at `path`, recover its contents at `now`, and start the
-    /// writer thread. A file of an unknown format version is refused, never rewritten.
+    /// Open (or create) the data file at `path` and its write-ahead log beside it (`path` with
+    /// `.wal` appended), recover their contents at `now`, and start the writer thread. A file
+    /// of an unknown format version is refused, and neither file is touched.
     pub fn open(path: impl AsRef<Path>, durability: Durability, now: Timestamp) -> Result<(Self, Recovery)> {
         let path = path.as_ref();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Error::Backend(format!("creating {}: {e}", dir.display())))?;
         }
@@ -127,22 +135,51 @@ impl RedbStore {
         }
         let db =
             Database::create(path).map_err(|e| Error::Backend(format!("opening {}: {e}", path.display())))?;
-        Self::start(db, durability, now)
+        // Redb holds the data file's lock from here on, and the log is only opened by whoever
+        // holds it. The log is opened only once the format is known to be ours.
+        let log_key = check_format(&db)?;
+        let log_path = log_path(path);
+        let log_err = |e: std::io::Error| Error::Backend(format!("opening {}: {e}", log_path.display()));
+        let existed = log_path.exists();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&log_path)
+            .map_err(log_err)?;
+        let log = redb::backends::FileBackend::new(file).map_err(backend_err)?;
+        let store = Self::start(db, log_key, log, durability, now)?;
+        if !existed {
+            // The log is now sized and synced; make its directory entry durable too.
+            let dir = dir.unwrap_or(Path::new("."));
+            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(log_err)?;
+        }
+        Ok(store)
     }
 
-    /// Open on a custom redb storage backend (fault injection in tests).
+    /// Open on custom redb storage backends for the data file and the log (fault injection
+    /// in tests). A log backend of length at least 64 KiB is used at its length; a shorter
+    /// one is filled with zeros to 8 MiB first.
     pub fn open_with_backend(
         backend: impl redb::StorageBackend,
+        log: impl redb::StorageBackend,
         durability: Durability,
         now: Timestamp,
     ) -> Result<(Self, Recovery)> {
         let db = Database::builder().create_with_backend(backend).map_err(backend_err)?;
-        Self::start(db, durability, now)
+        let log_key = check_format(&db)?;
+        Self::start(db, log_key, log, durability, now)
     }
 
-    fn start(db: Database, durability: Durability, now: Timestamp) -> Result<(Self, Recovery)> {
-        check_format(&db)?;
-        let db = Arc::new(db);
+    fn start(
+        db: Database,
+        log_key: u64,
+        log: impl redb::StorageBackend,
+        durability: Durability,
+        now: Timestamp,
+    ) -> Result<(Self, Recovery)> {
+        let (writer, replayed) = replay(db, log_key, log)?;
         let (tx, rx) = mpsc::channel();
         let poison = Arc::new(Poison::default());
         let store = Self {
@@ -154,10 +191,10 @@ impl RedbStore {
                 writer: Mutex::new(None),
             }),
         };
-        let recovery = store.recover(&db, now)?;
+        let recovery = Recovery { replayed, ..store.recover(writer.db(), now)? };
         let writer = std::thread::Builder::new()
             .name("forkless-redb-writer".into())
-            .spawn(move || journal::run(db, rx, durability, poison))
+            .spawn(move || journal::run(writer, rx, durability, &poison))
             .map_err(|e| Error::Backend(format!("spawning the writer thread: {e}")))?;
         if let Ok(mut w) = store.inner.writer.lock() {
             *w = Some(writer);
@@ -351,22 +388,28 @@ fn backend_err(e: impl std::fmt::Display) -> Error {
 fn refuse_other_format(found: Option<u64>) -> Result<()> {
     match found {
         Some(v) if v != codec::FORMAT_VERSION => Err(Error::Corrupt(format!(
-            "data file has format version {v}; this build reads version {} only and will not rewrite it",
+            "data file has format version {v}{}; this build reads version {} only and will not rewrite it",
+            if v == 1 { " (an earlier build's, without a write-ahead log)" } else { "" },
             codec::FORMAT_VERSION
         ))),
         _ => Ok(()),
     }
 }
 
-/// Refuse a file of another format version; stamp a new one with ours.
-fn check_format(db: &Database) -> Result<()> {
+/// Refuse a file of another format version; stamp a new one with ours and a new log key.
+/// Returns the file's log key.
+fn check_format(db: &Database) -> Result<u64> {
     let txn = db.begin_write().map_err(backend_err)?;
-    {
+    let key = {
         let mut meta = txn.open_table(META).map_err(backend_err)?;
         let found = meta.get("format").map_err(backend_err)?.map(|v| v.value());
         refuse_other_format(found)?;
         match found {
-            Some(_) => {}
+            Some(_) => meta
+                .get(META_LOG_KEY)
+                .map_err(backend_err)?
+                .map(|v| v.value())
+                .ok_or_else(|| Error::Corrupt("data file has no write-ahead log key".into()))?,
             None => {
                 let sessions = txn.open_table(SESSIONS).map_err(backend_err)?;
                 if !journal::is_empty(&sessions).map_err(backend_err)? {
@@ -374,12 +417,56 @@ fn check_format(db: &Database) -> Result<()> {
                 }
                 drop(sessions);
                 txn.open_table(EVENTS).map_err(backend_err)?;
+                let key = new_log_key();
                 meta.insert("format", codec::FORMAT_VERSION).map_err(backend_err)?;
+                meta.insert(META_LOG_KEY, key).map_err(backend_err)?;
+                meta.insert(META_LSN, 0).map_err(backend_err)?;
+                key
             }
         }
-    }
+    };
     txn.commit().map_err(backend_err)?;
-    Ok(())
+    Ok(key)
+}
+
+/// A number that differs between data files, so a log is never replayed into a data file
+/// it was not written for.
+fn new_log_key() -> u64 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    h.write_u128(since_epoch.as_nanos());
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// The log's path: the data file's with `.wal` appended (so it never collides with it).
+fn log_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".wal");
+    PathBuf::from(p)
+}
+
+/// Open the log and apply what it holds after the last checkpoint to redb, in one durable
+/// transaction, so the log can start over; returns the writer that owns both and the number
+/// of entries replayed.
+fn replay(db: Database, log_key: u64, log: impl redb::StorageBackend) -> Result<(journal::Writer, usize)> {
+    let checkpoint = {
+        let txn = db.begin_read().map_err(backend_err)?;
+        let meta = txn.open_table(META).map_err(backend_err)?;
+        meta.get(META_LSN).map_err(backend_err)?.map_or(0, |v| v.value())
+    };
+    let (log, entries) = wal::Log::open(Box::new(log), log_key, checkpoint)
+        .map_err(|e| Error::Backend(format!("reading the write-ahead log: {e}")))?;
+    if !entries.is_empty() {
+        let mut ops = Vec::new();
+        for entry in &entries {
+            codec::decode_ops(entry, &mut ops)?;
+        }
+        tracing::info!(entries = entries.len(), writes = ops.len(), "replaying the write-ahead log");
+        journal::commit(&db, &ops, log.last_lsn()).map_err(backend_err)?;
+    }
+    Ok((journal::Writer::new(db, log), entries.len()))
 }
 
 impl Store for RedbStore {
