@@ -567,6 +567,23 @@ async fn a_checkpoint_followed_by_a_crash_loses_nothing() {
 }
 
 #[tokio::test]
+async fn a_write_larger_than_the_log_goes_straight_to_the_data_file() {
+    let (machine, store, sid, s) = machine_with_events(17, 3).await;
+    let big = Bytes::from(vec![b'x'; SMALL_LOG as usize * 2]);
+    store.append(sid, AppendTarget::Standalone, big.clone(), false, T0, &Limits::default()).await.unwrap();
+    emit_n(&store, sid, 5, 2).await;
+    let crashed = machine.after_power_failure(0.0);
+    let (_, alone) = crashed.data_file_alone().open(Durability::Immediate);
+    assert_eq!(alone.events, 4, "the large write was checkpointed with everything before it");
+    let (after, recovery) = crashed.open(Durability::Immediate);
+    assert_eq!((recovery.events, recovery.replayed), (6, 2), "what followed it is in the log");
+    let events = after.read(sid, s, Seq::PRIMING, 100).await.unwrap();
+    assert_eq!(events[3].payload, big);
+    assert_eq!(events.iter().map(|e| e.seq.get()).collect::<Vec<_>>(), (1..=6).collect::<Vec<_>>());
+    drop(store);
+}
+
+#[tokio::test]
 async fn batched_mode_loses_at_most_the_unsynced_window_and_keeps_a_gap_free_prefix() {
     let machine = Machine::new(Some(SMALL_LOG));
     let rec = record(12);
