@@ -65,6 +65,7 @@ pub mod id;
 pub mod revision;
 pub mod session;
 pub mod stream;
+mod stream_map;
 pub mod time;
 
 pub use config::{Config, ConfigError, Limits, ResumeMode};
@@ -72,7 +73,9 @@ pub use decision::{ConflictReason, Decision, GetRequest, OpenNew, RejectReason, 
 pub use error::{EndReason, Error};
 #[cfg(feature = "os-entropy")]
 pub use id::OsEntropy;
-pub use id::{EntropySource, Epoch, EventId, IdError, SeededEntropy, Seq, SessionId, StreamId};
+pub use id::{
+    EntropySource, Epoch, EventId, IdError, IdHashBuilder, IdHasher, SeededEntropy, Seq, SessionId, StreamId,
+};
 pub use revision::{Revision, UnsupportedRevision};
 pub use session::{
     Active, AppendTarget, Ended, GetOutcome, Grant, NewSession, Session, SessionRecord, SessionState, Tick,
@@ -81,4 +84,5 @@ pub use stream::{
     Attached, Attachment, Completed, Detached, FenceCause, Fenced, Label, Open, Stream, StreamKind,
     StreamState,
 };
+pub use stream_map::StreamChange;
 pub use time::Timestamp;

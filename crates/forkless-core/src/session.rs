@@ -17,49 +17,8 @@ use crate::error::{EndReason, Error};
 use crate::id::{EntropySource, Epoch, EventId, Seq, SessionId, StreamId};
 use crate::revision::Revision;
 use crate::stream::{FenceCause, Label, Stream, StreamKind, StreamState};
+use crate::stream_map::{StreamChange, StreamMap};
 use crate::time::Timestamp;
-use alloc_free::StreamMap;
-
-mod alloc_free {
-    //! A small ordered map of streams; sessions hold few streams, so a sorted vector beats a
-    //! tree on every operation that matters here.
-    use crate::id::StreamId;
-    use crate::stream::Stream;
-
-    #[derive(Clone, Debug, Default, PartialEq, Eq)]
-    pub(super) struct StreamMap(Vec<Stream>);
-
-    impl StreamMap {
-        pub(super) fn get(&self, id: StreamId) -> Option<&Stream> {
-            self.0.binary_search_by_key(&id, Stream::id).ok().map(|i| &self.0[i])
-        }
-        pub(super) fn get_mut(&mut self, id: StreamId) -> Option<&mut Stream> {
-            self.0.binary_search_by_key(&id, Stream::id).ok().map(|i| &mut self.0[i])
-        }
-        /// Insert; false if the id is taken.
-        pub(super) fn insert(&mut self, stream: Stream) -> bool {
-            match self.0.binary_search_by_key(&stream.id(), Stream::id) {
-                Ok(_) => false,
-                Err(i) => {
-                    self.0.insert(i, stream);
-                    true
-                }
-            }
-        }
-        pub(super) fn remove(&mut self, id: StreamId) -> Option<Stream> {
-            self.0.binary_search_by_key(&id, Stream::id).ok().map(|i| self.0.remove(i))
-        }
-        pub(super) fn len(&self) -> usize {
-            self.0.len()
-        }
-        pub(super) fn iter(&self) -> impl Iterator<Item = &Stream> {
-            self.0.iter()
-        }
-        pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Stream> {
-            self.0.iter_mut()
-        }
-    }
-}
 
 /// A session's lifecycle state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -414,13 +373,13 @@ impl SessionRecord {
     /// End the session: every stream fenced, nothing retained. Ending twice is refused.
     pub fn on_end(&mut self, reason: EndReason, now: Timestamp) -> Result<(), Error> {
         self.check_active()?;
-        for s in self.streams.iter_mut() {
+        self.streams.update_each(|s| {
             if !s.is_fenced() {
                 // Cannot fail: checked not fenced.
                 let _ = s.on_fence(now, FenceCause::SessionEnded);
             }
             s.on_evict_all();
-        }
+        });
         self.retained_bytes = 0;
         self.session.state = SessionState::Ended(Ended { at: now, reason });
         Ok(())
@@ -431,12 +390,12 @@ impl SessionRecord {
     /// process; the caller answers each and completes it.
     pub fn on_restart(&mut self, now: Timestamp) -> Vec<StreamId> {
         let mut orphaned = Vec::new();
-        for s in self.streams.iter_mut() {
+        self.streams.update_each(|s| {
             s.on_restart(now);
             if s.kind() == StreamKind::Request && matches!(s.state(), StreamState::Open(_)) {
                 orphaned.push(s.id());
             }
-        }
+        });
         orphaned
     }
 
@@ -448,7 +407,7 @@ impl SessionRecord {
         }
         let ttl = cfg.limits.stream_ttl;
         let standalone = self.standalone;
-        for s in self.streams.iter_mut() {
+        self.streams.update_each(|s| {
             if s.on_liveness_check(now) {
                 tick.detached.push(s.id());
             }
@@ -459,7 +418,7 @@ impl SessionRecord {
                 s.on_evict_all();
                 tick.evicted.push(s.id());
             }
-        }
+        });
         // A fenced stream's metadata is kept for `ttl` so a late resume still gets the precise
         // `stream_fenced` (row 8) rather than `stream_unknown`; then it is dropped.
         let fenced: Vec<StreamId> = self
@@ -507,6 +466,17 @@ impl SessionRecord {
     /// Every stream of this session, in id order.
     pub fn streams(&self) -> impl Iterator<Item = &Stream> {
         self.streams.iter()
+    }
+    /// How this record's streams differ from those of `before`, an earlier version of it, in
+    /// id order. Cheap when few changed: streams the versions still share are not compared.
+    pub fn changes_since<'a>(&'a self, before: &'a Self) -> impl Iterator<Item = StreamChange<'a>> {
+        self.streams.changes_since(&before.streams)
+    }
+    /// Mark this version as the one a store keeps: copies taken from it and changed later
+    /// report [`Self::changes_since`] it by the streams they touched, without a walk over the
+    /// others. Content and equality are unaffected.
+    pub fn mark_clean(&mut self) {
+        self.streams.mark_clean();
     }
     /// Number of streams held.
     pub fn stream_count(&self) -> usize {
@@ -559,22 +529,30 @@ impl SessionRecord {
         }
     }
 
-    /// Retention by count: at `session_max_streams`, drop the request stream that time-to-live
+    /// Retention by count: at `session_max_streams`, drop the request streams that time-to-live
     /// retention would drop next (completed, detached, idle the longest), so that a session
     /// answering every request over SSE is not refused after its 1,024th request within
-    /// `stream_ttl`. Open or attached streams are never dropped: if none can go,
-    /// [`Self::check_room`] refuses with [`Error::TooManyStreams`].
+    /// `stream_ttl`. It drops down to seven eighths of the limit at once, so the scan for
+    /// the oldest is paid once per `session_max_streams / 8` requests rather than on each.
+    /// Open or attached streams are never dropped: if none can go, [`Self::check_room`]
+    /// refuses with [`Error::TooManyStreams`].
     fn make_room(&mut self, limits: &Limits) {
-        if self.streams.len() <= limits.session_max_streams {
+        let max = limits.session_max_streams;
+        if self.streams.len() <= max {
             return;
         }
-        let oldest = self
+        let excess = self.streams.len() - (max - max / 8);
+        let mut oldest: Vec<(Timestamp, StreamId)> = self
             .streams
             .iter()
             .filter(|s| s.kind() == StreamKind::Request && s.is_completed())
             .filter_map(|s| s.idle_since().map(|t| (t, s.id())))
-            .min();
-        if let Some((_, id)) = oldest {
+            .collect();
+        if oldest.len() > excess {
+            oldest.select_nth_unstable(excess);
+            oldest.truncate(excess);
+        }
+        for (_, id) in oldest {
             self.drop_bytes_of(id);
             self.streams.remove(id);
         }

@@ -1,7 +1,7 @@
 //! Retention by stream count (PROTOCOL section 8): at `session_max_streams` a new request
-//! stream takes the place of the completed, detached request stream idle the longest; open
-//! or attached streams are never dropped, and the session is refused with a typed error
-//! when nothing can go.
+//! stream takes the place of the completed, detached request streams idle the longest (down
+//! to seven eighths of the limit at once); open or attached streams are never dropped, and
+//! the session is refused with a typed error when nothing can go.
 
 use forkless_core::{
     AppendTarget, Config, Error, Limits, NewSession, Revision, SeededEntropy, SessionId, SessionRecord,
@@ -13,7 +13,11 @@ fn at(ms: u64) -> Timestamp {
 }
 
 fn cfg() -> Config {
-    Config { limits: Limits { session_max_streams: 2, ..Limits::default() }, ..Config::default() }
+    cfg_max(2)
+}
+
+fn cfg_max(session_max_streams: usize) -> Config {
+    Config { limits: Limits { session_max_streams, ..Limits::default() }, ..Config::default() }
 }
 
 fn session(e: &mut SeededEntropy) -> SessionRecord {
@@ -28,11 +32,37 @@ fn session(e: &mut SeededEntropy) -> SessionRecord {
 
 /// Open a request stream at `t`, answer it (final event) and let its connection go.
 fn answered(r: &mut SessionRecord, e: &mut SeededEntropy, t: u64) -> StreamId {
+    answered_under(r, e, t, &cfg())
+}
+
+fn answered_under(r: &mut SessionRecord, e: &mut SeededEntropy, t: u64, cfg: &Config) -> StreamId {
     let id = StreamId::generate(e);
-    let grant = r.open_request_stream(id, at(t), &cfg()).unwrap();
-    r.append(AppendTarget::Stream(id), 10, true, at(t), &cfg().limits).unwrap();
+    let grant = r.open_request_stream(id, at(t), cfg).unwrap();
+    r.append(AppendTarget::Stream(id), 10, true, at(t), &cfg.limits).unwrap();
     r.on_detach(id, grant.epoch, at(t + 1)).unwrap();
     id
+}
+
+#[test]
+fn room_is_made_an_eighth_at_a_time_oldest_first() {
+    let mut e = SeededEntropy::new(3);
+    let mut r = session(&mut e);
+    let cfg = cfg_max(64);
+    // The standalone stream plus 64 answered ones: full.
+    let answered: Vec<StreamId> = (0..64).map(|i| answered_under(&mut r, &mut e, 10 * i, &cfg)).collect();
+    assert_eq!(r.stream_count(), 65);
+    let next = StreamId::generate(&mut e);
+    r.open_request_stream(next, at(10_000), &cfg).expect("room is made");
+    // Down to 56 (seven eighths of 64) before the new one: the 9 idle the longest went.
+    assert_eq!(r.stream_count(), 57);
+    assert!(answered[..9].iter().all(|id| r.stream(*id).is_none()), "the oldest went first");
+    assert!(answered[9..].iter().all(|id| r.stream(*id).is_some()), "younger ones stay");
+    assert_eq!(r.retained_bytes(), 55 * 10);
+    // The next seven requests need no room.
+    for i in 0..7 {
+        answered_under(&mut r, &mut e, 20_000 + i, &cfg);
+    }
+    assert!(answered[9..].iter().all(|id| r.stream(*id).is_some()));
 }
 
 #[test]

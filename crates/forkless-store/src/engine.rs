@@ -10,7 +10,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
-use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, Timestamp};
+use forkless_core::{
+    AppendTarget, EventId, IdHashBuilder, Limits, Seq, SessionId, SessionRecord, StreamChange, StreamId,
+    Timestamp,
+};
 use tokio::sync::watch;
 
 use crate::{Error, Result, StoredEvent, StreamEnd, StreamSignal, StreamWatch, Version, Versioned};
@@ -34,14 +37,14 @@ pub(crate) enum Effect<'a> {
 
 #[derive(Debug, Default)]
 pub(crate) struct Engine {
-    sessions: RwLock<HashMap<SessionId, Arc<Mutex<Slot>>>>,
+    sessions: RwLock<HashMap<SessionId, Arc<Mutex<Slot>>, IdHashBuilder>>,
 }
 
 #[derive(Debug)]
 struct Slot {
     version: Version,
     record: SessionRecord,
-    logs: HashMap<StreamId, Log>,
+    logs: HashMap<StreamId, Log, IdHashBuilder>,
 }
 
 #[derive(Debug)]
@@ -103,10 +106,9 @@ impl Slot {
 
     /// Bring logs in line with the record and report what the journal must drop.
     ///
-    /// Both records list their streams in id order, so one merge walk finds the streams that
-    /// went away and the ones whose metadata changed; unchanged streams (most of them: a
-    /// session answering over SSE retains up to `session_max_streams` completed ones) cost
-    /// one comparison, not a lookup, a trim and a wake-up each.
+    /// Only streams whose metadata changed are visited: a session answering over SSE retains
+    /// up to `session_max_streams` completed streams, and the record's change walk skips the
+    /// ones the two versions still share.
     fn sync_logs(&mut self, old: Option<&SessionRecord>, persist: &mut impl FnMut(Effect<'_>)) {
         let record = &self.record;
         let session = record.id();
@@ -119,29 +121,22 @@ impl Slot {
             }
             return;
         };
-        debug_assert!(record.streams().zip(record.streams().skip(1)).all(|(a, b)| a.id() < b.id()));
-        let mut before = old.streams().peekable();
-        let mut gone = Vec::new();
-        for meta in record.streams() {
-            while let Some(o) = before.next_if(|o| o.id() < meta.id()) {
-                gone.push(o.id());
-            }
-            let prior = before.next_if(|o| o.id() == meta.id());
-            if prior == Some(meta) {
-                continue;
-            }
-            let low_before = prior.map_or(Seq::FIRST, forkless_core::Stream::low_water);
+        for change in record.changes_since(old) {
+            let (low_before, meta) = match change {
+                StreamChange::Removed(_) => {
+                    persist(Effect::DropStream { session, stream: change.id() });
+                    self.logs.remove(&change.id());
+                    continue;
+                }
+                StreamChange::Added(meta) => (Seq::FIRST, meta),
+                StreamChange::Changed { before, after } => (before.low_water(), after),
+            };
             if meta.low_water() > low_before {
                 persist(Effect::Trim { session, stream: meta.id(), low_water: meta.low_water() });
             }
             if let Some(log) = self.logs.get_mut(&meta.id()) {
                 log.trim_and_announce(meta);
             }
-        }
-        gone.extend(before.map(forkless_core::Stream::id));
-        for stream in gone {
-            persist(Effect::DropStream { session, stream });
-            self.logs.remove(&stream);
         }
     }
 }
@@ -163,7 +158,9 @@ impl Engine {
         }
         persist(Effect::Record(&record));
         persist(Effect::End);
-        let slot = Slot { version: Version::INITIAL, record, logs: HashMap::new() };
+        let mut record = record;
+        record.mark_clean();
+        let slot = Slot { version: Version::INITIAL, record, logs: HashMap::default() };
         map.insert(slot.record.id(), Arc::new(Mutex::new(slot)));
         Ok(Version::INITIAL)
     }
@@ -174,7 +171,9 @@ impl Engine {
         record: SessionRecord,
         events: HashMap<StreamId, Vec<StoredEvent>>,
     ) -> Result<()> {
-        let mut slot = Slot { version: Version::INITIAL, record, logs: HashMap::new() };
+        let mut record = record;
+        record.mark_clean();
+        let mut slot = Slot { version: Version::INITIAL, record, logs: HashMap::default() };
         for (stream, evs) in events {
             let log = slot.log(stream)?;
             log.events.extend(evs);
@@ -209,6 +208,7 @@ impl Engine {
         slot.version = slot.version.next();
         persist(Effect::Record(&slot.record));
         slot.sync_logs(Some(&old), &mut persist);
+        slot.record.mark_clean();
         persist(Effect::End);
         Ok(Some(slot.version))
     }
@@ -255,6 +255,7 @@ impl Engine {
             log.published = id.seq;
         }
         log.announce(meta);
+        slot.record.mark_clean();
         slot.version = slot.version.next();
         Ok(id)
     }

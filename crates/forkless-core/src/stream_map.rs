@@ -1,0 +1,480 @@
+//! The streams of one session, shared copy-on-write between versions of a record.
+//!
+//! This module owns how a session's [`Stream`] metadata is stored: ordered by id, cheap to
+//! clone, and able to say what changed between two versions ([`StreamChange`]). It owns no
+//! transition; those are in [`crate::session`] and [`crate::stream`].
+//!
+//! Why not a plain vector: a store loads a record, the core changes one or two of its streams,
+//! and the store writes it back and looks for what changed. A session answering over SSE
+//! retains up to `session_max_streams` (1,024) completed request streams, so with a flat vector
+//! every load copied and every write compared all of them. Here streams live in sorted chunks
+//! behind [`Arc`]: a clone copies one pointer per chunk, a change copies one chunk, and two
+//! versions share every chunk neither touched, which the change walk skips by pointer.
+
+use std::sync::Arc;
+
+use crate::id::StreamId;
+use crate::stream::Stream;
+
+/// Most streams in one chunk: a change copies at most this many (about 5 KiB).
+const CHUNK: usize = 32;
+
+/// Most ids [`Touched`] lists before it gives up and the change walk looks at every chunk.
+const TOUCHED: usize = 8;
+
+/// Streams ordered by id, in chunks shared between clones.
+///
+/// Invariants: no chunk is empty; each chunk is sorted; every id in a chunk is below every id
+/// in the next; every stream that differs from the map's content when `clean` was taken is
+/// listed in `touched` (or `touched` says it lost count).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StreamMap {
+    chunks: Vec<Arc<Vec<Stream>>>,
+    len: usize,
+    /// A token shared by every copy of this map taken since [`Self::mark_clean`].
+    clean: Option<Arc<()>>,
+    touched: Touched,
+}
+
+/// The streams changed since [`StreamMap::mark_clean`], so that the change walk from a clean
+/// copy looks only at them (one or two streams, instead of a whole chunk each).
+#[derive(Clone, Copy, Debug, Default)]
+enum Touched {
+    Few {
+        n: usize,
+        ids: [Option<StreamId>; TOUCHED],
+    },
+    #[default]
+    Unknown,
+}
+
+impl Touched {
+    fn add(&mut self, id: StreamId) {
+        if let Self::Few { n, ids } = self {
+            if ids[..*n].contains(&Some(id)) {
+                return;
+            }
+            if *n == TOUCHED {
+                *self = Self::Unknown;
+                return;
+            }
+            ids[*n] = Some(id);
+            *n += 1;
+        }
+    }
+}
+
+/// How one stream differs between two versions of a record (see
+/// [`SessionRecord::changes_since`](crate::SessionRecord::changes_since)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamChange<'a> {
+    /// Only the newer version holds it.
+    Added(&'a Stream),
+    /// Both hold it, with different metadata.
+    Changed {
+        /// As it was.
+        before: &'a Stream,
+        /// As it is.
+        after: &'a Stream,
+    },
+    /// Only the older version holds it.
+    Removed(&'a Stream),
+}
+
+impl StreamChange<'_> {
+    /// The stream's id.
+    pub fn id(&self) -> StreamId {
+        match self {
+            Self::Added(s) | Self::Removed(s) | Self::Changed { after: s, .. } => s.id(),
+        }
+    }
+}
+
+impl StreamMap {
+    /// The chunk that holds `id` if any stream does: the first whose last id is not below it.
+    fn chunk_of(&self, id: StreamId) -> usize {
+        self.chunks.partition_point(|c| c.last().is_some_and(|s| s.id() < id))
+    }
+
+    fn position(&self, id: StreamId) -> Option<(usize, usize)> {
+        let c = self.chunk_of(id);
+        let at = self.chunks.get(c)?.binary_search_by_key(&id, Stream::id).ok()?;
+        Some((c, at))
+    }
+
+    pub(crate) fn get(&self, id: StreamId) -> Option<&Stream> {
+        self.position(id).map(|(c, at)| &self.chunks[c][at])
+    }
+
+    /// The stream, its chunk copied first if another version shares it.
+    pub(crate) fn get_mut(&mut self, id: StreamId) -> Option<&mut Stream> {
+        let (c, at) = self.position(id)?;
+        self.touched.add(id);
+        Some(&mut Arc::make_mut(&mut self.chunks[c])[at])
+    }
+
+    /// Insert; false if the id is taken.
+    pub(crate) fn insert(&mut self, stream: Stream) -> bool {
+        let id = stream.id();
+        self.touched.add(id);
+        if self.chunks.is_empty() {
+            self.chunks.push(Arc::new(vec![stream]));
+            self.len = 1;
+            return true;
+        }
+        // Past the last chunk, the stream joins the last one.
+        let c = self.chunk_of(id).min(self.chunks.len() - 1);
+        let Err(mut at) = self.chunks[c].binary_search_by_key(&id, Stream::id) else { return false };
+        let mut c = c;
+        if self.chunks[c].len() >= CHUNK {
+            let right = Arc::make_mut(&mut self.chunks[c]).split_off(CHUNK / 2);
+            self.chunks.insert(c + 1, Arc::new(right));
+            if at > CHUNK / 2 {
+                c += 1;
+                at -= CHUNK / 2;
+            }
+        }
+        Arc::make_mut(&mut self.chunks[c]).insert(at, stream);
+        self.len += 1;
+        true
+    }
+
+    pub(crate) fn remove(&mut self, id: StreamId) -> Option<Stream> {
+        let (c, at) = self.position(id)?;
+        self.touched.add(id);
+        let removed = Arc::make_mut(&mut self.chunks[c]).remove(at);
+        self.len -= 1;
+        let left = self.chunks[c].len();
+        if left == 0 {
+            self.chunks.remove(c);
+        } else if left < CHUNK / 4 {
+            // Fold a small chunk into a neighbour so removals do not leave a trail of tiny ones.
+            let (a, b) = if c + 1 < self.chunks.len() { (c, c + 1) } else { (c.saturating_sub(1), c) };
+            if a != b && self.chunks[a].len() + self.chunks[b].len() <= CHUNK {
+                let tail = self.chunks.remove(b);
+                Arc::make_mut(&mut self.chunks[a]).extend(tail.iter().copied());
+            }
+        }
+        Some(removed)
+    }
+
+    pub(crate) const fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Stream> {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+
+    /// Run `f` on a copy of every stream and keep the result; only chunks holding a stream
+    /// that `f` changed are copied (a tick that expires nothing copies nothing).
+    pub(crate) fn update_each(&mut self, mut f: impl FnMut(&mut Stream)) {
+        for chunk in &mut self.chunks {
+            for at in 0..chunk.len() {
+                let mut s = chunk[at];
+                f(&mut s);
+                if s != chunk[at] {
+                    self.touched.add(s.id());
+                    Arc::make_mut(chunk)[at] = s;
+                }
+            }
+        }
+    }
+
+    /// Start counting changes from the current content: copies taken from now on can report
+    /// their differences from this one by the streams they touched. A store calls this on
+    /// the version it keeps.
+    pub(crate) fn mark_clean(&mut self) {
+        // A token no copy holds can be kept: nobody can claim to share this origin. (This
+        // keeps a stream of appends to a stored record free of allocations.)
+        if self.clean.as_ref().is_none_or(|t| Arc::strong_count(t) != 1) {
+            self.clean = Some(Arc::new(()));
+        }
+        self.touched = Touched::Few { n: 0, ids: [None; TOUCHED] };
+    }
+
+    /// What changed from `before` to `self`, in id order. Exact for any two maps: when
+    /// `before` is an unchanged copy of the clean version `self` descends from, only the
+    /// streams `self` touched are compared; otherwise chunks the two share are skipped
+    /// without looking inside and the rest compared.
+    pub(crate) fn changes_since<'a>(&'a self, before: &'a Self) -> Changes<'a> {
+        let same_origin = match (&self.clean, &before.clean) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        if same_origin
+            && let (Touched::Few { n: 0, .. }, Touched::Few { n, ids }) = (before.touched, self.touched)
+        {
+            let mut ids = ids;
+            ids[..n].sort_unstable();
+            return Changes::Touched { before, after: self, ids, next: 0, n };
+        }
+        Changes::Walk { before: Cursor::new(&before.chunks), after: Cursor::new(&self.chunks) }
+    }
+}
+
+impl PartialEq for StreamMap {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.changes_since(other).next().is_none()
+    }
+}
+
+impl Eq for StreamMap {}
+
+/// A position in a chunk list.
+#[derive(Clone, Debug)]
+pub(crate) struct Cursor<'a> {
+    chunks: &'a [Arc<Vec<Stream>>],
+    chunk: usize,
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    const fn new(chunks: &'a [Arc<Vec<Stream>>]) -> Self {
+        Self { chunks, chunk: 0, at: 0 }
+    }
+
+    fn peek(&self) -> Option<&'a Stream> {
+        self.chunks.get(self.chunk).and_then(|c| c.get(self.at))
+    }
+
+    fn advance(&mut self) {
+        self.at += 1;
+        if self.chunks.get(self.chunk).is_some_and(|c| self.at >= c.len()) {
+            self.chunk += 1;
+            self.at = 0;
+        }
+    }
+
+    /// The chunk starting here, if the cursor is at the start of one.
+    fn whole_chunk(&self) -> Option<&'a Arc<Vec<Stream>>> {
+        if self.at == 0 { self.chunks.get(self.chunk) } else { None }
+    }
+
+    fn skip_chunk(&mut self) {
+        self.chunk += 1;
+        self.at = 0;
+    }
+}
+
+/// The walk behind [`StreamMap::changes_since`].
+#[derive(Clone, Debug)]
+pub(crate) enum Changes<'a> {
+    /// Both maps, chunk by chunk.
+    Walk { before: Cursor<'a>, after: Cursor<'a> },
+    /// Only the streams the newer map touched since its clean origin.
+    Touched {
+        before: &'a StreamMap,
+        after: &'a StreamMap,
+        ids: [Option<StreamId>; TOUCHED],
+        next: usize,
+        n: usize,
+    },
+}
+
+/// How one stream compares between two versions; `None` if it did not change.
+fn compare<'a>(old: Option<&'a Stream>, new: Option<&'a Stream>) -> Option<StreamChange<'a>> {
+    match (old, new) {
+        (Some(before), Some(after)) if before != after => Some(StreamChange::Changed { before, after }),
+        (Some(old), None) => Some(StreamChange::Removed(old)),
+        (None, Some(new)) => Some(StreamChange::Added(new)),
+        _ => None,
+    }
+}
+
+impl<'a> Iterator for Changes<'a> {
+    type Item = StreamChange<'a>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Self::Touched { before, after, ids, next, n } => {
+                while *next < *n {
+                    let id = ids[*next]?;
+                    *next += 1;
+                    if let Some(change) = compare(before.get(id), after.get(id)) {
+                        return Some(change);
+                    }
+                }
+                None
+            }
+            Self::Walk { before, after } => loop {
+                if let (Some(a), Some(b)) = (before.whole_chunk(), after.whole_chunk())
+                    && Arc::ptr_eq(a, b)
+                {
+                    before.skip_chunk();
+                    after.skip_chunk();
+                    continue;
+                }
+                let (old, new) = (before.peek(), after.peek());
+                match (old, new) {
+                    (None, None) => return None,
+                    (Some(o), Some(n)) if o.id() == n.id() => {
+                        before.advance();
+                        after.advance();
+                    }
+                    (Some(o), Some(n)) if o.id() < n.id() => {
+                        before.advance();
+                        return compare(old, None);
+                    }
+                    (Some(_), None) => {
+                        before.advance();
+                        return compare(old, None);
+                    }
+                    _ => {
+                        after.advance();
+                        return compare(None, new);
+                    }
+                }
+                if let Some(change) = compare(old, new) {
+                    return Some(change);
+                }
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::stream::StreamKind;
+    use crate::time::Timestamp;
+
+    fn stream(n: u64, high_water: u64) -> Stream {
+        let mut bytes = [0u8; 12];
+        bytes[..8].copy_from_slice(&n.to_be_bytes());
+        let mut s = Stream::new(StreamId::from_bytes(bytes), StreamKind::Request, Timestamp::from_millis(0));
+        for _ in 0..high_water {
+            let _ = s.on_append(1, false, Timestamp::from_millis(0));
+        }
+        s
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(u64),
+        Remove(u64),
+        Touch(u64),
+        Snapshot,
+        MarkClean,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u64..200).prop_map(Op::Insert),
+            2 => (0u64..200).prop_map(Op::Remove),
+            2 => (0u64..200).prop_map(Op::Touch),
+            1 => Just(Op::Snapshot),
+            1 => Just(Op::MarkClean),
+        ]
+    }
+
+    /// The changes a plain ordered map would report between two versions.
+    fn expected(before: &BTreeMap<u64, Stream>, after: &BTreeMap<u64, Stream>) -> Vec<(u64, u8)> {
+        let mut keys: Vec<u64> = before.keys().chain(after.keys()).copied().collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys.into_iter()
+            .filter_map(|k| match (before.get(&k), after.get(&k)) {
+                (None, Some(_)) => Some((k, 0)),
+                (Some(a), Some(b)) if a != b => Some((k, 1)),
+                (Some(_), None) => Some((k, 2)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn reported(after: &StreamMap, before: &StreamMap) -> Vec<(u64, u8)> {
+        let key = |s: &Stream| u64::from_be_bytes(s.id().as_bytes()[..8].try_into().unwrap_or_default());
+        after
+            .changes_since(before)
+            .map(|c| match c {
+                StreamChange::Added(s) => (key(s), 0),
+                StreamChange::Changed { after, .. } => (key(after), 1),
+                StreamChange::Removed(s) => (key(s), 2),
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Against a BTreeMap: same contents and order after any operations, and the change
+        /// walk between any snapshot and now reports exactly the differences.
+        #[test]
+        fn behaves_like_an_ordered_map(ops in prop::collection::vec(op(), 1..400)) {
+            let mut map = StreamMap::default();
+            let mut model = BTreeMap::new();
+            let (mut snap, mut snap_model) = (map.clone(), model.clone());
+            for op in ops {
+                match op {
+                    Op::Insert(k) => {
+                        let fresh = !model.contains_key(&k);
+                        prop_assert_eq!(map.insert(stream(k, 0)), fresh);
+                        model.entry(k).or_insert_with(|| stream(k, 0));
+                    }
+                    Op::Remove(k) => {
+                        prop_assert_eq!(map.remove(stream(k, 0).id()).is_some(), model.remove(&k).is_some());
+                    }
+                    Op::Touch(k) => {
+                        let id = stream(k, 0).id();
+                        if let Some(s) = map.get_mut(id) {
+                            let _ = s.on_append(1, false, Timestamp::from_millis(1));
+                        }
+                        if let Some(s) = model.get_mut(&k) {
+                            let _ = s.on_append(1, false, Timestamp::from_millis(1));
+                        }
+                    }
+                    Op::Snapshot => {
+                        snap = map.clone();
+                        snap_model = model.clone();
+                    }
+                    Op::MarkClean => map.mark_clean(),
+                }
+                prop_assert_eq!(map.len(), model.len());
+                prop_assert!(map.chunks.iter().all(|c| !c.is_empty() && c.len() <= CHUNK));
+                prop_assert!(map.iter().eq(model.values()));
+                for k in [0, 57, 199] {
+                    prop_assert_eq!(map.get(stream(k, 0).id()), model.get(&k));
+                }
+            }
+            // Both directions: from a clean ancestor (touched streams only) and otherwise (walk).
+            prop_assert_eq!(reported(&map, &snap), expected(&snap_model, &model));
+            prop_assert_eq!(reported(&snap, &map), expected(&model, &snap_model));
+            prop_assert_eq!(map == snap, model == snap_model);
+        }
+    }
+
+    #[test]
+    fn a_change_copies_one_chunk_and_the_walk_skips_the_rest() {
+        let mut map = StreamMap::default();
+        for k in 0..1024 {
+            assert!(map.insert(stream(k, 0)));
+        }
+        let before = map.clone();
+        let shared = |a: &StreamMap, b: &StreamMap| {
+            a.chunks.iter().zip(&b.chunks).filter(|(x, y)| Arc::ptr_eq(x, y)).count()
+        };
+        assert_eq!(shared(&map, &before), map.chunks.len());
+        let _ = map.get_mut(stream(500, 0).id()).map(|s| s.on_append(1, false, Timestamp::from_millis(1)));
+        assert_eq!(shared(&map, &before), map.chunks.len() - 1);
+        let changes: Vec<_> = map.changes_since(&before).map(|c| c.id()).collect();
+        assert_eq!(changes, vec![stream(500, 0).id()]);
+        // From a clean version, only touched streams are compared, with the same answer.
+        map.mark_clean();
+        let clean = map.clone();
+        for k in [3, 700, 701] {
+            let _ = map.get_mut(stream(k, 0).id()).map(|s| s.on_append(1, false, Timestamp::from_millis(2)));
+        }
+        assert!(matches!(map.changes_since(&clean), Changes::Touched { n: 3, .. }));
+        let ids: Vec<_> = map.changes_since(&clean).map(|c| c.id()).collect();
+        assert_eq!(ids, [3, 700, 701].map(|k| stream(k, 0).id()));
+        // A pass that changes nothing copies nothing.
+        let again = map.clone();
+        map.update_each(|_| {});
+        assert_eq!(shared(&map, &again), map.chunks.len());
+    }
+}
