@@ -4,7 +4,7 @@
 //! This module owns classifying a body into requests, notifications and responses (or a
 //! typed error). It does not dispatch anything.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::handler::RpcError;
@@ -41,6 +41,9 @@ impl Body {
 
 /// Parse a POST body.
 pub(crate) fn parse(bytes: &[u8]) -> Result<Body, Error> {
+    if let Some(message) = parse_plain(bytes) {
+        return Ok(Body { messages: vec![message?], batch: false });
+    }
     let value: Value = serde_json::from_slice(bytes).map_err(|e| Error::Parse(e.to_string()))?;
     match value {
         Value::Array(items) => {
@@ -54,46 +57,91 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Body, Error> {
     }
 }
 
+/// The fields of one message, read straight from the body.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    params: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    result: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    error: Option<Value>,
+}
+
+/// A field that is present, even as `null` (serde's default reads `null` as absent).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    <Value as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+/// The common case, a single message object, without building a map for its envelope: each
+/// request pays for this parse. `None` when the body is anything else or has a field of an
+/// unexpected type; the general path then parses it and names the problem.
+fn parse_plain(bytes: &[u8]) -> Option<Result<Message, Error>> {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    let e: Envelope<'_> = serde_json::from_slice(bytes).ok()?;
+    Some(classify(e.jsonrpc.as_deref() == Some("2.0"), e.id, e.method, e.params, e.result, e.error))
+}
+
 fn message(v: Value) -> Result<Message, Error> {
     let Value::Object(mut obj) = v else {
         return Err(Error::InvalidMessage("a message must be a JSON object".into()));
     };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    let jsonrpc = obj.get("jsonrpc").and_then(Value::as_str) == Some("2.0");
+    let method = match obj.remove("method") {
+        None => None,
+        Some(Value::String(method)) => Some(method),
+        Some(_) if !jsonrpc => None,
+        Some(_) => return Err(Error::InvalidMessage("\"method\" must be a string".into())),
+    };
+    let (id, params) = (obj.remove("id"), obj.remove("params"));
+    classify(jsonrpc, id, method, params, obj.remove("result"), obj.remove("error"))
+}
+
+/// Classify a message by its fields (present ones are `Some`, even when `null`).
+fn classify(
+    jsonrpc: bool,
+    id: Option<Value>,
+    method: Option<String>,
+    params: Option<Value>,
+    result: Option<Value>,
+    error: Option<Value>,
+) -> Result<Message, Error> {
+    if !jsonrpc {
         return Err(Error::InvalidMessage("\"jsonrpc\" must be \"2.0\"".into()));
     }
-    let id = obj.remove("id");
     if let Some(id) = &id
         && !(id.is_string() || id.is_i64() || id.is_u64() || id.is_null())
     {
         return Err(Error::InvalidMessage("\"id\" must be a string or an integer".into()));
     }
-    match obj.remove("method") {
-        Some(Value::String(method)) => {
-            let params = params(&mut obj)?;
-            match id {
-                None => Ok(Message::Notification { method, params }),
-                Some(Value::Null) => Err(Error::InvalidMessage("a request id must not be null".into())),
-                Some(id) => Ok(Message::Request { id, method, params }),
-            }
-        }
-        Some(_) => Err(Error::InvalidMessage("\"method\" must be a string".into())),
-        None => response(id, obj),
+    let Some(method) = method else {
+        return response(id, result, error);
+    };
+    let params = match params {
+        None => None,
+        Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p),
+        Some(_) => return Err(Error::InvalidMessage("\"params\" must be an object or an array".into())),
+    };
+    match id {
+        None => Ok(Message::Notification { method, params }),
+        Some(Value::Null) => Err(Error::InvalidMessage("a request id must not be null".into())),
+        Some(id) => Ok(Message::Request { id, method, params }),
     }
 }
 
-fn params(obj: &mut Map<String, Value>) -> Result<Option<Value>, Error> {
-    match obj.remove("params") {
-        None => Ok(None),
-        Some(p @ (Value::Object(_) | Value::Array(_))) => Ok(Some(p)),
-        Some(_) => Err(Error::InvalidMessage("\"params\" must be an object or an array".into())),
-    }
-}
-
-fn response(id: Option<Value>, mut obj: Map<String, Value>) -> Result<Message, Error> {
+fn response(id: Option<Value>, result: Option<Value>, error: Option<Value>) -> Result<Message, Error> {
     let Some(id) = id else {
         return Err(Error::InvalidMessage("neither a request, a notification nor a response".into()));
     };
-    match (obj.remove("result"), obj.remove("error")) {
+    match (result, error) {
         (Some(result), None) => Ok(Message::Response { id, outcome: Ok(result) }),
         (None, Some(error @ Value::Object(_))) => {
             Ok(Message::Response { id, outcome: Err(RpcError::from_json(&error)) })
@@ -134,6 +182,29 @@ mod tests {
         assert!(matches!(b.single(), Some(Message::Response { outcome: Ok(_), .. })));
         let b = parse(br#"{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"no"}}"#).unwrap();
         assert!(matches!(b.single(), Some(Message::Response { outcome: Err(e), .. }) if e.code == -1));
+    }
+
+    /// The envelope fast path and the general path classify every message alike.
+    #[test]
+    fn the_fast_path_agrees_with_the_general_one() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#,
+            r#"{"jsonrpc":"2.0","id":"x","method":"a","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","method":"n"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"no"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"a"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","params":3}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{}}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"a"}"#,
+            r#"{"jsonrpc":"2.\u0030","id":1,"method":"a","extra":true}"#,
+            r#"{"jsonrpc":"2.0"}"#,
+        ] {
+            let fast = parse_plain(text.as_bytes()).expect("a plain object takes the fast path");
+            let general = message(serde_json::from_str(text).unwrap());
+            assert_eq!(format!("{fast:?}"), format!("{general:?}"), "{text}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::{Future, IntoFuture as _};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -20,10 +21,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
 use forkless_core::{
-    AppendTarget, EndReason, Epoch, EventId, GetOutcome, GetRequest, Grant, NewSession, OsEntropy, Revision,
-    SessionId, SessionRecord, SessionState, StreamId, Timestamp,
+    AppendTarget, EndReason, Epoch, EventId, GetOutcome, GetRequest, Grant, IdHashBuilder, NewSession,
+    OsEntropy, Revision, SessionId, SessionRecord, SessionState, StreamId, Timestamp,
 };
 use forkless_store::{Store, transact};
+use futures::FutureExt as _;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
@@ -68,7 +70,7 @@ pub(crate) struct Common<S> {
     pub(crate) metrics: Arc<Metrics>,
     /// Cancelled when graceful shutdown starts: every SSE body ends, every handler is told.
     pub(crate) shutdown: CancellationToken,
-    sessions: Mutex<HashMap<SessionId, Arc<SessionShared>>>,
+    sessions: Mutex<HashMap<SessionId, Arc<SessionShared>, IdHashBuilder>>,
     /// The running writer of each stream in this process (its epoch), so that a resume waits
     /// for the displaced writer to stop.
     writers: Mutex<WriterRegistry>,
@@ -76,7 +78,7 @@ pub(crate) struct Common<S> {
 }
 
 /// The epoch of the writer currently running for each stream in this process.
-pub(crate) type WriterRegistry = HashMap<(SessionId, StreamId), watch::Sender<Option<Epoch>>>;
+pub(crate) type WriterRegistry = HashMap<(SessionId, StreamId), watch::Sender<Option<Epoch>>, IdHashBuilder>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -619,8 +621,9 @@ impl<S: Store, H: Handler> App<S, H> {
         }
     }
 
-    /// Run one request to its outcome in its own task (a panicking handler becomes an
-    /// internal error, never a crashed server).
+    /// Run one request to its outcome (a panicking handler becomes an internal error, never a
+    /// crashed server). Callers run this in a task of its own already, so the panic is caught
+    /// here rather than by spawning yet another task per request.
     async fn run(
         &self,
         shared: Arc<SessionShared>,
@@ -644,10 +647,14 @@ impl<S: Store, H: Handler> App<S, H> {
         // Moved, not cloned: after this only the call's id is needed (for the response).
         let (method, params) = (std::mem::take(&mut call.method), call.params.take());
         let started = tokio::time::Instant::now();
-        let task =
-            tokio::spawn(async move { handler.handle_request(&method, params, ctx).await }.instrument(span));
-        let out = task.await.unwrap_or_else(|e| {
-            tracing::warn!(session = %shared.id, error = %e, "handler task failed");
+        let handling = async move { handler.handle_request(&method, params, ctx).await }.instrument(span);
+        let out = AssertUnwindSafe(handling).catch_unwind().await.unwrap_or_else(|panic| {
+            let why = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("a panic");
+            tracing::warn!(session = %shared.id, error = why, "handler panicked");
             Err(RpcError::internal("the handler failed"))
         });
         self.common.metrics.request_took(started.elapsed().as_secs_f64());
@@ -945,8 +952,11 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     let wanted_type = wanted.split('/').next().unwrap_or("");
     headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(
         |range| {
-            let media = range.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-            media == wanted || media == "*/*" || media.strip_suffix("/*").is_some_and(|t| t == wanted_type)
+            // Compared without allocating: this runs on every POST.
+            let media = range.split(';').next().unwrap_or("").trim();
+            media.eq_ignore_ascii_case(wanted)
+                || media == "*/*"
+                || media.strip_suffix("/*").is_some_and(|t| t.eq_ignore_ascii_case(wanted_type))
         },
     )
 }
