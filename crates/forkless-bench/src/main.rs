@@ -12,6 +12,11 @@ use forkless_bench::{Error, report, suite};
 use forkless_server::AnswerMode;
 use forkless_store::Durability;
 
+// The allocator `forkless serve` ships with, so the servers under test (forkless and the bare
+// hyper ceiling alike) run on it. The rmcp reference gets the same one (bench/rmcp-echo).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "forkless-bench",
