@@ -8,7 +8,6 @@
 //!
 //! `cargo run --release -p forkless-store --example commit_cost -- DIR [APPENDS] [both|store|raw]`
 
-use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -16,6 +15,7 @@ use forkless_core::{
     AppendTarget, Limits, NewSession, Revision, SeededEntropy, SessionId, SessionRecord, Timestamp,
 };
 use forkless_store::{Durability, RedbStore, Store};
+use redb::StorageBackend as _;
 
 /// Rounds the appends are split into; each round times the raw sync and the store in turn.
 const ROUNDS: u64 = 10;
@@ -77,38 +77,39 @@ async fn main() {
     }
 }
 
-/// A pre-zeroed file that takes small writes, each followed by its own `fdatasync`.
+/// A pre-zeroed file that takes small writes, each followed by its own `fdatasync`, through
+/// the same redb file backend the store's log uses.
 struct RawSync {
-    file: std::fs::File,
+    file: redb::backends::FileBackend,
     offset: u64,
 }
 
 impl RawSync {
     fn new(path: &std::path::Path) -> Self {
-        let mut file = std::fs::OpenOptions::new()
+        let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
             .open(path)
             .expect("raw file");
+        let file = redb::backends::FileBackend::new(file).expect("raw file backend");
         let zeros = vec![0u8; 1 << 20];
-        for _ in 0..RAW_FILE >> 20 {
-            file.write_all(&zeros).expect("zero the raw file");
+        for chunk in 0..RAW_FILE >> 20 {
+            file.write(chunk << 20, &zeros).expect("zero the raw file");
         }
-        file.sync_all().expect("sync the raw file");
+        file.sync_data().expect("sync the raw file");
         Self { file, offset: 0 }
     }
 
     fn run(&mut self, n: u64) -> Duration {
-        use std::os::unix::fs::FileExt as _;
         let data = [0x5au8; RAW_WRITE];
         let started = Instant::now();
         for _ in 0..n {
             if self.offset + RAW_WRITE as u64 > RAW_FILE {
                 self.offset = 0;
             }
-            self.file.write_all_at(&data, self.offset).expect("raw write");
+            self.file.write(self.offset, &data).expect("raw write");
             self.file.sync_data().expect("raw fdatasync");
             self.offset += RAW_WRITE as u64;
         }

@@ -150,8 +150,9 @@ impl RedbStore {
             .map_err(log_err)?;
         let log = redb::backends::FileBackend::new(file).map_err(backend_err)?;
         let store = Self::start(db, log_key, log, durability, now)?;
-        if !existed {
-            // The log is now sized and synced; make its directory entry durable too.
+        if !existed && cfg!(unix) {
+            // The log is now sized and synced; make its directory entry durable too (a
+            // directory can be opened and synced like this on Unix only).
             let dir = dir.unwrap_or(Path::new("."));
             std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(log_err)?;
         }
