@@ -363,6 +363,21 @@ impl SessionRecord {
         self.stream_mut(stream)?.on_complete(now)
     }
 
+    /// Whether a request arriving at `now` would move the session's idle clock enough to be
+    /// worth a write: activity is kept to a resolution of one second (or an eighth of
+    /// `session_idle_ttl`, if that is shorter), so a busy session is not rewritten by every
+    /// request only to record that it is still busy. An ended session is always due (so
+    /// [`Self::on_request`] reports it).
+    pub fn activity_due(&self, now: Timestamp, cfg: &Config) -> bool {
+        const RESOLUTION: core::time::Duration = core::time::Duration::from_secs(1);
+        match self.session.state {
+            SessionState::Active(a) => {
+                now.saturating_since(a.last_activity) >= RESOLUTION.min(cfg.limits.session_idle_ttl / 8)
+            }
+            SessionState::Ended(_) => true,
+        }
+    }
+
     /// A request arrived on the session: it is not idle.
     pub fn on_request(&mut self, now: Timestamp) -> Result<(), Error> {
         self.check_active()?;

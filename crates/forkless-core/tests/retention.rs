@@ -3,14 +3,10 @@
 //! to seven eighths of the limit at once); open or attached streams are never dropped, and
 //! the session is refused with a typed error when nothing can go.
 
-use forkless_core::{
-    AppendTarget, Config, Error, Limits, NewSession, Revision, SeededEntropy, SessionId, SessionRecord,
-    StreamId, Timestamp,
-};
+use forkless_core::{AppendTarget, Config, Error, Limits, SeededEntropy, SessionRecord, StreamId};
 
-fn at(ms: u64) -> Timestamp {
-    Timestamp::from_millis(1_000_000 + ms)
-}
+mod support;
+use support::{at, session};
 
 fn cfg() -> Config {
     cfg_max(2)
@@ -18,16 +14,6 @@ fn cfg() -> Config {
 
 fn cfg_max(session_max_streams: usize) -> Config {
     Config { limits: Limits { session_max_streams, ..Limits::default() }, ..Config::default() }
-}
-
-fn session(e: &mut SeededEntropy) -> SessionRecord {
-    let new = NewSession {
-        id: SessionId::generate(e),
-        revision: Revision::V2025_11_25,
-        reset_contract: false,
-        principal: None,
-    };
-    SessionRecord::create(new, at(0), e).unwrap()
 }
 
 /// Open a request stream at `t`, answer it (final event) and let its connection go.
