@@ -490,7 +490,11 @@ impl<S: Store, H: Handler> App<S, H> {
         // A request answered over SSE opens its stream through the core, which checks the
         // session and records the activity itself: a separate `on_request` would be one more
         // load and compare-and-set of the whole record per request.
-        if !(has_requests && self.common.cfg.answer == AnswerMode::Sse) {
+        // Otherwise the idle clock moves only when it is due (a second's resolution), so a
+        // busy session is not rewritten by every request.
+        if !(has_requests && self.common.cfg.answer == AnswerMode::Sse)
+            && record.activity_due(now(), &self.common.cfg.core)
+        {
             transact(&*self.common.store, sid, |r| r.on_request(now()))
                 .await
                 .map_err(|e| self.store_error(sid, e))?;
@@ -667,8 +671,8 @@ impl<S: Store, H: Handler> App<S, H> {
             .map(|mut call| {
                 let app = self.clone();
                 let shared = shared.clone();
-                // Spawned: a client disconnecting does not cancel the request (2025 revisions).
-                tokio::spawn(async move {
+                // Detached: a client disconnecting does not cancel the request (2025 revisions).
+                start_detached(async move {
                     let cancel = shared.begin_request(&call.id);
                     let out = app.run(shared.clone(), &mut call, cancel, Outlet::Standalone).await;
                     shared.finish_request(&call.id);
@@ -678,7 +682,7 @@ impl<S: Store, H: Handler> App<S, H> {
             .collect();
         let mut responses = Vec::with_capacity(tasks.len());
         for task in tasks {
-            match task.await {
+            match task.finish().await {
                 Ok(v) => responses.push(v),
                 Err(e) => tracing::warn!(error = %e, "request task failed"),
             }
@@ -706,7 +710,10 @@ impl<S: Store, H: Handler> App<S, H> {
         let remaining = Arc::new(tokio::sync::Mutex::new(calls.len()));
         for mut call in calls {
             let (app, shared, remaining) = (self.clone(), shared.clone(), remaining.clone());
-            tokio::spawn(async move {
+            // Detached (a client going away does not cancel the request). A handler that
+            // answers at once has then appended its response before the SSE body is first
+            // polled, so the headers, the priming event and the answer leave in one write.
+            start_detached(async move {
                 let cancel = shared.begin_request(&call.id);
                 let out = app.run(shared.clone(), &mut call, cancel.clone(), Outlet::Stream(stream)).await;
                 shared.finish_request(&call.id);
@@ -959,6 +966,39 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
                 || media.strip_suffix("/*").is_some_and(|t| t.eq_ignore_ascii_case(wanted_type))
         },
     )
+}
+
+/// A future started by [`start_detached`].
+enum Detached<T> {
+    /// It finished on its first poll.
+    Done(T),
+    /// It is running in a task of its own.
+    Running(tokio::task::JoinHandle<T>),
+}
+
+impl<T> Detached<T> {
+    /// Wait for the outcome (an error if the task panicked or was aborted).
+    async fn finish(self) -> Result<T, tokio::task::JoinError> {
+        match self {
+            Self::Done(v) => Ok(v),
+            Self::Running(task) => task.await,
+        }
+    }
+}
+
+/// Poll `fut` once here and, if it is not done, finish it in a task of its own, so that it
+/// runs to the end whatever happens to the caller. Most requests are done on their first poll
+/// and so cost no task, no wake-up and no hand-off between tasks.
+fn start_detached<F>(fut: F) -> Detached<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let mut fut = Box::pin(fut);
+    match (&mut fut).now_or_never() {
+        Some(v) => Detached::Done(v),
+        None => Detached::Running(tokio::spawn(fut)),
+    }
 }
 
 async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes, Error> {
