@@ -5,6 +5,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+// mimalloc: a request allocates a few dozen small objects (headers, JSON values, tasks), and
+// glibc's malloc/free were a fifth of the server's instructions per request
+// (docs/benchmarks.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Fork-free SSE resumption for MCP Streamable HTTP.
 #[derive(Debug, Parser)]
 #[command(
