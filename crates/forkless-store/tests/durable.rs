@@ -584,6 +584,28 @@ async fn a_write_larger_than_the_log_goes_straight_to_the_data_file() {
 }
 
 #[tokio::test]
+async fn a_removed_session_stays_removed_through_replay_and_checkpoint() {
+    let (machine, store, kept, s) = machine_with_events(18, 3).await;
+    let gone = record(19);
+    let gone_id = gone.id();
+    store.create(gone).await.unwrap();
+    emit_n(&store, gone_id, 1, 4).await;
+    store.remove(gone_id).await.unwrap();
+    emit_n(&store, kept, 4, 2).await;
+    // Replayed from the log after a power failure...
+    let crashed = machine.after_power_failure(0.0);
+    let (after, recovery) = crashed.open(Durability::Immediate);
+    assert_eq!((recovery.sessions, recovery.events), (1, 5), "{recovery:?}");
+    assert!(after.load(gone_id).await.unwrap().is_none());
+    assert_eq!(after.read(kept, s, Seq::PRIMING, 100).await.unwrap().len(), 5);
+    // ...and checkpointed by a clean stop.
+    drop(after);
+    drop(store);
+    let (_, alone) = crashed.data_file_alone().open(Durability::Immediate);
+    assert_eq!((alone.sessions, alone.events), (1, 5));
+}
+
+#[tokio::test]
 async fn batched_mode_loses_at_most_the_unsynced_window_and_keeps_a_gap_free_prefix() {
     let machine = Machine::new(Some(SMALL_LOG));
     let rec = record(12);

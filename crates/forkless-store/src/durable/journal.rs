@@ -276,13 +276,34 @@ pub(crate) fn commit(db: &Database, ops: &[Op], lsn: u64) -> Result<(), redb::Er
     {
         let mut sessions = txn.open_table(SESSIONS)?;
         let mut events = txn.open_table(EVENTS)?;
-        for op in ops {
-            apply(op, &mut sessions, &mut events)?;
+        for (op, skip) in ops.iter().zip(superseded(ops)) {
+            if !skip {
+                apply(op, &mut sessions, &mut events)?;
+            }
         }
         txn.open_table(META)?.insert(META_LSN, lsn)?;
     }
     txn.commit()?;
     Ok(())
+}
+
+/// Which of `ops` a transaction applying them all can skip: a session record written again
+/// or deleted by a later op. Every append rewrites its session's record, so a checkpoint of
+/// many appends writes each record once instead of once per append. (Event ops all apply, in
+/// order: their effects depend on each other.)
+fn superseded(ops: &[Op]) -> Vec<bool> {
+    let mut decided = std::collections::HashSet::new();
+    let mut skip = vec![false; ops.len()];
+    for (op, skip) in ops.iter().zip(&mut skip).rev() {
+        match op {
+            Op::PutRecord { session, .. } => *skip = !decided.insert(*session),
+            Op::DropSession { session } => {
+                decided.insert(*session);
+            }
+            _ => {}
+        }
+    }
+    skip
 }
 
 fn apply(
