@@ -16,8 +16,8 @@ use std::sync::Arc;
 use crate::id::StreamId;
 use crate::stream::Stream;
 
-/// Most streams in one chunk: a change copies at most this many (about 2.5 KiB).
-const CHUNK: usize = 16;
+/// Most streams in one chunk: a change copies at most this many (about 5 KiB); a clone copies one pointer per chunk.
+const CHUNK: usize = 32;
 
 /// Most ids [`Touched`] lists before it gives up and the change walk looks at every chunk.
 const TOUCHED: usize = 8;

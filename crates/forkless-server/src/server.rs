@@ -969,7 +969,7 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
 }
 
 /// A future started by [`start_detached`].
-enum Detached<T> {
+pub(crate) enum Detached<T> {
     /// It finished on its first poll.
     Done(T),
     /// It is running in a task of its own.
@@ -989,7 +989,7 @@ impl<T> Detached<T> {
 /// Poll `fut` once here and, if it is not done, finish it in a task of its own, so that it
 /// runs to the end whatever happens to the caller. Most requests are done on their first poll
 /// and so cost no task, no wake-up and no hand-off between tasks.
-fn start_detached<F>(fut: F) -> Detached<F::Output>
+pub(crate) fn start_detached<F>(fut: F) -> Detached<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,

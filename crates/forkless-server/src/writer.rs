@@ -8,7 +8,7 @@
 //!
 //! ```text
 //!  start ─▶ wait for a displaced writer of this stream to stop (≤ grace) ─▶ preamble
-//!  loop: epoch still ours and stream not fenced?  else end
+//!  loop: epoch still ours, stream not fenced, no shutdown?  else end
 //!        queued chunk?                   → yield it
 //!        cursor < high-water?            → read a batch from the cursor, queue, advance
 //!        completed and cursor = high-water → end
@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use crate::metrics::Metrics;
-use crate::server::{Common, now};
+use crate::server::{Common, now, start_detached};
 use crate::sse;
 
 /// What kind of preamble the body starts with.
@@ -162,6 +162,11 @@ impl<S: Store> Writer<S> {
             if !self.still_ours() {
                 return self.finish("fenced or displaced");
             }
+            // Once shutdown begins nothing more is written, even what is ready: the events
+            // stay in the store for the client's resume, and every stream ends promptly.
+            if self.common.shutdown.is_cancelled() {
+                return self.finish("server shutting down");
+            }
             if let Some(chunk) = self.queue.pop_front() {
                 self.last_write = Instant::now();
                 self.wrote_since_renew = true;
@@ -183,9 +188,10 @@ impl<S: Store> Writer<S> {
             let keep_alive_at = self.last_write + self.keep_alive;
             let poll_at = self.poll_deadline;
             tokio::select! {
+                biased;
+                () = self.common.shutdown.cancelled() => return self.finish("server shutting down"),
                 sig = self.watch.changed() => self.signal = sig,
                 () = tokio::time::sleep_until(keep_alive_at) => self.queue.push_back(sse::comment("keep-alive")),
-                () = self.common.shutdown.cancelled() => return self.finish("server shutting down"),
                 () = sleep_until_opt(poll_at) => {
                     // Polling: close the connection, not the stream; the client reconnects
                     // with Last-Event-ID after `retry`.
@@ -334,8 +340,11 @@ impl<S: Store> Drop for DetachGuard<S> {
                 writers.remove(&key);
             }
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
-        rt.spawn(async move {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        // Done on the spot with an in-memory store; in a task of its own if the store waits.
+        let _ = start_detached(async move {
             let out =
                 forkless_store::transact(&*common.store, session, |r| r.on_detach(stream, epoch, now()))
                     .await;
