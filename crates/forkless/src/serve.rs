@@ -33,10 +33,12 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub listen: SocketAddr,
     /// Where sessions and stream logs are kept: `redb` (durable, in `--data-dir`),
-    /// `redb:PATH` (durable, that file) or `memory` (lost on exit).
+    /// `redb:PATH` (durable, that file and its write-ahead log `PATH.wal`) or `memory` (lost
+    /// on exit).
     #[arg(long, default_value = "redb", value_name = "STORE")]
     pub store: StoreSpec,
-    /// Directory of the durable store's data file (`forkless.redb`) when `--store redb`.
+    /// Directory of the durable store's files (`forkless.redb` and its write-ahead log
+    /// `forkless.redb.wal`) when `--store redb`.
     #[arg(long, default_value = "./forkless-data", value_name = "DIR")]
     pub data_dir: PathBuf,
     /// When the durable store's writes reach the disk: `immediate` (an event is on disk
@@ -221,6 +223,7 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
                 events = recovery.events,
                 detached = recovery.detached,
                 orphaned_requests = recovery.orphaned_requests,
+                replayed_log_entries = recovery.replayed,
                 "durable store recovered"
             );
             let label = match durability {
