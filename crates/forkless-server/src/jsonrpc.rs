@@ -160,6 +160,41 @@ pub(crate) fn error(id: &Value, error: &RpcError) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": error.to_json() })
 }
 
+/// The response for a handler's outcome, serialized straight into one buffer (no envelope
+/// map is built: this runs once per request).
+pub(crate) fn response_payload(id: &Value, outcome: &Result<Value, RpcError>) -> bytes::Bytes {
+    let mut out = Vec::with_capacity(96);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    // Serializing a Value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, id);
+    match outcome {
+        Ok(result) => {
+            out.extend_from_slice(br#","result":"#);
+            let _ = serde_json::to_writer(&mut out, result);
+        }
+        Err(error) => {
+            out.extend_from_slice(br#","error":"#);
+            let _ = serde_json::to_writer(&mut out, &error.to_json());
+        }
+    }
+    out.push(b'}');
+    out.into()
+}
+
+/// A JSON array of already serialized messages (a batch's responses).
+pub(crate) fn batch_payload(messages: &[bytes::Bytes]) -> bytes::Bytes {
+    let mut out = Vec::with_capacity(2 + messages.iter().map(|m| m.len() + 1).sum::<usize>());
+    out.push(b'[');
+    for (i, m) in messages.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(m);
+    }
+    out.push(b']');
+    out.into()
+}
+
 /// The response for a handler's outcome.
 pub(crate) fn respond(id: &Value, outcome: Result<Value, RpcError>) -> Value {
     match outcome {
@@ -205,6 +240,27 @@ mod tests {
             let general = message(serde_json::from_str(text).unwrap());
             assert_eq!(format!("{fast:?}"), format!("{general:?}"), "{text}");
         }
+    }
+
+    #[test]
+    fn serialized_responses_match_their_values() {
+        let outcomes = [
+            Ok(json!({ "content": [{ "type": "text", "text": "a\"b" }] })),
+            Ok(Value::Null),
+            Err(RpcError::new(-32601, "no such method")),
+            Err(RpcError::invalid_params("bad").with_data(json!({ "field": "x" }))),
+        ];
+        let mut payloads = Vec::new();
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            let id = if i % 2 == 0 { json!(i) } else { json!(format!("id-{i}")) };
+            let payload = response_payload(&id, &outcome);
+            let parsed: Value = serde_json::from_slice(&payload).unwrap();
+            assert_eq!(parsed, respond(&id, outcome));
+            payloads.push(payload);
+        }
+        let batch: Value = serde_json::from_slice(&batch_payload(&payloads)).unwrap();
+        assert_eq!(batch.as_array().map(Vec::len), Some(4));
+        assert_eq!(batch_payload(&[]).as_ref(), b"[]");
     }
 
     #[test]

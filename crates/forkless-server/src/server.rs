@@ -676,7 +676,7 @@ impl<S: Store, H: Handler> App<S, H> {
                     let cancel = shared.begin_request(&call.id);
                     let out = app.run(shared.clone(), &mut call, cancel, Outlet::Standalone).await;
                     shared.finish_request(&call.id);
-                    jsonrpc::respond(&call.id, out)
+                    jsonrpc::response_payload(&call.id, &out)
                 })
             })
             .collect();
@@ -687,8 +687,18 @@ impl<S: Store, H: Handler> App<S, H> {
                 Err(e) => tracing::warn!(error = %e, "request task failed"),
             }
         }
-        let body = if batch { Value::Array(responses) } else { responses.pop().unwrap_or(Value::Null) };
-        axum::Json(body).into_response()
+        let body = match (batch, responses.pop()) {
+            (true, last) => {
+                responses.extend(last);
+                jsonrpc::batch_payload(&responses)
+            }
+            (false, Some(single)) => single,
+            // Only if the request's task itself died (its handler's panics are caught).
+            (false, None) => {
+                jsonrpc::response_payload(&Value::Null, &Err(RpcError::internal("the request failed")))
+            }
+        };
+        ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
     }
 
     async fn answer_sse(
@@ -729,7 +739,8 @@ impl<S: Store, H: Handler> App<S, H> {
                         _ => Ok(()),
                     }
                 } else {
-                    shared.append(AppendTarget::Stream(stream), &jsonrpc::respond(&call.id, out), last).await
+                    let payload = jsonrpc::response_payload(&call.id, &out);
+                    shared.append_payload(AppendTarget::Stream(stream), payload, last).await.map(|_| ())
                 };
                 if let Err(e) = sent {
                     tracing::debug!(session = %sid, stream = %stream, error = %e, "response not delivered");
