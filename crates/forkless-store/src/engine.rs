@@ -21,8 +21,12 @@ use crate::{Error, Result, StoredEvent, StreamEnd, StreamSignal, StreamWatch, Ve
 /// What a mutation changed, for a journal to persist.
 #[derive(Debug)]
 pub(crate) enum Effect<'a> {
-    /// The record was created or replaced.
+    /// The record was created or recovered: its header and every stream.
     Record(&'a SessionRecord),
+    /// The session's header (everything but its streams) changed.
+    Header(&'a SessionRecord),
+    /// One stream's metadata was added or changed.
+    Stream { session: SessionId, meta: &'a forkless_core::Stream },
     /// An event was appended (the record changed too).
     Event { record: &'a SessionRecord, id: EventId, payload: &'a Bytes },
     /// Events of `stream` below `low_water` are gone.
@@ -104,23 +108,15 @@ impl Slot {
         Ok(self.logs.entry(stream).or_insert_with(|| Log::new(meta, meta.high_water())))
     }
 
-    /// Bring logs in line with the record and report what the journal must drop.
+    /// Bring logs in line with the record and tell the journal which streams were added,
+    /// changed, trimmed or dropped.
     ///
     /// Only streams whose metadata changed are visited: a session answering over SSE retains
     /// up to `session_max_streams` completed streams, and the record's change walk skips the
     /// ones the two versions still share.
-    fn sync_logs(&mut self, old: Option<&SessionRecord>, persist: &mut impl FnMut(Effect<'_>)) {
+    fn sync_logs(&mut self, old: &SessionRecord, persist: &mut impl FnMut(Effect<'_>)) {
         let record = &self.record;
         let session = record.id();
-        let Some(old) = old else {
-            self.logs.retain(|id, _| record.stream(*id).is_some());
-            for meta in record.streams() {
-                if let Some(log) = self.logs.get_mut(&meta.id()) {
-                    log.trim_and_announce(meta);
-                }
-            }
-            return;
-        };
         for change in record.changes_since(old) {
             let (low_before, meta) = match change {
                 StreamChange::Removed(_) => {
@@ -131,6 +127,7 @@ impl Slot {
                 StreamChange::Added(meta) => (Seq::FIRST, meta),
                 StreamChange::Changed { before, after } => (before.low_water(), after),
             };
+            persist(Effect::Stream { session, meta });
             if meta.low_water() > low_before {
                 persist(Effect::Trim { session, stream: meta.id(), low_water: meta.low_water() });
             }
@@ -206,8 +203,8 @@ impl Engine {
         }
         let old = std::mem::replace(&mut slot.record, record);
         slot.version = slot.version.next();
-        persist(Effect::Record(&slot.record));
-        slot.sync_logs(Some(&old), &mut persist);
+        persist(Effect::Header(&slot.record));
+        slot.sync_logs(&old, &mut persist);
         slot.record.mark_clean();
         persist(Effect::End);
         Ok(Some(slot.version))
@@ -248,7 +245,8 @@ impl Engine {
         let meta = slot.record.stream(id.stream).ok_or(Error::StreamUnknown)?;
         if low_before.is_some_and(|before| meta.low_water() > before) {
             persist(Effect::Trim { session, stream: id.stream, low_water: meta.low_water() });
-            persist(Effect::Record(&slot.record));
+            persist(Effect::Header(&slot.record));
+            persist(Effect::Stream { session, meta });
         }
         persist(Effect::End);
         if visible {

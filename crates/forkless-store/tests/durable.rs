@@ -160,7 +160,11 @@ fn file_of_format(path: &std::path::Path, version: u64) {
 
 #[tokio::test]
 async fn a_file_of_an_unknown_format_is_refused_and_left_alone() {
-    for (version, says) in [(99, "format version 99"), (1, "format version 1 (an earlier build's")] {
+    for (version, says) in [
+        (99, "format version 99"),
+        (1, "format version 1 (an earlier build's"),
+        (2, "format version 2 (an earlier build's"),
+    ] {
         let dir = tempdir();
         let path = dir.path().join("data.redb");
         file_of_format(&path, version);
@@ -323,6 +327,8 @@ async fn batched_mode_reaches_disk_within_its_window() {
 /// to fail, leaving its write in the volatile image only (a write the crash interrupts).
 #[derive(Debug, Clone)]
 struct Disk {
+    /// Bytes written so far (all writes, synced or not).
+    written: Arc<std::sync::atomic::AtomicU64>,
     volatile: Arc<std::sync::Mutex<Vec<u8>>>,
     durable: Arc<std::sync::Mutex<Vec<u8>>>,
     fail_sync: Arc<AtomicBool>,
@@ -334,6 +340,7 @@ struct Disk {
 impl Disk {
     fn new(power: &Arc<std::sync::Mutex<()>>) -> Self {
         Self {
+            written: Arc::default(),
             volatile: Arc::default(),
             durable: Arc::default(),
             fail_sync: Arc::default(),
@@ -353,6 +360,7 @@ impl Disk {
             image[first..keep].copy_from_slice(&volatile[first..keep]);
         }
         Self {
+            written: Arc::default(),
             volatile: Arc::new(std::sync::Mutex::new(image.clone())),
             durable: Arc::new(std::sync::Mutex::new(image)),
             fail_sync: Arc::default(),
@@ -386,6 +394,7 @@ impl redb::StorageBackend for Disk {
         Ok(())
     }
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.written.fetch_add(data.len() as u64, Ordering::SeqCst);
         let mut v = self.volatile.lock().unwrap();
         let end = offset as usize + data.len();
         if v.len() < end {
@@ -454,6 +463,34 @@ async fn machine_with_events(seed: u64, n: u64) -> (Machine, RedbStore, SessionI
 }
 
 /// Append `n` numbered events to the standalone stream, returning the last id.
+/// A write logs what it changed, not everything its session holds: an append to a session that
+/// retains hundreds of answered request streams writes as many log bytes as one to a fresh
+/// session (format 2 rewrote the whole record, every stream, on every write).
+#[tokio::test]
+async fn a_write_logs_only_what_it_changed() {
+    let machine = Machine::new(None);
+    let (store, _) = machine.open(Durability::Immediate);
+    let cfg = Config::default();
+    let mut e = SeededEntropy::new(77);
+    let mut bytes_per_append = Vec::new();
+    for (seed, answered) in [(1, 0), (2, 300)] {
+        let sid = record(seed).id();
+        store.create(record(seed)).await.unwrap();
+        for _ in 0..answered {
+            let id = StreamId::generate(&mut e);
+            let (grant, _) = transact(&store, sid, |r| r.open_request_stream(id, T0, &cfg)).await.unwrap();
+            store.append(sid, AppendTarget::Stream(id), payload(0), true, T0, &cfg.limits).await.unwrap();
+            transact(&store, sid, |r| r.on_detach(id, grant.epoch, T0)).await.unwrap();
+        }
+        let before = machine.log.written.load(Ordering::SeqCst);
+        emit_n(&store, sid, 0, 10).await;
+        bytes_per_append.push((machine.log.written.load(Ordering::SeqCst) - before) / 10);
+    }
+    let [fresh, busy] = bytes_per_append[..] else { unreachable!() };
+    assert!(fresh > 0 && fresh < 1024, "an append logs a few hundred bytes, not {fresh}");
+    assert!(busy <= fresh + 64, "300 retained streams made an append log {busy} bytes against {fresh}");
+}
+
 async fn emit_n(store: &RedbStore, sid: SessionId, from: u64, n: u64) -> forkless_core::EventId {
     let mut last = None;
     for i in from..from + n {

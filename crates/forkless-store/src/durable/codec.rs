@@ -1,14 +1,17 @@
 //! The on-disk encoding of session records, event keys and log entries' writes (format
-//! version 2).
+//! version 3).
 //!
 //! Hand-written and explicit so the file format does not depend on any serializer's
-//! defaults. All integers are big-endian (event keys then sort by seq). Layout of a record:
+//! defaults. All integers are big-endian (event keys then sort by seq). A session is stored
+//! as a header row (table `sessions`, key: session id) and one row per stream (table
+//! `streams`, key: session id and stream id), so a write touches only the streams that
+//! changed: a session answering over SSE retains up to 1,024 completed streams.
 //!
 //! ```text
+//! header  : session standalone[12]
 //! session : id[16] revision:u8 reset_contract:u8 principal:opt_bytes created_at:u64 state
 //! state   : 0 last_activity:u64 | 1 at:u64 end_reason
 //! end     : 0 deleted | 1 rejected reason:u8 | 2 idle_expired | 3 failed
-//! record  : session standalone[12] n:u32 stream*n
 //! stream  : id[12] kind:u8 high:u64 low:u64 bytes:u64 epoch:u64 ever:u8 label:opt_bytes sstate
 //! sstate  : 0 attachment | 1 at:u64 attachment | 2 at:u64 cause:u8
 //! attach  : 0 since:u64 | 1 deadline:u64
@@ -18,12 +21,13 @@
 //! A write-ahead log entry's payload is a sequence of [`Op`]s, each a tag and its fields:
 //!
 //! ```text
-//! op : 0 session[16] len:u32 record     (PutRecord)
+//! op : 0 session[16] len:u32 header     (PutHeader)
 //!    | 1 key[36] len:u32 payload        (PutEvent)
 //!    | 2 prefix[28] low_water:u64       (Trim)
-//!    | 3 prefix[28]                     (DropStream)
+//!    | 3 prefix[28]                     (DropStream: its row and its events)
 //!    | 4 session[16]                    (DropSession)
 //!    | 5 session[16]                    (DropEvents)
+//!    | 6 prefix[28] len:u32 stream      (PutStream)
 //! ```
 
 use forkless_core::{
@@ -37,8 +41,9 @@ use bytes::Bytes;
 use super::journal::Op;
 use crate::Error;
 
-/// The format version this code reads and writes. Version 1 had no write-ahead log.
-pub(crate) const FORMAT_VERSION: u64 = 2;
+/// The format version this code reads and writes. Version 1 had no write-ahead log; version 2
+/// kept a session's streams inside its record, rewritten whole on every write.
+pub(crate) const FORMAT_VERSION: u64 = 3;
 
 /// Key of one event: session, stream, seq.
 pub(crate) fn event_key(session: SessionId, stream: StreamId, seq: Seq) -> [u8; 36] {
@@ -69,10 +74,15 @@ fn corrupt(what: &str) -> Error {
 pub(crate) fn encode_op(op: &Op, out: &mut Vec<u8>) {
     let mut w = W(std::mem::take(out));
     match op {
-        Op::PutRecord { session, record } => {
+        Op::PutHeader { session, header } => {
             w.u8(0);
             w.bytes(session);
-            w.len_bytes(record);
+            w.len_bytes(header);
+        }
+        Op::PutStream { prefix, stream } => {
+            w.u8(6);
+            w.bytes(prefix);
+            w.len_bytes(stream);
         }
         Op::PutEvent { key, payload } => {
             w.u8(1);
@@ -111,12 +121,13 @@ pub(crate) fn decode_ops(bytes: &[u8], ops: &mut Vec<Op>) -> Result<(), Error> {
 
 fn decode_op(r: &mut R<'_>) -> Result<Op, Error> {
     Ok(match r.u8()? {
-        0 => Op::PutRecord { session: r.array()?, record: r.len_bytes()?.to_vec() },
+        0 => Op::PutHeader { session: r.array()?, header: r.len_bytes()?.to_vec() },
         1 => Op::PutEvent { key: r.array()?, payload: Bytes::copy_from_slice(r.len_bytes()?) },
         2 => Op::Trim { prefix: r.array()?, low_water: r.u64()? },
         3 => Op::DropStream { prefix: r.array()? },
         4 => Op::DropSession { session: r.array()? },
         5 => Op::DropEvents { session: r.array()? },
+        6 => Op::PutStream { prefix: r.array()?, stream: r.len_bytes()?.to_vec() },
         _ => return Err(Error::Corrupt("bad write tag".into())),
     })
 }
@@ -226,9 +237,9 @@ fn end_reason(w: &mut W, r: EndReason) {
     }
 }
 
-/// Encode a record.
-pub(crate) fn encode_record(record: &SessionRecord) -> Vec<u8> {
-    let mut w = W(Vec::with_capacity(64 + 80 * record.stream_count()));
+/// Encode a session's header row: everything but its streams.
+pub(crate) fn encode_header(record: &SessionRecord) -> Vec<u8> {
+    let mut w = W(Vec::with_capacity(64));
     let s = record.session();
     w.bytes(s.id().as_bytes());
     w.u8(revision_code(s.revision()));
@@ -247,37 +258,40 @@ pub(crate) fn encode_record(record: &SessionRecord) -> Vec<u8> {
         }
     }
     w.bytes(record.standalone().id().as_bytes());
-    w.0.extend_from_slice(&(record.stream_count() as u32).to_be_bytes());
-    for st in record.streams() {
-        w.bytes(st.id().as_bytes());
-        w.u8(match st.kind() {
-            StreamKind::Standalone => 0,
-            StreamKind::Request => 1,
-        });
-        w.u64(st.high_water().get());
-        w.u64(st.low_water().get());
-        w.u64(st.retained_bytes());
-        w.u64(st.epoch().get());
-        w.u8(u8::from(st.ever_attached()));
-        w.opt(st.label().map(Label::as_bytes));
-        match *st.state() {
-            StreamState::Open(o) => {
-                w.u8(0);
-                w.attachment(o.attachment);
-            }
-            StreamState::Completed(c) => {
-                w.u8(1);
-                w.ts(c.at);
-                w.attachment(c.attachment);
-            }
-            StreamState::Fenced(f) => {
-                w.u8(2);
-                w.ts(f.at);
-                w.u8(match f.cause {
-                    FenceCause::Reset => 0,
-                    FenceCause::SessionEnded => 1,
-                });
-            }
+    w.0
+}
+
+/// Encode one stream's row.
+pub(crate) fn encode_stream(st: &Stream) -> Vec<u8> {
+    let mut w = W(Vec::with_capacity(80));
+    w.bytes(st.id().as_bytes());
+    w.u8(match st.kind() {
+        StreamKind::Standalone => 0,
+        StreamKind::Request => 1,
+    });
+    w.u64(st.high_water().get());
+    w.u64(st.low_water().get());
+    w.u64(st.retained_bytes());
+    w.u64(st.epoch().get());
+    w.u8(u8::from(st.ever_attached()));
+    w.opt(st.label().map(Label::as_bytes));
+    match *st.state() {
+        StreamState::Open(o) => {
+            w.u8(0);
+            w.attachment(o.attachment);
+        }
+        StreamState::Completed(c) => {
+            w.u8(1);
+            w.ts(c.at);
+            w.attachment(c.attachment);
+        }
+        StreamState::Fenced(f) => {
+            w.u8(2);
+            w.ts(f.at);
+            w.u8(match f.cause {
+                FenceCause::Reset => 0,
+                FenceCause::SessionEnded => 1,
+            });
         }
     }
     w.0
@@ -329,8 +343,8 @@ impl RecordParts {
     }
 }
 
-/// Decode a record.
-pub(crate) fn decode_record(bytes: &[u8]) -> Result<RecordParts, Error> {
+/// Decode a header row; its streams come from their own rows ([`decode_stream`]).
+pub(crate) fn decode_header(bytes: &[u8]) -> Result<RecordParts, Error> {
     let mut r = R(bytes);
     let id = SessionId::from_bytes(r.array()?);
     let revision = *Revision::ALL.get(usize::from(r.u8()?)).ok_or_else(|| corrupt("bad revision"))?;
@@ -360,56 +374,50 @@ pub(crate) fn decode_record(bytes: &[u8]) -> Result<RecordParts, Error> {
         _ => return Err(corrupt("bad session state")),
     };
     let standalone = StreamId::from_bytes(r.array()?);
-    let n = u32::from_be_bytes(r.array()?);
-    let mut streams = Vec::with_capacity(n.min(4096) as usize);
-    for _ in 0..n {
-        let id = StreamId::from_bytes(r.array()?);
-        let kind = match r.u8()? {
-            0 => StreamKind::Standalone,
-            1 => StreamKind::Request,
-            _ => return Err(corrupt("bad stream kind")),
-        };
-        let high_water = Seq::new(r.u64()?);
-        let low_water = Seq::new(r.u64()?);
-        let retained_bytes = r.u64()?;
-        let epoch = Epoch::new(r.u64()?);
-        let ever_attached = r.u8()? != 0;
-        let label = match r.opt()? {
-            Some(b) => Some(Label::new(&b).ok_or_else(|| corrupt("label too long"))?),
-            None => None,
-        };
-        let state = match r.u8()? {
-            0 => StreamState::Open(Open { attachment: r.attachment()? }),
-            1 => {
-                let at = r.ts()?;
-                StreamState::Completed(Completed { at, attachment: r.attachment()? })
-            }
-            2 => {
-                let at = r.ts()?;
-                let cause = match r.u8()? {
-                    0 => FenceCause::Reset,
-                    1 => FenceCause::SessionEnded,
-                    _ => return Err(corrupt("bad fence cause")),
-                };
-                StreamState::Fenced(Fenced { at, cause })
-            }
-            _ => return Err(corrupt("bad stream state")),
-        };
-        streams.push(StreamParts {
-            id,
-            kind,
-            high_water,
-            low_water,
-            retained_bytes,
-            epoch,
-            ever_attached,
-            label,
-            state,
-        });
-    }
     if !r.0.is_empty() {
-        return Err(corrupt("trailing bytes"));
+        return Err(corrupt("trailing bytes in a session header"));
     }
     let new = NewSession { id, revision, reset_contract, principal };
-    Ok(RecordParts { new, created_at, state, standalone, streams })
+    Ok(RecordParts { new, created_at, state, standalone, streams: Vec::new() })
+}
+
+/// Decode a stream row.
+pub(crate) fn decode_stream(bytes: &[u8]) -> Result<StreamParts, Error> {
+    let mut r = R(bytes);
+    let id = StreamId::from_bytes(r.array()?);
+    let kind = match r.u8()? {
+        0 => StreamKind::Standalone,
+        1 => StreamKind::Request,
+        _ => return Err(corrupt("bad stream kind")),
+    };
+    let high_water = Seq::new(r.u64()?);
+    let low_water = Seq::new(r.u64()?);
+    let retained_bytes = r.u64()?;
+    let epoch = Epoch::new(r.u64()?);
+    let ever_attached = r.u8()? != 0;
+    let label = match r.opt()? {
+        Some(b) => Some(Label::new(&b).ok_or_else(|| corrupt("label too long"))?),
+        None => None,
+    };
+    let state = match r.u8()? {
+        0 => StreamState::Open(Open { attachment: r.attachment()? }),
+        1 => {
+            let at = r.ts()?;
+            StreamState::Completed(Completed { at, attachment: r.attachment()? })
+        }
+        2 => {
+            let at = r.ts()?;
+            let cause = match r.u8()? {
+                0 => FenceCause::Reset,
+                1 => FenceCause::SessionEnded,
+                _ => return Err(corrupt("bad fence cause")),
+            };
+            StreamState::Fenced(Fenced { at, cause })
+        }
+        _ => return Err(corrupt("bad stream state")),
+    };
+    if !r.0.is_empty() {
+        return Err(corrupt("trailing bytes in a stream row"));
+    }
+    Ok(StreamParts { id, kind, high_water, low_water, retained_bytes, epoch, ever_attached, label, state })
 }

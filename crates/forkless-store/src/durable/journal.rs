@@ -34,13 +34,21 @@ pub(crate) const META_LSN: &str = "lsn";
 pub(crate) const META_LOG_KEY: &str = "log_key";
 pub(crate) const SESSIONS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("sessions");
 pub(crate) const EVENTS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("events");
+/// One row per stream, keyed by session and stream id (see [`super::codec`]).
+pub(crate) const STREAMS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("streams");
 
 /// One write.
 #[derive(Debug)]
 pub(crate) enum Op {
-    PutRecord {
+    /// Write a session's header row.
+    PutHeader {
         session: [u8; 16],
-        record: Vec<u8>,
+        header: Vec<u8>,
+    },
+    /// Write one stream's row (`prefix` = session + stream).
+    PutStream {
+        prefix: [u8; 28],
+        stream: Vec<u8>,
     },
     PutEvent {
         key: [u8; 36],
@@ -51,11 +59,11 @@ pub(crate) enum Op {
         prefix: [u8; 28],
         low_water: u64,
     },
-    /// Delete all events of a stream.
+    /// Delete a stream's row and all its events.
     DropStream {
         prefix: [u8; 28],
     },
-    /// Delete a session's record and events.
+    /// Delete a session's header, stream rows and events.
     DropSession {
         session: [u8; 16],
     },
@@ -274,11 +282,14 @@ pub(crate) fn commit(db: &Database, ops: &[Op], lsn: u64) -> Result<(), redb::Er
     let mut txn = db.begin_write()?;
     txn.set_durability(redb::Durability::Immediate)?;
     {
-        let mut sessions = txn.open_table(SESSIONS)?;
-        let mut events = txn.open_table(EVENTS)?;
+        let mut tables = Tables {
+            sessions: txn.open_table(SESSIONS)?,
+            streams: txn.open_table(STREAMS)?,
+            events: txn.open_table(EVENTS)?,
+        };
         for (op, skip) in ops.iter().zip(superseded(ops)) {
             if !skip {
-                apply(op, &mut sessions, &mut events)?;
+                apply(op, &mut tables)?;
             }
         }
         txn.open_table(META)?.insert(META_LSN, lsn)?;
@@ -287,18 +298,23 @@ pub(crate) fn commit(db: &Database, ops: &[Op], lsn: u64) -> Result<(), redb::Er
     Ok(())
 }
 
-/// Which of `ops` a transaction applying them all can skip: a session record written again
-/// or deleted by a later op. Every append rewrites its session's record, so a checkpoint of
-/// many appends writes each record once instead of once per append. (Event ops all apply, in
-/// order: their effects depend on each other.)
+/// Which of `ops` a transaction applying them all can skip: a header or stream row written
+/// again or deleted by a later op. Every append rewrites its session's header and its
+/// stream's row, so a checkpoint of many appends writes each once instead of once per
+/// append. (Event ops all apply, in order: their effects depend on each other.)
 fn superseded(ops: &[Op]) -> Vec<bool> {
-    let mut decided = std::collections::HashSet::new();
+    let mut sessions = std::collections::HashSet::new();
+    let mut streams = std::collections::HashSet::new();
     let mut skip = vec![false; ops.len()];
     for (op, skip) in ops.iter().zip(&mut skip).rev() {
         match op {
-            Op::PutRecord { session, .. } => *skip = !decided.insert(*session),
+            Op::PutHeader { session, .. } => *skip = !sessions.insert(*session),
+            Op::PutStream { prefix, .. } => *skip = !streams.insert(*prefix),
+            Op::DropStream { prefix } => {
+                streams.insert(*prefix);
+            }
             Op::DropSession { session } => {
-                decided.insert(*session);
+                sessions.insert(*session);
             }
             _ => {}
         }
@@ -306,40 +322,55 @@ fn superseded(ops: &[Op]) -> Vec<bool> {
     skip
 }
 
-fn apply(
-    op: &Op,
-    sessions: &mut redb::Table<'_, &[u8], &[u8]>,
-    events: &mut redb::Table<'_, &[u8], &[u8]>,
-) -> Result<(), redb::Error> {
+/// The tables a checkpoint writes.
+struct Tables<'t> {
+    sessions: redb::Table<'t, &'static [u8], &'static [u8]>,
+    streams: redb::Table<'t, &'static [u8], &'static [u8]>,
+    events: redb::Table<'t, &'static [u8], &'static [u8]>,
+}
+
+fn apply(op: &Op, t: &mut Tables<'_>) -> Result<(), redb::Error> {
     match op {
-        Op::PutRecord { session, record } => {
-            sessions.insert(&session[..], &record[..])?;
+        Op::PutHeader { session, header } => {
+            t.sessions.insert(&session[..], &header[..])?;
+        }
+        Op::PutStream { prefix, stream } => {
+            t.streams.insert(&prefix[..], &stream[..])?;
         }
         Op::PutEvent { key, payload } => {
-            events.insert(&key[..], &payload[..])?;
+            t.events.insert(&key[..], &payload[..])?;
         }
         Op::Trim { prefix, low_water } => {
             let (lo, hi) = stream_range(prefix, 0, *low_water);
-            events.retain_in(&lo[..]..&hi[..], |_, _| false)?;
+            t.events.retain_in(&lo[..]..&hi[..], |_, _| false)?;
         }
         Op::DropStream { prefix } => {
+            t.streams.remove(&prefix[..])?;
             let (lo, hi) = stream_range(prefix, 0, u64::MAX);
-            events.retain_in(&lo[..]..=&hi[..], |_, _| false)?;
+            t.events.retain_in(&lo[..]..=&hi[..], |_, _| false)?;
         }
         Op::DropSession { session } => {
-            sessions.remove(&session[..])?;
-            drop_events(events, session)?;
+            t.sessions.remove(&session[..])?;
+            let (lo, hi) = session_range::<28>(session);
+            t.streams.retain_in(&lo[..]..=&hi[..], |_, _| false)?;
+            drop_events(&mut t.events, session)?;
         }
-        Op::DropEvents { session } => drop_events(events, session)?,
+        Op::DropEvents { session } => drop_events(&mut t.events, session)?,
     }
     Ok(())
 }
 
-fn drop_events(events: &mut redb::Table<'_, &[u8], &[u8]>, session: &[u8; 16]) -> Result<(), redb::Error> {
-    let mut lo = [0u8; 36];
+/// The first and last keys of `N` bytes that start with `session`.
+pub(crate) fn session_range<const N: usize>(session: &[u8; 16]) -> ([u8; N], [u8; N]) {
+    let mut lo = [0u8; N];
     lo[..16].copy_from_slice(session);
-    let mut hi = [0xffu8; 36];
+    let mut hi = [0xffu8; N];
     hi[..16].copy_from_slice(session);
+    (lo, hi)
+}
+
+fn drop_events(events: &mut redb::Table<'_, &[u8], &[u8]>, session: &[u8; 16]) -> Result<(), redb::Error> {
+    let (lo, hi) = session_range::<36>(session);
     events.retain_in(&lo[..]..=&hi[..], |_, _| false)?;
     Ok(())
 }

@@ -39,7 +39,7 @@ use bytes::Bytes;
 use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, Timestamp};
 use redb::{Database, ReadableDatabase, ReadableTable};
 
-use self::journal::{EVENTS, META, META_LOG_KEY, META_LSN, Msg, Op, Poison, SESSIONS};
+use self::journal::{EVENTS, META, META_LOG_KEY, META_LSN, Msg, Op, Poison, SESSIONS, STREAMS};
 use crate::engine::{Effect, Engine};
 use crate::{Error, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
 
@@ -256,17 +256,20 @@ impl RedbStore {
         let mut ops = Vec::new();
         move |effect| match effect {
             Effect::Record(r) => {
-                ops.push(Op::PutRecord { session: *r.id().as_bytes(), record: codec::encode_record(r) })
+                ops.push(put_header(r));
+                ops.extend(r.streams().map(|st| put_stream(r.id(), st)));
             }
+            Effect::Header(r) => ops.push(put_header(r)),
+            Effect::Stream { session, meta } => ops.push(put_stream(session, meta)),
             Effect::Event { record, id, payload } => {
                 ops.push(Op::PutEvent {
                     key: codec::event_key(record.id(), id.stream, id.seq),
                     payload: payload.clone(),
                 });
-                ops.push(Op::PutRecord {
-                    session: *record.id().as_bytes(),
-                    record: codec::encode_record(record),
-                });
+                ops.push(put_header(record));
+                if let Some(meta) = record.stream(id.stream) {
+                    ops.push(put_stream(record.id(), meta));
+                }
                 if record.session().ended().is_some() {
                     ops.push(Op::DropEvents { session: *record.id().as_bytes() });
                 }
@@ -291,9 +294,18 @@ impl RedbStore {
         let mut recovery = Recovery::default();
         let mut records = Vec::new();
         if let Ok(sessions) = txn.open_table(SESSIONS) {
+            let streams = txn.open_table(STREAMS).map_err(backend_err)?;
             for entry in sessions.iter().map_err(backend_err)? {
-                let (_, v) = entry.map_err(backend_err)?;
-                records.push(codec::decode_record(v.value())?);
+                let (k, v) = entry.map_err(backend_err)?;
+                let mut parts = codec::decode_header(v.value())?;
+                let session: &[u8; 16] =
+                    k.value().try_into().map_err(|_| Error::Corrupt("session key of wrong length".into()))?;
+                let (lo, hi) = journal::session_range::<28>(session);
+                for row in streams.range(&lo[..]..=&hi[..]).map_err(backend_err)? {
+                    let (_, v) = row.map_err(backend_err)?;
+                    parts.streams.push(codec::decode_stream(v.value())?);
+                }
+                records.push(parts);
             }
         }
         let events_table = txn.open_table(EVENTS).ok();
@@ -375,6 +387,14 @@ fn lost_request_error(label: Option<&[u8]>) -> Bytes {
     ))
 }
 
+fn put_header(record: &SessionRecord) -> Op {
+    Op::PutHeader { session: *record.id().as_bytes(), header: codec::encode_header(record) }
+}
+
+fn put_stream(session: SessionId, meta: &forkless_core::Stream) -> Op {
+    Op::PutStream { prefix: prefix(session, meta.id()), stream: codec::encode_stream(meta) }
+}
+
 fn prefix(session: SessionId, stream: StreamId) -> [u8; 28] {
     let mut p = [0u8; 28];
     p[..16].copy_from_slice(session.as_bytes());
@@ -390,7 +410,11 @@ fn refuse_other_format(found: Option<u64>) -> Result<()> {
     match found {
         Some(v) if v != codec::FORMAT_VERSION => Err(Error::Corrupt(format!(
             "data file has format version {v}{}; this build reads version {} only and will not rewrite it",
-            if v == 1 { " (an earlier build's, without a write-ahead log)" } else { "" },
+            match v {
+                1 => " (an earlier build's, without a write-ahead log)",
+                2 => " (an earlier build's, with each session's streams inside its record)",
+                _ => "",
+            },
             codec::FORMAT_VERSION
         ))),
         _ => Ok(()),
@@ -418,6 +442,7 @@ fn check_format(db: &Database) -> Result<u64> {
                 }
                 drop(sessions);
                 txn.open_table(EVENTS).map_err(backend_err)?;
+                txn.open_table(STREAMS).map_err(backend_err)?;
                 let key = new_log_key();
                 meta.insert("format", codec::FORMAT_VERSION).map_err(backend_err)?;
                 meta.insert(META_LOG_KEY, key).map_err(backend_err)?;
