@@ -18,6 +18,10 @@
 //! opt_bytes: 0 | 1 len:u32 bytes
 //! ```
 //!
+//! Events are stored in table `events` as rows of consecutive events of one stream, keyed by
+//! the first one's `(session, stream, seq)` (a checkpoint writes a stream's new events as one
+//! row): `row : (len:u32 payload)*`.
+//!
 //! A write-ahead log entry's payload is a sequence of [`Op`]s, each a tag and its fields:
 //!
 //! ```text
@@ -52,6 +56,24 @@ pub(crate) fn event_key(session: SessionId, stream: StreamId, seq: Seq) -> [u8; 
     k[16..28].copy_from_slice(stream.as_bytes());
     k[28..].copy_from_slice(&seq.get().to_be_bytes());
     k
+}
+
+/// Append one event to a stored row of consecutive events (`len:u32 payload`, repeated; the
+/// row's key names its first event).
+pub(crate) fn put_chunk_event(row: &mut Vec<u8>, payload: &[u8]) {
+    row.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    row.extend_from_slice(payload);
+}
+
+/// The events of a stored row whose first event has seq `first`.
+pub(crate) fn chunk_events(first: Seq, row: &[u8]) -> Result<Vec<(Seq, &[u8])>, Error> {
+    let mut r = R(row);
+    let mut out = Vec::new();
+    while !r.0.is_empty() {
+        let seq = Seq::new(first.get() + out.len() as u64);
+        out.push((seq, r.len_bytes()?));
+    }
+    Ok(out)
 }
 
 /// Split an event key.

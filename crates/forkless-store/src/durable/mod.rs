@@ -319,10 +319,11 @@ impl RedbStore {
                 hi[..16].copy_from_slice(session.as_bytes());
                 for entry in events.range(&lo[..]..=&hi[..]).map_err(backend_err)? {
                     let (k, v) = entry.map_err(backend_err)?;
-                    let (_, stream, seq) = codec::split_event_key(k.value())?;
-                    logs.entry(stream)
-                        .or_default()
-                        .push(StoredEvent { seq, payload: Bytes::copy_from_slice(v.value()) });
+                    let (_, stream, first) = codec::split_event_key(k.value())?;
+                    let log = logs.entry(stream).or_default();
+                    for (seq, payload) in codec::chunk_events(first, v.value())? {
+                        log.push(StoredEvent { seq, payload: Bytes::copy_from_slice(payload) });
+                    }
                 }
             }
             // Keep, per stream, the contiguous run that ends at the high-water mark and
