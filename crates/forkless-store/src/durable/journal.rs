@@ -154,30 +154,35 @@ impl Writer {
     /// Make a batch durable: one log entry, one sync. A group too large for the log at all
     /// goes straight into redb with the pending writes (a checkpoint).
     fn write(&mut self, batch: &mut [Msg]) -> Result<(), String> {
+        let mut group: Vec<Op> = batch
+            .iter_mut()
+            .filter_map(|m| match m {
+                Msg::Ops(ops) => Some(std::mem::take(ops)),
+                Msg::Barrier(_) => None,
+            })
+            .flatten()
+            .collect();
+        // A batch window of appends to one stream rewrites its header and stream row once
+        // per append; only the last of each goes to the log.
+        let skip = superseded(&group);
+        let mut skip = skip.into_iter();
+        group.retain(|_| !skip.next().unwrap_or(false));
         let out = self.log.begin();
-        for msg in batch.iter() {
-            if let Msg::Ops(ops) = msg {
-                for op in ops {
-                    codec::encode_op(op, out);
-                }
-            }
+        for op in &group {
+            codec::encode_op(op, out);
         }
         if self.log.is_empty() {
             return Ok(());
         }
-        let ops = batch.iter_mut().filter_map(|m| match m {
-            Msg::Ops(ops) => Some(std::mem::take(ops)),
-            Msg::Barrier(_) => None,
-        });
         if !self.log.fits_when_empty() {
-            self.pending.extend(ops.flatten());
+            self.pending.extend(group);
             return self.checkpoint();
         }
         if !self.log.fits() {
             self.checkpoint()?;
         }
         self.log.append().map_err(|e| format!("writing the write-ahead log: {e}"))?;
-        self.pending.extend(ops.flatten());
+        self.pending.extend(group);
         self.pending_since.get_or_insert_with(Instant::now);
         Ok(())
     }
@@ -324,8 +329,9 @@ pub(crate) fn commit(db: &Database, ops: &[Op], lsn: u64) -> Result<(), redb::Er
 /// stream's row, so a checkpoint of many appends writes each once instead of once per
 /// append. (Event ops all apply, in order: their effects depend on each other.)
 fn superseded(ops: &[Op]) -> Vec<bool> {
-    let mut sessions = std::collections::HashSet::new();
-    let mut streams = std::collections::HashSet::new();
+    // Keys are CSPRNG ids: no need for SipHash.
+    let mut sessions = std::collections::HashSet::<_, forkless_core::IdHashBuilder>::default();
+    let mut streams = std::collections::HashSet::<_, forkless_core::IdHashBuilder>::default();
     let mut skip = vec![false; ops.len()];
     for (op, skip) in ops.iter().zip(&mut skip).rev() {
         match op {
