@@ -219,6 +219,15 @@ pub(crate) fn run(mut writer: Writer, rx: Receiver<Msg>, durability: Durability,
         Durability::Batched { window } => Some(window),
     };
     loop {
+        // In immediate mode, an emitter that waits for each append is back within tens of
+        // microseconds: catching its next message awake spares this thread a sleep and the
+        // wake-up that follows, which on an idle virtual CPU costs about as much as a sync.
+        if window.is_none()
+            && let Some(msg) = poll_briefly(&rx, IMMEDIATE_POLL)
+        {
+            handle(&mut writer, &rx, msg, window, poison);
+            continue;
+        }
         // Wait for work; with writes pending, no longer than until their checkpoint is due.
         let first = match writer.checkpoint_due() {
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
@@ -232,43 +241,65 @@ pub(crate) fn run(mut writer: Writer, rx: Receiver<Msg>, durability: Durability,
             }
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        let deadline = window.map(|w| Instant::now() + w);
-        let flush_now = deadline.is_some() && matches!(first, Msg::Barrier(_));
-        let mut batch = vec![first];
-        while !flush_now && batch.len() < MAX_BATCH {
-            let next = match deadline {
-                None => rx.try_recv().ok(),
-                Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())).ok(),
-            };
-            match next {
-                // In batched mode a barrier is an explicit flush: commit now rather than at
-                // the end of the window. (In immediate mode every append sends one, and
-                // draining past them is what makes commits shared.)
-                Some(m @ Msg::Barrier(_)) if deadline.is_some() => {
-                    batch.push(m);
-                    break;
-                }
-                Some(m) => batch.push(m),
-                None => break,
-            }
-        }
-        let result = if poison.check().is_err() {
-            Err("store is poisoned by an earlier failure".to_owned())
-        } else {
-            writer.write(&mut batch)
-        };
-        fail_on(poison, result.clone());
-        for msg in batch {
-            if let Msg::Barrier(ack) = msg {
-                let _ = ack.send(result.clone());
-            }
-        }
-        if writer.checkpoint_due().is_some_and(|due| due <= Instant::now()) {
-            writer.checkpoint_or_poison(poison);
-        }
+        handle(&mut writer, &rx, first, window, poison);
     }
     // Closing: checkpoint, so the next open has nothing to replay.
     writer.checkpoint_or_poison(poison);
+}
+
+/// How long the writer polls for the next message before it sleeps, in immediate mode.
+const IMMEDIATE_POLL: Duration = Duration::from_micros(200);
+
+/// The next message if one arrives within `within`. Polls, yielding the CPU between polls,
+/// so another thread that wants the core gets it.
+fn poll_briefly(rx: &Receiver<Msg>, within: Duration) -> Option<Msg> {
+    let until = Instant::now() + within;
+    loop {
+        match rx.try_recv() {
+            Ok(msg) => return Some(msg),
+            Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() < until => std::thread::yield_now(),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Gather a group starting with `first`, write it with one sync, acknowledge its barriers,
+/// and checkpoint if one is due.
+fn handle(writer: &mut Writer, rx: &Receiver<Msg>, first: Msg, window: Option<Duration>, poison: &Poison) {
+    let deadline = window.map(|w| Instant::now() + w);
+    let flush_now = deadline.is_some() && matches!(first, Msg::Barrier(_));
+    let mut batch = vec![first];
+    while !flush_now && batch.len() < MAX_BATCH {
+        let next = match deadline {
+            None => rx.try_recv().ok(),
+            Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())).ok(),
+        };
+        match next {
+            // In batched mode a barrier is an explicit flush: commit now rather than at
+            // the end of the window. (In immediate mode every append sends one, and
+            // draining past them is what makes commits shared.)
+            Some(m @ Msg::Barrier(_)) if deadline.is_some() => {
+                batch.push(m);
+                break;
+            }
+            Some(m) => batch.push(m),
+            None => break,
+        }
+    }
+    let result = if poison.check().is_err() {
+        Err("store is poisoned by an earlier failure".to_owned())
+    } else {
+        writer.write(&mut batch)
+    };
+    fail_on(poison, result.clone());
+    for msg in batch {
+        if let Msg::Barrier(ack) = msg {
+            let _ = ack.send(result.clone());
+        }
+    }
+    if writer.checkpoint_due().is_some_and(|due| due <= Instant::now()) {
+        writer.checkpoint_or_poison(poison);
+    }
 }
 
 /// Poison the store on the first failure.
