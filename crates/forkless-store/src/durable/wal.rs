@@ -160,8 +160,9 @@ fn checksum(key: u64, lsn: u64, payload: &[u8]) -> u32 {
     crc.finish()
 }
 
-/// CRC-32C (Castagnoli), table-driven, one byte at a time: entries are small, so this is
-/// far below the cost of the sync that follows.
+/// CRC-32C (Castagnoli), table-driven, eight bytes at a time ("slicing by 8"): a batched
+/// entry holds a whole window of events, and a byte at a time the checksum was a visible
+/// share of the writer thread's work per event.
 struct Crc32c(u32);
 
 impl Default for Crc32c {
@@ -170,8 +171,10 @@ impl Default for Crc32c {
     }
 }
 
-const CRC_TABLE: [u32; 256] = {
-    let mut table = [0u32; 256];
+/// `CRC_TABLES[0]` is the classic one-byte table; `CRC_TABLES[k][b]` is the CRC of byte `b`
+/// followed by `k` zero bytes, so eight table lookups fold eight bytes.
+const CRC_TABLES: [[u32; 256]; 8] = {
+    let mut tables = [[0u32; 256]; 8];
     let mut i = 0;
     while i < 256 {
         let mut c = i as u32;
@@ -180,16 +183,40 @@ const CRC_TABLE: [u32; 256] = {
             c = if c & 1 != 0 { (c >> 1) ^ 0x82f6_3b78 } else { c >> 1 };
             bit += 1;
         }
-        table[i] = c;
+        tables[0][i] = c;
         i += 1;
     }
-    table
+    let mut k = 1;
+    while k < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = tables[k - 1][i];
+            tables[k][i] = (prev >> 8) ^ tables[0][(prev & 0xff) as usize];
+            i += 1;
+        }
+        k += 1;
+    }
+    tables
 };
 
 impl Crc32c {
     fn update(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = CRC_TABLE[((self.0 ^ u32::from(b)) & 0xff) as usize] ^ (self.0 >> 8);
+        let t = &CRC_TABLES;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let lo = self.0 ^ u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+            let hi = u32::from_le_bytes([chunk[4], chunk[5], chunk[6], chunk[7]]);
+            self.0 = t[7][(lo & 0xff) as usize]
+                ^ t[6][((lo >> 8) & 0xff) as usize]
+                ^ t[5][((lo >> 16) & 0xff) as usize]
+                ^ t[4][(lo >> 24) as usize]
+                ^ t[3][(hi & 0xff) as usize]
+                ^ t[2][((hi >> 8) & 0xff) as usize]
+                ^ t[1][((hi >> 16) & 0xff) as usize]
+                ^ t[0][(hi >> 24) as usize];
+        }
+        for &b in chunks.remainder() {
+            self.0 = t[0][((self.0 ^ u32::from(b)) & 0xff) as usize] ^ (self.0 >> 8);
         }
     }
 
@@ -207,6 +234,19 @@ mod tests {
         let mut crc = Crc32c::default();
         crc.update(b"123456789");
         assert_eq!(crc.finish(), 0xe306_9283);
+        // Eight bytes at a time agrees with one byte at a time, for every length and split.
+        let data: Vec<u8> = (0u32..300).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        for len in 0..data.len() {
+            let mut bytewise = !0u32;
+            for &b in &data[..len] {
+                bytewise = CRC_TABLES[0][((bytewise ^ u32::from(b)) & 0xff) as usize] ^ (bytewise >> 8);
+            }
+            let (mut whole, mut split) = (Crc32c::default(), Crc32c::default());
+            whole.update(&data[..len]);
+            split.update(&data[..len / 3]);
+            split.update(&data[len / 3..len]);
+            assert_eq!((whole.finish(), split.finish()), (!bytewise, !bytewise), "length {len}");
+        }
     }
 
     /// A log image shared between opens, so a test can reopen what it wrote.
