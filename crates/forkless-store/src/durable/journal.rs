@@ -351,32 +351,13 @@ pub(crate) fn commit(db: &Database, ops: &[Op], lsn: u64) -> Result<(), redb::Er
             streams: txn.open_table(STREAMS)?,
             events: txn.open_table(EVENTS)?,
         };
-        let mut chunks = Chunks::default();
-        // Trims wait for the end: they only ever drop events below a low-water mark, and
-        // every event appended after a trim is above it, so applying each stream's highest
-        // trim last gives the same result and lets a stream's events form one row even while
-        // retention evicts one event per append.
-        let mut trims = std::collections::HashMap::<[u8; 28], u64>::new();
+        let mut events = NewEvents::default();
         for (op, skip) in ops.iter().zip(superseded(ops)) {
-            match op {
-                _ if skip => {}
-                Op::PutEvent { key, payload } => chunks.add(key, payload, &mut tables.events)?,
-                Op::PutHeader { .. } | Op::PutStream { .. } => apply(op, &mut tables)?,
-                Op::Trim { prefix, low_water } => {
-                    let low = trims.entry(*prefix).or_default();
-                    *low = (*low).max(*low_water);
-                }
-                // Other deletions apply to what is stored, so the chunks gathered go first.
-                _ => {
-                    chunks.flush_all(&mut tables.events)?;
-                    apply(op, &mut tables)?;
-                }
+            if !skip {
+                apply(op, &mut tables, &mut events)?;
             }
         }
-        chunks.flush_all(&mut tables.events)?;
-        for (prefix, low_water) in trims {
-            apply(&Op::Trim { prefix, low_water }, &mut tables)?;
-        }
+        events.finish(&mut tables.events)?;
         txn.open_table(META)?.insert(META_LSN, lsn)?;
     }
     txn.commit()?;
@@ -416,9 +397,15 @@ const CHUNK_BYTES: usize = 64 << 10;
 /// A checkpoint's new events, gathered per stream into rows of consecutive events: one B-tree
 /// insert per row instead of one per event (inserting each event was most of a checkpoint's
 /// cost, and the checkpoint shares the server's CPU).
+///
+/// Trims wait for the end: they only ever drop events below a low-water mark, and every event
+/// appended after a trim is above it, so applying each stream's highest trim last gives the
+/// same result and lets a stream's events form one row even while retention evicts one event
+/// per append.
 #[derive(Default)]
-struct Chunks {
+struct NewEvents {
     open: std::collections::HashMap<[u8; 28], Chunk>,
+    trims: std::collections::HashMap<[u8; 28], u64>,
 }
 
 /// Consecutive events of one stream, keyed by the first one's event key.
@@ -429,7 +416,7 @@ struct Chunk {
     bytes: Vec<u8>,
 }
 
-impl Chunks {
+impl NewEvents {
     fn add(
         &mut self,
         key: &[u8; 36],
@@ -457,7 +444,13 @@ impl Chunks {
         Ok(())
     }
 
-    fn flush_all(
+    fn trim(&mut self, prefix: &[u8; 28], low_water: u64) {
+        let low = self.trims.entry(*prefix).or_default();
+        *low = (*low).max(low_water);
+    }
+
+    /// Store the rows gathered so far (before a deletion that must see them).
+    fn flush(
         &mut self,
         events: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
     ) -> Result<(), redb::Error> {
@@ -466,6 +459,38 @@ impl Chunks {
         }
         Ok(())
     }
+
+    /// Store the remaining rows, then apply the trims.
+    fn finish(
+        mut self,
+        events: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+    ) -> Result<(), redb::Error> {
+        self.flush(events)?;
+        for (prefix, low_water) in self.trims {
+            trim_rows(events, &prefix, low_water)?;
+        }
+        Ok(())
+    }
+}
+
+/// Drop a stream's stored rows below `low_water`. Rows hold runs of events, so the row that
+/// starts last below the mark may still hold retained events: it stays, and the rows before
+/// it go. (Recovery ignores events below the low-water mark.)
+fn trim_rows(
+    events: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+    prefix: &[u8; 28],
+    low_water: u64,
+) -> Result<(), redb::Error> {
+    let (lo, hi) = stream_range(prefix, 0, low_water);
+    let straddling = events.range(&lo[..]..&hi[..])?.next_back().transpose()?.map(|(k, _)| {
+        let mut key = [0u8; 36];
+        key.copy_from_slice(k.value());
+        key
+    });
+    if let Some(last) = straddling {
+        events.retain_in(&lo[..]..&last[..], |_, _| false)?;
+    }
+    Ok(())
 }
 
 impl Chunk {
@@ -482,7 +507,7 @@ struct Tables<'t> {
     events: redb::Table<'t, &'static [u8], &'static [u8]>,
 }
 
-fn apply(op: &Op, t: &mut Tables<'_>) -> Result<(), redb::Error> {
+fn apply(op: &Op, t: &mut Tables<'_>, events: &mut NewEvents) -> Result<(), redb::Error> {
     match op {
         Op::PutHeader { session, header } => {
             t.sessions.insert(&session[..], &header[..])?;
@@ -490,37 +515,26 @@ fn apply(op: &Op, t: &mut Tables<'_>) -> Result<(), redb::Error> {
         Op::PutStream { prefix, stream } => {
             t.streams.insert(&prefix[..], &stream[..])?;
         }
-        Op::PutEvent { key, payload } => {
-            let mut row = Vec::with_capacity(payload.len() + 4);
-            codec::put_chunk_event(&mut row, payload);
-            t.events.insert(&key[..], &row[..])?;
-        }
-        Op::Trim { prefix, low_water } => {
-            // Rows hold runs of events, so the row that starts last below the low-water mark
-            // may still hold retained events: it stays, and the rows before it go. (Recovery
-            // ignores events below the low-water mark.)
-            let (lo, hi) = stream_range(prefix, 0, *low_water);
-            let straddling = t.events.range(&lo[..]..&hi[..])?.next_back().transpose()?.map(|(k, _)| {
-                let mut key = [0u8; 36];
-                key.copy_from_slice(k.value());
-                key
-            });
-            if let Some(last) = straddling {
-                t.events.retain_in(&lo[..]..&last[..], |_, _| false)?;
-            }
-        }
+        Op::PutEvent { key, payload } => events.add(key, payload, &mut t.events)?,
+        Op::Trim { prefix, low_water } => events.trim(prefix, *low_water),
+        // The deletions below apply to what is stored, so the rows gathered go first.
         Op::DropStream { prefix } => {
+            events.flush(&mut t.events)?;
             t.streams.remove(&prefix[..])?;
             let (lo, hi) = stream_range(prefix, 0, u64::MAX);
             t.events.retain_in(&lo[..]..=&hi[..], |_, _| false)?;
         }
         Op::DropSession { session } => {
+            events.flush(&mut t.events)?;
             t.sessions.remove(&session[..])?;
             let (lo, hi) = session_range::<28>(session);
             t.streams.retain_in(&lo[..]..=&hi[..], |_, _| false)?;
             drop_events(&mut t.events, session)?;
         }
-        Op::DropEvents { session } => drop_events(&mut t.events, session)?,
+        Op::DropEvents { session } => {
+            events.flush(&mut t.events)?;
+            drop_events(&mut t.events, session)?;
+        }
     }
     Ok(())
 }
