@@ -698,7 +698,7 @@ impl<S: Store, H: Handler> App<S, H> {
                 jsonrpc::response_payload(&Value::Null, &Err(RpcError::internal("the request failed")))
             }
         };
-        ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+        json_response(body)
     }
 
     async fn answer_sse(
@@ -812,7 +812,7 @@ impl<S: Store, H: Handler> App<S, H> {
                 let guard = cancel.clone().drop_guard();
                 let out = self.run(shared, &mut call, cancel, Outlet::Nowhere).await;
                 guard.disarm();
-                Ok(axum::Json(jsonrpc::respond(&call.id, out)).into_response())
+                Ok(json_response(jsonrpc::response_payload(&call.id, &out)))
             }
             AnswerMode::Sse => {
                 let (tx, rx) = mpsc::channel::<Value>(64);
@@ -977,6 +977,11 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
                 || media.strip_suffix(b"/*").is_some_and(|t| t.eq_ignore_ascii_case(wanted_type))
         })
     })
+}
+
+/// A `200` with an already serialized JSON body.
+fn json_response(body: Bytes) -> Response {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
 }
 
 /// A future started by [`start_detached`].
