@@ -82,6 +82,10 @@ pub enum Error {
     /// A stream with this id already exists (ids are never reused).
     #[error("stream id already in use")]
     StreamExists,
+    /// An [answer](crate::AppendTarget::Answer) is its stream's only event, so it must complete
+    /// the stream.
+    #[error("an answer must be its stream's final event")]
+    AnswerNotFinal,
     /// The session's revision has no streams or resumption (2026-07-28).
     #[error("revision has no sessions")]
     Stateless,

@@ -138,6 +138,12 @@ pub enum AppendTarget {
     Standalone,
     /// A specific stream; never redirected.
     Stream(StreamId),
+    /// A new request stream answered at once: opened, attached to the connection that asked,
+    /// given this event as its final one and released again, in one step. The connection then
+    /// carries a finished body and no writer ever serves the stream; a client that loses that
+    /// body resumes it like any other completed stream. The event must complete the stream
+    /// (`complete`), or the append is refused with [`Error::AnswerNotFinal`].
+    Answer(StreamId),
 }
 
 /// What time alone did to a session in [`SessionRecord::on_tick`].
@@ -300,19 +306,67 @@ impl SessionRecord {
         limits: &Limits,
     ) -> Result<EventId, Error> {
         self.check_active()?;
-        let id = match target {
-            AppendTarget::Standalone => self.standalone,
-            AppendTarget::Stream(id) => id,
-        };
         if size > limits.stream_max_bytes {
             return Err(Error::EventTooLarge { size, max: limits.stream_max_bytes });
         }
         if self.retained_bytes.saturating_add(size) > limits.session_max_bytes {
             return Err(Error::SessionBudgetExceeded { max: limits.session_max_bytes });
         }
+        let id = match target {
+            AppendTarget::Standalone => self.standalone,
+            AppendTarget::Stream(id) => id,
+            AppendTarget::Answer(id) => return self.answer(id, size, complete, now, limits),
+        };
         let appended = self.stream_mut(id)?.on_append(size, complete, now)?;
         self.retained_bytes += size;
         Ok(EventId::new(id, appended.seq))
+    }
+
+    /// [`AppendTarget::Answer`]: everything is checked before anything changes, so a refusal
+    /// leaves the record as it was.
+    fn answer(
+        &mut self,
+        id: StreamId,
+        size: u64,
+        complete: bool,
+        now: Timestamp,
+        limits: &Limits,
+    ) -> Result<EventId, Error> {
+        if !complete {
+            return Err(Error::AnswerNotFinal);
+        }
+        if self.streams.get(id).is_some() {
+            return Err(Error::StreamExists);
+        }
+        self.check_request_stream_room(limits)?;
+        self.make_room(limits);
+        let mut stream = Stream::new(id, StreamKind::Request, now);
+        // The connection that asked holds the stream for the instant it takes to hand it the
+        // whole answer: the epoch counts that attachment, as it would for a writer.
+        let epoch = stream.on_attach(now, core::time::Duration::ZERO)?;
+        let appended = stream.on_append(size, true, now)?;
+        stream.on_detach(epoch, now)?;
+        self.streams.insert(stream);
+        self.retained_bytes += size;
+        self.touch(now);
+        Ok(EventId::new(id, appended.seq))
+    }
+
+    /// Whether a new request stream could be opened now (what
+    /// [`Self::open_request_stream`] would refuse with, without changing anything): lets the
+    /// server refuse a request before its handler runs rather than after.
+    pub fn check_request_stream_room(&self, limits: &Limits) -> Result<(), Error> {
+        self.check_active()?;
+        // `make_room` drops completed request streams down to seven eighths of the limit, so
+        // the limit refuses only if fewer of them exist than the count is over it.
+        let (len, max) = (self.streams.len(), limits.session_max_streams);
+        if len > max {
+            let droppable = self.streams.iter().filter(|s| droppable_since(s).is_some()).count();
+            if droppable < len - max {
+                return Err(Error::TooManyStreams { max });
+            }
+        }
+        Ok(())
     }
 
     /// Whether `stream` holds more than its limits allow; the store then evicts its oldest
@@ -557,12 +611,8 @@ impl SessionRecord {
             return;
         }
         let excess = self.streams.len() - (max - max / 8);
-        let mut oldest: Vec<(Timestamp, StreamId)> = self
-            .streams
-            .iter()
-            .filter(|s| s.kind() == StreamKind::Request && s.is_completed())
-            .filter_map(|s| s.idle_since().map(|t| (t, s.id())))
-            .collect();
+        let mut oldest: Vec<(Timestamp, StreamId)> =
+            self.streams.iter().filter_map(|s| droppable_since(s).map(|t| (t, s.id()))).collect();
         if oldest.len() > excess {
             oldest.select_nth_unstable(excess);
             oldest.truncate(excess);
@@ -586,4 +636,10 @@ impl SessionRecord {
             a.last_activity = a.last_activity.max(now);
         }
     }
+}
+
+/// Since when `s` could be dropped by retention by count: a completed request stream with
+/// nothing attached.
+fn droppable_since(s: &Stream) -> Option<Timestamp> {
+    if s.kind() == StreamKind::Request && s.is_completed() { s.idle_since() } else { None }
 }

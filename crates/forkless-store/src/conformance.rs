@@ -38,6 +38,7 @@ pub const CHECKS: &[&str] = &[
     "eviction_by_bytes",
     "completed_stream_refuses_appends",
     "remove_forgets_everything",
+    "answer_opens_fills_and_releases_a_stream",
 ];
 
 /// Run one check by name against a fresh store.
@@ -61,6 +62,7 @@ pub async fn run<S: Store>(name: &str, store: S) {
         "eviction_by_bytes" => eviction_by_bytes(store).await,
         "completed_stream_refuses_appends" => completed_stream_refuses_appends(store).await,
         "remove_forgets_everything" => remove_forgets_everything(store).await,
+        "answer_opens_fills_and_releases_a_stream" => answer_opens_fills_and_releases_a_stream(store).await,
         other => panic!("no conformance check named {other}"),
     }
 }
@@ -82,7 +84,8 @@ macro_rules! store_conformance_tests {
             read_starts_at_any_cursor, append_refused_on_fenced_stream, append_refused_on_ended_session,
             append_bumps_version, watch_wakes_on_append, watch_reports_attach_and_fence,
             concurrent_appends_are_gap_free, concurrent_resumes_each_get_a_distinct_epoch,
-            eviction_by_count, eviction_by_bytes, completed_stream_refuses_appends, remove_forgets_everything);
+            eviction_by_count, eviction_by_bytes, completed_stream_refuses_appends, remove_forgets_everything,
+            answer_opens_fills_and_releases_a_stream);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -391,4 +394,50 @@ async fn remove_forgets_everything<S: Store>(store: Arc<S>) {
         Err(Error::SessionUnknown)
     ));
     assert!(store.sessions().await.unwrap().is_empty());
+}
+
+async fn answer_opens_fills_and_releases_a_stream<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 19).await;
+    let sid = record.id();
+    let limits = Limits { session_max_streams: 2, ..Limits::default() };
+    let answer = |seed: u64, complete: bool| {
+        let (store, id) = (store.clone(), StreamId::generate(&mut SeededEntropy::new(seed)));
+        async move {
+            // Answers a millisecond apart, so which one is idle the longest is well defined.
+            let at = T0.saturating_add(Duration::from_millis(seed));
+            let out = store.append(sid, AppendTarget::Answer(id), payload(seed), complete, at, &limits).await;
+            (id, out)
+        }
+    };
+
+    let (first, out) = answer(190, true).await;
+    assert_eq!(out.unwrap(), forkless_core::EventId::new(first, Seq::new(1)));
+    let loaded = store.load(sid).await.unwrap().unwrap();
+    let meta = loaded.value.stream(first).expect("the answer opened its stream");
+    assert!(meta.is_completed() && !meta.is_live(T0), "completed and released");
+    let events = store.read(sid, first, Seq::PRIMING, 10).await.unwrap();
+    assert_eq!(events.iter().map(|e| e.payload.clone()).collect::<Vec<_>>(), vec![payload(190)]);
+    let watch = store.watch(sid, first).await.unwrap();
+    assert_eq!((watch.current().high_water, watch.current().end), (Seq::new(1), Some(StreamEnd::Completed)));
+
+    // Refusals store nothing and leave the version alone.
+    let err =
+        store.append(sid, AppendTarget::Answer(first), payload(1), true, T0, &limits).await.unwrap_err();
+    assert!(matches!(err, Error::Core(forkless_core::Error::StreamExists)), "{err:?}");
+    let (unfinished, out) = answer(191, false).await;
+    assert!(matches!(out, Err(Error::Core(forkless_core::Error::AnswerNotFinal))), "{out:?}");
+    assert_eq!(store.load(sid).await.unwrap().unwrap().version, loaded.version);
+    assert!(store.load(sid).await.unwrap().unwrap().value.stream(unfinished).is_none());
+    assert_eq!(store.read(sid, first, Seq::PRIMING, 10).await.unwrap().len(), 1);
+
+    // At the limit, a new answer takes the place of the oldest: its events go with it.
+    let (second, out) = answer(192, true).await;
+    out.unwrap();
+    let (third, out) = answer(193, true).await;
+    out.unwrap();
+    let loaded = store.load(sid).await.unwrap().unwrap().value;
+    assert!(loaded.stream(first).is_none(), "the oldest answer made room");
+    assert!(loaded.stream(second).is_some() && loaded.stream(third).is_some());
+    assert!(store.read(sid, first, Seq::PRIMING, 10).await.is_err(), "and its events are gone");
+    assert_eq!(store.read(sid, third, Seq::PRIMING, 10).await.unwrap()[0].payload, payload(193));
 }

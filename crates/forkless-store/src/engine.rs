@@ -226,7 +226,18 @@ impl Engine {
         let slot = self.slot(session)?;
         let mut guard = lock(&slot)?;
         let slot = &mut *guard;
-        let id = slot.record.append(target, payload.len() as u64, complete, now, limits)?;
+        let size = payload.len() as u64;
+        let id = if let AppendTarget::Answer(_) = target {
+            // An answer opens a stream and may make room by dropping others: worked out on a
+            // copy (a refusal changes nothing) and announced like any record change.
+            let mut next = slot.record.clone();
+            let id = next.append(target, size, complete, now, limits)?;
+            let old = std::mem::replace(&mut slot.record, next);
+            slot.sync_logs(&old, &mut persist);
+            id
+        } else {
+            slot.record.append(target, size, complete, now, limits)?
+        };
         let low_before = slot.record.stream(id.stream).map(forkless_core::Stream::low_water);
         persist(Effect::Event { record: &slot.record, id, payload: &payload });
         let log = match slot.logs.entry(id.stream) {

@@ -575,6 +575,40 @@ async fn writes_after_the_last_checkpoint_are_replayed_from_the_log() {
     drop(store);
 }
 
+/// Requests answered at once (`AppendTarget::Answer`) open their stream, append to it and
+/// may drop older answers to make room, all in one write: after a power failure the log
+/// brings back exactly that, and so does the data file once it is checkpointed.
+#[tokio::test]
+async fn answers_and_the_room_they_made_survive_replay_and_checkpoint() {
+    let (machine, store, sid, _) = machine_with_events(15, 0).await;
+    let limits = Limits { session_max_streams: 2, ..Limits::default() };
+    let mut answered = Vec::new();
+    for n in 1..=3 {
+        let id = StreamId::generate(&mut SeededEntropy::new(150 + n));
+        let at = T0.saturating_add(Duration::from_millis(n));
+        store.append(sid, AppendTarget::Answer(id), payload(n), true, at, &limits).await.unwrap();
+        answered.push(id);
+    }
+    let answered = &answered;
+    let check = |store: RedbStore| async move {
+        let record = store.load(sid).await.unwrap().expect("session recovered").value;
+        assert!(record.stream(answered[0]).is_none(), "the answer that made room stays dropped");
+        for (n, id) in [(2, answered[1]), (3, answered[2])] {
+            let s = record.stream(id).expect("answered stream recovered");
+            assert!(s.is_completed() && s.high_water() == Seq::new(1));
+            let events = store.read(sid, id, Seq::PRIMING, 10).await.unwrap();
+            assert_eq!(events.iter().map(|e| e.payload.clone()).collect::<Vec<_>>(), vec![payload(n)]);
+        }
+    };
+    let crashed = machine.after_power_failure(0.0);
+    let (after, recovery) = crashed.open(Durability::Immediate);
+    assert!(recovery.replayed > 0, "recovered from the log");
+    check(after).await;
+    let (alone, _) = crashed.data_file_alone().open(Durability::Immediate);
+    check(alone).await;
+    drop(store);
+}
+
 #[tokio::test]
 async fn a_torn_entry_at_the_end_of_the_log_is_ignored() {
     let (machine, store, sid, s) = machine_with_events(14, 10).await;
