@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
-use forkless_core::{AppendTarget, EndReason, EventId, Revision, SessionId, StreamId};
+use forkless_core::{AppendTarget, EndReason, EventId, Grant, Revision, SessionId, StreamId};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -195,6 +195,54 @@ pub(crate) trait Outbox: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<EventId, SendError>>;
     /// Complete a request stream without a final event (its request was cancelled).
     fn complete(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<(), SendError>>;
+    /// Open a request stream, attached to the POST that asked (see [`RequestStream`]).
+    fn open(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<Grant, SendError>>;
+}
+
+/// The SSE stream of a POST's request (or batch), opened in the store when first needed:
+/// when its handler first sends something on it, or when the POST's answer has to wait for
+/// the handler. A handler that answers at once without sending anything never needs it open:
+/// its answer opens, fills and releases the stream in one append
+/// ([`AppendTarget::Answer`]), and the POST carries the whole stream as a finished body.
+#[derive(Debug)]
+pub(crate) struct RequestStream {
+    pub(crate) id: StreamId,
+    state: tokio::sync::OnceCell<Claim>,
+}
+
+/// What became of a [`RequestStream`], decided once.
+#[derive(Clone, Copy, Debug)]
+enum Claim {
+    /// Opened, attached to the POST's connection.
+    Open(Grant),
+    /// Taken by the POST for an answer-at-once: it is (or is being) opened, filled and
+    /// released in one append, and nothing more can go on it.
+    Answered,
+}
+
+impl RequestStream {
+    pub(crate) fn new(id: StreamId) -> Arc<Self> {
+        Arc::new(Self { id, state: tokio::sync::OnceCell::new() })
+    }
+
+    /// Claim the stream for an answer-at-once; false if it is open or being opened.
+    pub(crate) fn claim_for_answer(&self) -> bool {
+        self.state.set(Claim::Answered).is_ok()
+    }
+
+    /// Its grant, opening the stream with `open` unless that was decided already. Whoever
+    /// comes first opens it; anyone else waits for that and gets the same grant (if the
+    /// opening fails, the next caller tries again). `None` if it was claimed for an answer.
+    pub(crate) async fn open<E, Fut>(&self, open: impl FnOnce() -> Fut) -> Result<Option<Grant>, E>
+    where
+        Fut: Future<Output = Result<Grant, E>>,
+    {
+        let claim = self.state.get_or_try_init(|| async { open().await.map(Claim::Open) }).await?;
+        Ok(match claim {
+            Claim::Open(grant) => Some(*grant),
+            Claim::Answered => None,
+        })
+    }
 }
 
 /// The in-process state of one session: what handles reach and what teardown clears.
@@ -347,6 +395,13 @@ impl SessionShared {
         self.append_payload(target, to_payload(message), complete).await
     }
 
+    /// Open `stream` through the outbox unless that was decided already (see
+    /// [`RequestStream::open`]).
+    pub(crate) async fn open_stream(&self, stream: &RequestStream) -> Result<(), SendError> {
+        let outbox = self.check_open()?;
+        stream.open(|| outbox.open(self.id, stream.id)).await.map(|_| ())
+    }
+
     /// Append an already serialized message.
     pub(crate) async fn append_payload(
         &self,
@@ -463,8 +518,8 @@ impl SessionHandle {
 /// Where a request's own messages go.
 #[derive(Clone, Debug)]
 pub(crate) enum Outlet {
-    /// The request is answered with SSE: its stream in the store.
-    Stream(StreamId),
+    /// The request is answered with SSE: its stream in the store, opened on first use.
+    Stream(Arc<RequestStream>),
     /// The request is answered with JSON: the session's standalone stream.
     Standalone,
     /// A stateless (2026-07-28) request answered with SSE: straight to its connection.
@@ -519,7 +574,10 @@ impl RequestContext {
     /// as JSON it goes to the session's standalone stream).
     pub async fn notify(&self, method: &str, params: Value) -> Result<(), SendError> {
         let target = match &self.outlet {
-            Outlet::Stream(id) => AppendTarget::Stream(*id),
+            Outlet::Stream(stream) => {
+                self.session.shared.open_stream(stream).await?;
+                AppendTarget::Stream(stream.id)
+            }
             Outlet::Standalone => AppendTarget::Standalone,
             Outlet::Direct(tx) => {
                 if self.cancel.is_cancelled() {
@@ -564,7 +622,10 @@ impl RequestContext {
     /// JSON-RPC response).
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, SendError> {
         let target = match &self.outlet {
-            Outlet::Stream(id) => AppendTarget::Stream(*id),
+            Outlet::Stream(stream) => {
+                self.session.shared.open_stream(stream).await?;
+                AppendTarget::Stream(stream.id)
+            }
             Outlet::Standalone => AppendTarget::Standalone,
             Outlet::Direct(_) | Outlet::Nowhere => return Err(SendError::Stateless),
         };

@@ -38,7 +38,8 @@ use tracing::Instrument as _;
 use crate::config::{AnswerMode, ConfigError, ServerConfig};
 use crate::error::Error;
 use crate::handler::{
-    BoxFuture, Handler, Outbox, Outlet, RequestContext, RpcError, SendError, SessionHandle, SessionShared,
+    BoxFuture, Handler, Outbox, Outlet, RequestContext, RequestStream, RpcError, SendError, SessionHandle,
+    SessionShared,
 };
 use crate::jsonrpc::{self, Message};
 use crate::metrics::Metrics;
@@ -211,6 +212,16 @@ impl<S: Store> Outbox for StoreOutbox<S> {
             transact(&*self.store, session, |r| r.on_complete(stream, now()))
                 .await
                 .map(|_| ())
+                .map_err(SendError::from_store)
+        })
+    }
+
+    fn open(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<Grant, SendError>> {
+        Box::pin(async move {
+            let cfg = &self.cfg;
+            transact(&*self.store, session, |r| r.open_request_stream(stream, now(), cfg))
+                .await
+                .map(|(grant, _)| grant)
                 .map_err(SendError::from_store)
         })
     }
@@ -516,7 +527,7 @@ impl<S: Store, H: Handler> App<S, H> {
         }
         match self.common.cfg.answer {
             AnswerMode::Json => Ok(self.answer_json(shared, calls, body.batch).await),
-            AnswerMode::Sse => self.answer_sse(shared, revision, calls).await,
+            AnswerMode::Sse => self.answer_sse(shared, &record, calls).await,
         }
     }
 
@@ -704,49 +715,150 @@ impl<S: Store, H: Handler> App<S, H> {
     async fn answer_sse(
         &self,
         shared: Arc<SessionShared>,
+        record: &SessionRecord,
+        mut calls: Vec<Call>,
+    ) -> Result<Response, Error> {
+        let sid = shared.id;
+        let revision = record.session().revision();
+        let stream = RequestStream::new(StreamId::generate(&mut OsEntropy));
+        let single = match calls.pop() {
+            Some(call) if calls.is_empty() => call,
+            last => {
+                calls.extend(last);
+                return self.answer_sse_batch(shared, revision, stream, calls).await;
+            }
+        };
+        // Refused before the handler runs, not after, if the session could not take the stream.
+        record
+            .check_request_stream_room(&self.common.cfg.core.limits)
+            .map_err(|e| self.store_error(sid, forkless_store::Error::Core(e)))?;
+        // Detached (a client going away does not cancel the request).
+        let task = start_detached(self.clone().run_on_stream(shared.clone(), single, stream.clone()));
+        if let Detached::Done(Finished::AtOnce(Some(payload))) = &task
+            && stream.claim_for_answer()
+        {
+            // The common case: the whole stream is known before its connection is served. One
+            // append opens, fills and releases it, and the POST carries it as a finished body:
+            // no writer, no wake-up, no detach. A client that loses the body resumes it.
+            let limits = &self.common.cfg.core.limits;
+            let event = self
+                .common
+                .store
+                .append(sid, AppendTarget::Answer(stream.id), payload.clone(), true, now(), limits)
+                .await
+                .map_err(|e| self.store_error(sid, e))?;
+            self.common.metrics.stream_opened("request");
+            let retry = self.common.cfg.core.retry_interval;
+            let body = writer::finished_body(preamble(revision, false), event, payload, retry);
+            return Ok(self.sse_headers(Response::new(Body::from(body)), stream.id, false));
+        }
+        let grant = self.open_stream(sid, &stream).await?;
+        if let Detached::Done(Finished::AtOnce(payload)) = task {
+            // Done at once, but on a stream its handler opened to send something first (or
+            // withdrawn): the answer goes on the open stream.
+            let _ = start_detached(deliver(shared, stream, payload));
+        }
+        self.stream_response(sid, grant, revision).await
+    }
+
+    /// A batch (2025-03-26) answered over SSE: one stream, opened first, completed by the last
+    /// response.
+    async fn answer_sse_batch(
+        &self,
+        shared: Arc<SessionShared>,
         revision: Revision,
+        stream: Arc<RequestStream>,
         calls: Vec<Call>,
     ) -> Result<Response, Error> {
         let sid = shared.id;
-        let stream = StreamId::generate(&mut OsEntropy);
-        let cfg = self.common.cfg.core;
-        let (grant, _) = transact(&*self.common.store, sid, |r| r.open_request_stream(stream, now(), &cfg))
-            .await
-            .map_err(|e| self.store_error(sid, e))?;
-        self.common.metrics.stream_opened("request");
-        let watch = self.common.store.watch(sid, stream).await.map_err(|e| self.store_error(sid, e))?;
+        let grant = self.open_stream(sid, &stream).await?;
         // The last response of the batch completes the stream; the count and the append are
         // one step under this lock, so no response lands after the completing one.
         let remaining = Arc::new(tokio::sync::Mutex::new(calls.len()));
         for mut call in calls {
-            let (app, shared, remaining) = (self.clone(), shared.clone(), remaining.clone());
-            // Detached (a client going away does not cancel the request). A handler that
-            // answers at once has then appended its response before the SSE body is first
-            // polled, so the headers, the priming event and the answer leave in one write.
+            let (app, shared, remaining, stream) =
+                (self.clone(), shared.clone(), remaining.clone(), stream.clone());
+            // Detached (a client going away does not cancel the request).
             start_detached(async move {
                 let cancel = shared.begin_request(&call.id);
-                let out = app.run(shared.clone(), &mut call, cancel.clone(), Outlet::Stream(stream)).await;
+                let outlet = Outlet::Stream(stream.clone());
+                let out = app.run(shared.clone(), &mut call, cancel.clone(), outlet).await;
                 shared.finish_request(&call.id);
-                let withdrawn =
-                    cancel.is_cancelled() && shared.ended().is_none() && !app.common.shutdown.is_cancelled();
+                let withdrawn = app.withdrawn(&shared, &cancel);
                 let mut left = remaining.lock().await;
                 *left = left.saturating_sub(1);
                 let last = *left == 0;
                 let sent = if withdrawn {
                     // A cancelled request gets no response; its stream still completes.
                     match (&shared.outbox, last) {
-                        (Some(outbox), true) => outbox.complete(sid, stream).await,
+                        (Some(outbox), true) => outbox.complete(sid, stream.id).await,
                         _ => Ok(()),
                     }
                 } else {
                     let payload = jsonrpc::response_payload(&call.id, &out);
-                    shared.append_payload(AppendTarget::Stream(stream), payload, last).await.map(|_| ())
+                    shared.append_payload(AppendTarget::Stream(stream.id), payload, last).await.map(|_| ())
                 };
                 if let Err(e) = sent {
-                    tracing::debug!(session = %sid, stream = %stream, error = %e, "response not delivered");
+                    tracing::debug!(session = %sid, stream = %stream.id, error = %e, "response not delivered");
                 }
             });
         }
+        self.stream_response(sid, grant, revision).await
+    }
+
+    /// Run one request whose answer goes on `stream`. A handler done on its first poll hands
+    /// its answer back (the POST decides how it goes out); otherwise the answer is delivered
+    /// here, on the stream the POST opened meanwhile.
+    async fn run_on_stream(
+        self,
+        shared: Arc<SessionShared>,
+        mut call: Call,
+        stream: Arc<RequestStream>,
+    ) -> Finished {
+        let cancel = shared.begin_request(&call.id);
+        let outlet = Outlet::Stream(stream.clone());
+        let (out, at_once) = first_poll(self.run(shared.clone(), &mut call, cancel.clone(), outlet)).await;
+        shared.finish_request(&call.id);
+        // A cancelled request gets no response; its stream still completes.
+        let payload = (!self.withdrawn(&shared, &cancel)).then(|| jsonrpc::response_payload(&call.id, &out));
+        if at_once {
+            return Finished::AtOnce(payload);
+        }
+        deliver(shared, stream, payload).await;
+        Finished::Delivered
+    }
+
+    /// Whether a request was cancelled by the client (rather than by the end of its session or
+    /// of the server, which answer it with an error).
+    fn withdrawn(&self, shared: &SessionShared, cancel: &CancellationToken) -> bool {
+        cancel.is_cancelled() && shared.ended().is_none() && !self.common.shutdown.is_cancelled()
+    }
+
+    /// Open `stream` (unless its handler did already), for the POST that asked.
+    async fn open_stream(&self, sid: SessionId, stream: &RequestStream) -> Result<Grant, Error> {
+        let cfg = self.common.cfg.core;
+        let grant = stream
+            .open(|| async {
+                transact(&*self.common.store, sid, |r| r.open_request_stream(stream.id, now(), &cfg))
+                    .await
+                    .map(|(grant, _)| grant)
+            })
+            .await
+            .map_err(|e| self.store_error(sid, e))?
+            // Claimed for an answer: only this POST claims, and then it never opens.
+            .ok_or(Error::Store(forkless_store::Error::Core(forkless_core::Error::StreamExists)))?;
+        self.common.metrics.stream_opened("request");
+        Ok(grant)
+    }
+
+    /// The SSE answer serving an open request stream through its writer.
+    async fn stream_response(
+        &self,
+        sid: SessionId,
+        grant: Grant,
+        revision: Revision,
+    ) -> Result<Response, Error> {
+        let watch = self.common.store.watch(sid, grant.stream).await.map_err(|e| self.store_error(sid, e))?;
         let opts =
             WriterOptions { preamble: preamble(revision, false), poll_after: self.poll_after(revision) };
         Ok(self.sse_response(sid, grant, watch, opts))
@@ -763,15 +875,19 @@ impl<S: Store, H: Handler> App<S, H> {
         watch: forkless_store::StreamWatch,
         opts: WriterOptions,
     ) -> Response {
-        let grace = self.common.cfg.core.grace;
         let body = writer::body(self.common.clone(), session, grant, watch, opts);
-        let mut response = Response::new(body);
+        self.sse_headers(Response::new(body), grant.stream, grant.resumed)
+    }
+
+    /// The headers of every SSE answer that serves a stream.
+    fn sse_headers(&self, mut response: Response, stream: StreamId, resumed: bool) -> Response {
+        let grace = self.common.cfg.core.grace;
         let h = response.headers_mut();
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         h.insert(HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no"));
-        h.insert(STREAM_ID, header_value(grant.stream.to_string()));
-        h.insert(STREAM_RESUMED, HeaderValue::from_static(if grant.resumed { "true" } else { "false" }));
+        h.insert(STREAM_ID, header_value(stream.to_string()));
+        h.insert(STREAM_RESUMED, HeaderValue::from_static(if resumed { "true" } else { "false" }));
         h.insert(STREAM_GRACE_MS, header_value(millis(grace).to_string()));
         response
     }
@@ -1015,6 +1131,44 @@ where
         Some(v) => Detached::Done(v),
         None => Detached::Running(tokio::spawn(fut)),
     }
+}
+
+/// How a request run by [`App::run_on_stream`] ended.
+enum Finished {
+    /// Its handler was done on its first poll: here is its answer (`None`: it was withdrawn),
+    /// not yet on any stream.
+    AtOnce(Option<Bytes>),
+    /// It ran longer, and its answer is on its stream.
+    Delivered,
+}
+
+/// Put a request's answer on its stream as the final event (or, if it was withdrawn, complete
+/// the stream without one), opening the stream if nobody has yet.
+async fn deliver(shared: Arc<SessionShared>, stream: Arc<RequestStream>, payload: Option<Bytes>) {
+    let sent = match shared.open_stream(&stream).await {
+        Err(e) => Err(e),
+        Ok(()) => match (payload, &shared.outbox) {
+            (Some(payload), _) => {
+                shared.append_payload(AppendTarget::Stream(stream.id), payload, true).await.map(|_| ())
+            }
+            (None, Some(outbox)) => outbox.complete(shared.id, stream.id).await,
+            (None, None) => Ok(()),
+        },
+    };
+    if let Err(e) = sent {
+        tracing::debug!(session = %shared.id, stream = %stream.id, error = %e, "response not delivered");
+    }
+}
+
+/// Run `fut`, and say whether it was done on its first poll.
+async fn first_poll<F: Future>(fut: F) -> (F::Output, bool) {
+    let mut fut = std::pin::pin!(fut);
+    let mut first = true;
+    std::future::poll_fn(move |cx| {
+        let at_once = std::mem::replace(&mut first, false);
+        fut.as_mut().poll(cx).map(|out| (out, at_once))
+    })
+    .await
 }
 
 async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes, Error> {

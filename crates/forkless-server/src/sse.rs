@@ -39,7 +39,15 @@ pub(crate) fn put_event(out: &mut BytesMut, id: Option<&EventId>, data: &[u8]) {
 /// The priming event of a new stream (PROTOCOL section 3): its id (`<stream>.0`), an empty
 /// `data` field, and `retry:`.
 pub(crate) fn priming(id: &EventId, retry: Duration) -> Bytes {
-    Bytes::from(format!("id: {id}\nretry: {}\ndata: \n\n", millis(retry)))
+    let mut out = BytesMut::with_capacity(64);
+    put_priming(&mut out, id, retry);
+    out.freeze()
+}
+
+/// [`priming`], appended to `out`.
+pub(crate) fn put_priming(out: &mut BytesMut, id: &EventId, retry: Duration) {
+    // Writing into a BytesMut cannot fail (it grows).
+    let _ = write!(out, "id: {id}\nretry: {}\ndata: \n\n", millis(retry));
 }
 
 /// A `retry:` field on its own (an event without data, which clients do not dispatch).

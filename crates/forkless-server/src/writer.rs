@@ -98,6 +98,19 @@ pub(crate) fn body<S: Store>(
     Body::from_stream(stream)
 }
 
+/// The whole body of a request stream answered at once ([`forkless_core::AppendTarget::Answer`]):
+/// its preamble and its one event, sent with a length like any finished body. No writer
+/// serves it, so nothing here can outlive the stream's one attachment.
+pub(crate) fn finished_body(preamble: Preamble, event: EventId, payload: &[u8], retry: Duration) -> Bytes {
+    let mut out = BytesMut::with_capacity(payload.len() + 128);
+    match preamble {
+        Preamble::Priming => sse::put_priming(&mut out, &EventId::new(event.stream, Seq::PRIMING), retry),
+        Preamble::Retry => out.extend_from_slice(&sse::retry(retry)),
+    }
+    sse::put_event(&mut out, Some(&event), payload);
+    out.freeze()
+}
+
 struct Writer<S: Store> {
     common: Arc<Common<S>>,
     guard: DetachGuard<S>,

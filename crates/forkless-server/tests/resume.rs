@@ -515,3 +515,67 @@ async fn racing_resumes_of_one_stream_never_fork_it() {
     outcomes.sort();
     assert_eq!(outcomes, [vec![], vec![3, 4, 5]], "one continuation, never two");
 }
+
+/// A handler that answers on its first poll without sending anything first: its stream is
+/// opened, filled and released in one append, and the POST carries the whole stream as a
+/// finished body (with a length; no writer serves it). A client that loses the body resumes
+/// the stream from its priming event like any other.
+#[tokio::test]
+async fn an_answer_ready_at_once_is_a_finished_body_that_resumes() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let resp = c.call(1, "echo", json!({ "x": 1 })).await;
+    assert!(resp.headers().get("content-length").is_some(), "a finished body has a length");
+    assert!(resp.headers().get("transfer-encoding").is_none());
+    let mut sse = Sse::new(resp);
+    assert_eq!(sse.resumed.as_deref(), Some("false"));
+    let stream = sse.stream_id.clone().unwrap();
+    let priming = sse.next_block().await.expect("priming");
+    assert_eq!((priming.id.clone(), priming.retry), (Some(format!("{stream}.0")), Some(1000)));
+    let answer = sse.next_content().await.expect("the answer");
+    assert_eq!((answer.seq(), answer.json()["result"].clone()), (1, json!({ "x": 1 })));
+    assert!(sse.next_block().await.is_none(), "and the body ends");
+
+    let record = srv.record(c.sid()).await;
+    let s = record.streams().find(|s| s.id().to_string() == stream).expect("the stream is stored");
+    assert!(s.is_completed() && s.high_water().get() == 1);
+    assert!(matches!(s.attachment(), Some(Attachment::Detached(_))), "and nothing holds it");
+
+    let mut again = Sse::new(c.resume(Some(&format!("{stream}.0")), Some(&stream)).await);
+    assert_eq!(again.resumed.as_deref(), Some("true"));
+    let replayed = again.rest().await;
+    assert_eq!(replayed, vec![answer], "the lost answer, once");
+}
+
+/// A handler that sends on its stream before answering, even within its first poll, opens
+/// the stream and is served by its writer: everything arrives, in order.
+#[tokio::test]
+async fn a_handler_that_sends_first_is_served_by_the_writer() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let resp = c.call(1, "count", json!({ "n": 2 })).await;
+    assert!(resp.headers().get("content-length").is_none(), "a stream, not a finished body");
+    let events = Sse::new(resp).rest().await;
+    let seqs: Vec<u64> = events.iter().map(common::Event::seq).collect();
+    assert_eq!(seqs, vec![1, 2, 3]);
+    assert_eq!((events[0].i(), events[1].i()), (Some(1), Some(2)));
+    assert_eq!(events[2].json()["result"], json!({ "done": 2 }));
+}
+
+/// A session whose every request stream is open cannot take another: the request is refused
+/// before its handler runs (not after, when its answer would have nowhere to go).
+#[tokio::test]
+async fn a_request_without_room_for_its_stream_is_refused_before_it_runs() {
+    let mut cfg = ServerConfig::default();
+    cfg.core.limits.session_max_streams = 1;
+    let srv = TestServer::start(cfg).await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let mut waiting = Sse::new(c.call(1, "wait", json!({})).await);
+    waiting.next_block().await.expect("priming: the waiting request holds the one stream");
+    assert_refused(c.call(2, "echo", json!({})).await, 429, -32603, "limit_reached").await;
+    let last = srv.controls.last_ctx.lock().unwrap().clone().unwrap();
+    assert_eq!(last.request_id(), &json!(1), "the refused request's handler never ran");
+}
