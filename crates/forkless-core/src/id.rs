@@ -158,6 +158,60 @@ fn encode<'o, const N: usize>(bytes: &[u8; N], out: &'o mut [u8; 24]) -> &'o str
     core::str::from_utf8(&out[..len]).unwrap_or_default()
 }
 
+/// An identifier's wire form, held on the stack: what its `Display` writes, for callers
+/// that put ids on the wire often enough that the formatting machinery shows (SSE `id:`
+/// lines, response headers).
+#[derive(Clone, Copy)]
+pub struct Wire {
+    buf: [u8; EventId::MAX_WIRE_LEN],
+    len: usize,
+}
+
+impl Wire {
+    const fn empty() -> Self {
+        Self { buf: [0; EventId::MAX_WIRE_LEN], len: 0 }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    /// Decimal digits of `n`.
+    fn push_u64(&mut self, mut n: u64) {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[at..]);
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        // Only base64url characters, digits and '.' are ever pushed: ASCII.
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+    }
+}
+
+impl core::ops::Deref for Wire {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Debug for Wire {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
 /// Decode canonical unpadded base64url of exactly `N` bytes.
 fn decode<const N: usize>(s: &str) -> Result<[u8; N], IdError> {
     let expected = (N * 8).div_ceil(6);
@@ -294,10 +348,19 @@ macro_rules! random_id {
             }
         }
 
+        impl $name {
+            /// The wire form (what `Display` writes), without the formatting machinery.
+            pub fn wire(&self) -> Wire {
+                let mut buf = [0u8; 24];
+                let mut out = Wire::empty();
+                out.push(encode(&self.0, &mut buf).as_bytes());
+                out
+            }
+        }
+
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let mut buf = [0u8; 24];
-                f.write_str(encode(&self.0, &mut buf))
+                f.write_str(&self.wire())
             }
         }
 
@@ -393,9 +456,20 @@ impl EventId {
     }
 }
 
+impl EventId {
+    /// The wire form, `<stream>.<seq>` (what `Display` writes), without the formatting
+    /// machinery.
+    pub fn wire(&self) -> Wire {
+        let mut out = self.stream.wire();
+        out.push(b".");
+        out.push_u64(self.seq.get());
+        out
+    }
+}
+
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.stream, self.seq)
+        f.write_str(&self.wire())
     }
 }
 
@@ -531,6 +605,15 @@ mod tests {
             if let Ok(id) = s.parse::<SessionId>() {
                 proptest::prop_assert_eq!(id.to_string(), s);
             }
+        }
+
+        #[test]
+        fn wire_forms_are_what_parses_back(bytes in proptest::array::uniform12(proptest::num::u8::ANY), seq: u64) {
+            let id = EventId::new(StreamId::from_bytes(bytes), Seq::new(seq));
+            let wire = id.wire();
+            proptest::prop_assert_eq!(wire.parse::<EventId>(), Ok(id));
+            proptest::prop_assert_eq!(&*wire, format!("{}.{seq}", id.stream.wire().as_str()));
+            proptest::prop_assert_eq!(id.stream.wire().parse::<StreamId>(), Ok(id.stream));
         }
 
         #[test]

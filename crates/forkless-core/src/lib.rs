@@ -75,6 +75,7 @@ pub use error::{EndReason, Error};
 pub use id::OsEntropy;
 pub use id::{
     EntropySource, Epoch, EventId, IdError, IdHashBuilder, IdHasher, SeededEntropy, Seq, SessionId, StreamId,
+    Wire,
 };
 pub use revision::{Revision, UnsupportedRevision};
 pub use session::{

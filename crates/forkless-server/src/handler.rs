@@ -259,9 +259,9 @@ pub(crate) struct SessionShared {
     ended: OnceLock<EndReason>,
     next_outgoing_id: AtomicU64,
     /// Server-to-client requests awaiting the client's response, by JSON id.
-    pending: Mutex<HashMap<String, Pending>>,
+    pending: Mutex<HashMap<IdKey, Pending>>,
     /// Client requests in flight, by JSON id, for `notifications/cancelled`.
-    in_flight: Mutex<HashMap<String, CancellationToken>>,
+    in_flight: Mutex<HashMap<IdKey, CancellationToken>>,
 }
 
 impl fmt::Debug for SessionShared {
@@ -281,9 +281,27 @@ struct Pending {
     tx: oneshot::Sender<Result<Value, SendError>>,
 }
 
-/// The key of a JSON-RPC id in the maps above (ids are strings or numbers).
-pub(crate) fn id_key(id: &Value) -> String {
-    id.to_string()
+/// A JSON-RPC id as a key of the maps above. Ids are strings or numbers, and `1` and `"1"`
+/// are different ids; the common integer ids are keys without an allocation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum IdKey {
+    Int(i64),
+    Uint(u64),
+    Text(String),
+    /// Any other JSON (a float, or what a peer should not send), by its serialization.
+    Other(String),
+}
+
+pub(crate) fn id_key(id: &Value) -> IdKey {
+    match id {
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => IdKey::Int(i),
+            (None, Some(u)) => IdKey::Uint(u),
+            (None, None) => IdKey::Other(n.to_string()),
+        },
+        Value::String(s) => IdKey::Text(s.clone()),
+        other => IdKey::Other(other.to_string()),
+    }
 }
 
 impl SessionShared {
@@ -361,7 +379,7 @@ impl SessionShared {
     /// them, so they fail instead of waiting forever.
     pub(crate) fn fail_pending_on(&self, stream: StreamId) {
         let mut pending = lock(&self.pending);
-        let keys: Vec<String> =
+        let keys: Vec<IdKey> =
             pending.iter().filter(|(_, p)| p.stream == Some(stream)).map(|(k, _)| k.clone()).collect();
         for key in keys {
             if let Some(p) = pending.remove(&key) {
@@ -649,4 +667,21 @@ fn notification_payload(method: &str, params: &Value) -> Bytes {
     let _ = serde_json::to_writer(&mut out, params);
     out.push(b'}');
     Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_keys_tell_apart_what_json_rpc_tells_apart() {
+        let ids =
+            [json!(1), json!("1"), json!(1.5), json!(-1), json!(u64::MAX), json!("u"), json!(null), json!(0)];
+        for (i, a) in ids.iter().enumerate() {
+            assert_eq!(id_key(a), id_key(&a.clone()), "{a} is its own key");
+            for b in &ids[i + 1..] {
+                assert_ne!(id_key(a), id_key(b), "{a} and {b} are different ids");
+            }
+        }
+    }
 }

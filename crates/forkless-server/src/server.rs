@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
@@ -76,6 +76,8 @@ pub(crate) struct Common<S> {
     /// for the displaced writer to stop.
     writers: Mutex<WriterRegistry>,
     outbox: Arc<dyn Outbox>,
+    /// `Mcp-Stream-Grace-Ms`, the same on every SSE answer.
+    grace_ms: HeaderValue,
 }
 
 /// The epoch of the writer currently running for each stream in this process.
@@ -248,6 +250,7 @@ impl<S: Store, H: Handler> Server<S, H> {
         let outbox: Arc<dyn Outbox> =
             Arc::new(StoreOutbox { store: store.clone(), cfg: config.core, metrics: metrics.clone() });
         let common = Common {
+            grace_ms: HeaderValue::from(millis(config.core.grace)),
             store,
             cfg: config,
             metrics,
@@ -371,30 +374,26 @@ impl<S, H> Clone for App<S, H> {
     }
 }
 
-async fn post_endpoint<S: Store, H: Handler>(
-    State(app): State<App<S, H>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let out = app.post(&headers, body).await;
+// The endpoints take the whole request and borrow its headers: the `HeaderMap` extractor
+// would copy them for every request.
+
+async fn post_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let out = app.post(&parts.headers, body).await;
     app.answer(out)
 }
 
-async fn get_endpoint<S: Store, H: Handler>(
-    State(app): State<App<S, H>>,
-    method: http::Method,
-    headers: HeaderMap,
-) -> Response {
+async fn get_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, request: Request) -> Response {
     // axum routes HEAD to GET handlers; a HEAD must not attach (and maybe end) anything.
-    if method == http::Method::HEAD {
+    if request.method() == http::Method::HEAD {
         return app.answer(Err(Error::MethodNotAllowed { allow: "GET, POST, DELETE" }));
     }
-    let out = app.get(&headers).await;
+    let out = app.get(request.headers()).await;
     app.answer(out)
 }
 
-async fn delete_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, headers: HeaderMap) -> Response {
-    let out = app.delete(&headers).await;
+async fn delete_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, request: Request) -> Response {
+    let out = app.delete(request.headers()).await;
     app.answer(out)
 }
 
@@ -881,14 +880,17 @@ impl<S: Store, H: Handler> App<S, H> {
 
     /// The headers of every SSE answer that serves a stream.
     fn sse_headers(&self, mut response: Response, stream: StreamId, resumed: bool) -> Response {
-        let grace = self.common.cfg.core.grace;
-        let h = response.headers_mut();
+        // Sized for these and what hyper adds, so the map never grows.
+        let mut h = HeaderMap::with_capacity(8);
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         h.insert(HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no"));
-        h.insert(STREAM_ID, header_value(stream.to_string()));
+        let id =
+            HeaderValue::from_str(&stream.wire()).unwrap_or_else(|_| HeaderValue::from_static("invalid"));
+        h.insert(STREAM_ID, id);
         h.insert(STREAM_RESUMED, HeaderValue::from_static(if resumed { "true" } else { "false" }));
-        h.insert(STREAM_GRACE_MS, header_value(millis(grace).to_string()));
+        h.insert(STREAM_GRACE_MS, self.common.grace_ms.clone());
+        *response.headers_mut() = h;
         response
     }
 

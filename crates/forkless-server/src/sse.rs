@@ -23,8 +23,7 @@ pub(crate) fn event(id: Option<&EventId>, data: &[u8]) -> Bytes {
 /// [`event`], appended to `out` (so that a batch of events becomes one write).
 pub(crate) fn put_event(out: &mut BytesMut, id: Option<&EventId>, data: &[u8]) {
     if let Some(id) = id {
-        // Writing into a BytesMut cannot fail (it grows).
-        let _ = writeln!(out, "id: {id}");
+        put_id(out, id);
     }
     if data.iter().any(|&b| b == b'\n' || b == b'\r') {
         put_data(out, data);
@@ -46,13 +45,32 @@ pub(crate) fn priming(id: &EventId, retry: Duration) -> Bytes {
 
 /// [`priming`], appended to `out`.
 pub(crate) fn put_priming(out: &mut BytesMut, id: &EventId, retry: Duration) {
+    put_id(out, id);
+    put_retry(out, retry);
+    out.put_slice(b"data: \n\n");
+}
+
+/// `id: <id>` and its line end.
+fn put_id(out: &mut BytesMut, id: &EventId) {
+    out.put_slice(b"id: ");
+    out.put_slice(id.wire().as_bytes());
+    out.put_u8(b'\n');
+}
+
+/// `retry: <ms>` and its line end.
+fn put_retry(out: &mut BytesMut, retry: Duration) {
+    out.put_slice(b"retry: ");
     // Writing into a BytesMut cannot fail (it grows).
-    let _ = write!(out, "id: {id}\nretry: {}\ndata: \n\n", millis(retry));
+    let _ = write!(out, "{}", millis(retry));
+    out.put_u8(b'\n');
 }
 
 /// A `retry:` field on its own (an event without data, which clients do not dispatch).
 pub(crate) fn retry(retry: Duration) -> Bytes {
-    Bytes::from(format!("retry: {}\n\n", millis(retry)))
+    let mut out = BytesMut::with_capacity(24);
+    put_retry(&mut out, retry);
+    out.put_u8(b'\n');
+    out.freeze()
 }
 
 /// A comment line (keep-alive); line breaks in `text` become separate comment lines.
