@@ -8,15 +8,17 @@
 //! and the store writes it back and looks for what changed. A session answering over SSE
 //! retains up to `session_max_streams` (1,024) completed request streams, so with a flat vector
 //! every load copied and every write compared all of them. Here streams live in sorted chunks
-//! behind [`Arc`]: a clone copies one pointer per chunk, a change copies one chunk, and two
-//! versions share every chunk neither touched, which the change walk skips by pointer.
+//! behind [`Arc`], and the list of chunks behind one more: a clone copies one pointer (a load
+//! that changes nothing costs no more), the first change of a copy copies the list (one
+//! pointer per chunk) and the chunk it touches, and two versions share every chunk neither
+//! touched, which the change walk skips by pointer.
 
 use std::sync::Arc;
 
 use crate::id::StreamId;
 use crate::stream::Stream;
 
-/// Most streams in one chunk: a change copies at most this many (about 5 KiB); a clone copies one pointer per chunk.
+/// Most streams in one chunk: a change copies at most this many (about 5 KiB).
 const CHUNK: usize = 32;
 
 /// Most ids [`Touched`] lists before it gives up and the change walk looks at every chunk.
@@ -29,7 +31,8 @@ const TOUCHED: usize = 8;
 /// listed in `touched` (or `touched` says it lost count).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct StreamMap {
-    chunks: Vec<Arc<Vec<Stream>>>,
+    /// Shared as a whole too: a copy that changes nothing (most loads) costs one pointer.
+    chunks: Arc<Vec<Arc<Vec<Stream>>>>,
     len: usize,
     /// A token shared by every copy of this map taken since [`Self::mark_clean`].
     clean: Option<Arc<()>>,
@@ -110,31 +113,33 @@ impl StreamMap {
     pub(crate) fn get_mut(&mut self, id: StreamId) -> Option<&mut Stream> {
         let (c, at) = self.position(id)?;
         self.touched.add(id);
-        Some(&mut Arc::make_mut(&mut self.chunks[c])[at])
+        Some(&mut Arc::make_mut(&mut Arc::make_mut(&mut self.chunks)[c])[at])
     }
 
     /// Insert; false if the id is taken.
     pub(crate) fn insert(&mut self, stream: Stream) -> bool {
         let id = stream.id();
-        self.touched.add(id);
         if self.chunks.is_empty() {
-            self.chunks.push(Arc::new(vec![stream]));
+            self.touched.add(id);
+            Arc::make_mut(&mut self.chunks).push(Arc::new(vec![stream]));
             self.len = 1;
             return true;
         }
         // Past the last chunk, the stream joins the last one.
         let c = self.chunk_of(id).min(self.chunks.len() - 1);
         let Err(mut at) = self.chunks[c].binary_search_by_key(&id, Stream::id) else { return false };
+        self.touched.add(id);
+        let chunks = Arc::make_mut(&mut self.chunks);
         let mut c = c;
-        if self.chunks[c].len() >= CHUNK {
-            let right = Arc::make_mut(&mut self.chunks[c]).split_off(CHUNK / 2);
-            self.chunks.insert(c + 1, Arc::new(right));
+        if chunks[c].len() >= CHUNK {
+            let right = Arc::make_mut(&mut chunks[c]).split_off(CHUNK / 2);
+            chunks.insert(c + 1, Arc::new(right));
             if at > CHUNK / 2 {
                 c += 1;
                 at -= CHUNK / 2;
             }
         }
-        Arc::make_mut(&mut self.chunks[c]).insert(at, stream);
+        Arc::make_mut(&mut chunks[c]).insert(at, stream);
         self.len += 1;
         true
     }
@@ -142,17 +147,18 @@ impl StreamMap {
     pub(crate) fn remove(&mut self, id: StreamId) -> Option<Stream> {
         let (c, at) = self.position(id)?;
         self.touched.add(id);
-        let removed = Arc::make_mut(&mut self.chunks[c]).remove(at);
+        let chunks = Arc::make_mut(&mut self.chunks);
+        let removed = Arc::make_mut(&mut chunks[c]).remove(at);
         self.len -= 1;
-        let left = self.chunks[c].len();
+        let left = chunks[c].len();
         if left == 0 {
-            self.chunks.remove(c);
+            chunks.remove(c);
         } else if left < CHUNK / 4 {
             // Fold a small chunk into a neighbour so removals do not leave a trail of tiny ones.
-            let (a, b) = if c + 1 < self.chunks.len() { (c, c + 1) } else { (c.saturating_sub(1), c) };
-            if a != b && self.chunks[a].len() + self.chunks[b].len() <= CHUNK {
-                let tail = self.chunks.remove(b);
-                Arc::make_mut(&mut self.chunks[a]).extend(tail.iter().copied());
+            let (a, b) = if c + 1 < chunks.len() { (c, c + 1) } else { (c.saturating_sub(1), c) };
+            if a != b && chunks[a].len() + chunks[b].len() <= CHUNK {
+                let tail = chunks.remove(b);
+                Arc::make_mut(&mut chunks[a]).extend(tail.iter().copied());
             }
         }
         Some(removed)
@@ -169,13 +175,13 @@ impl StreamMap {
     /// Run `f` on a copy of every stream and keep the result; only chunks holding a stream
     /// that `f` changed are copied (a tick that expires nothing copies nothing).
     pub(crate) fn update_each(&mut self, mut f: impl FnMut(&mut Stream)) {
-        for chunk in &mut self.chunks {
-            for at in 0..chunk.len() {
-                let mut s = chunk[at];
+        for c in 0..self.chunks.len() {
+            for at in 0..self.chunks[c].len() {
+                let mut s = self.chunks[c][at];
                 f(&mut s);
-                if s != chunk[at] {
+                if s != self.chunks[c][at] {
                     self.touched.add(s.id());
-                    Arc::make_mut(chunk)[at] = s;
+                    Arc::make_mut(&mut Arc::make_mut(&mut self.chunks)[c])[at] = s;
                 }
             }
         }
@@ -208,6 +214,9 @@ impl StreamMap {
             let mut ids = ids;
             ids[..n].sort_unstable();
             return Changes::Touched { before, after: self, ids, next: 0, n };
+        }
+        if Arc::ptr_eq(&self.chunks, &before.chunks) {
+            return Changes::Walk { before: Cursor::new(&[]), after: Cursor::new(&[]) };
         }
         Changes::Walk { before: Cursor::new(&before.chunks), after: Cursor::new(&self.chunks) }
     }
@@ -456,7 +465,7 @@ mod tests {
         }
         let before = map.clone();
         let shared = |a: &StreamMap, b: &StreamMap| {
-            a.chunks.iter().zip(&b.chunks).filter(|(x, y)| Arc::ptr_eq(x, y)).count()
+            a.chunks.iter().zip(b.chunks.iter()).filter(|(x, y)| Arc::ptr_eq(x, y)).count()
         };
         assert_eq!(shared(&map, &before), map.chunks.len());
         let _ = map.get_mut(stream(500, 0).id()).map(|s| s.on_append(1, false, Timestamp::from_millis(1)));
