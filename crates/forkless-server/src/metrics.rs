@@ -3,26 +3,35 @@
 //! Hand-rolled atomics: this module owns the metric names and their rendering, nothing else.
 //! Labels are static wire codes, so labelled counters are small maps.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A counter per label set.
+/// A counter per label set. Few label sets ever exist, so they are found by a scan that
+/// allocates nothing; only a new label set is copied.
 #[derive(Debug, Default)]
-struct Labelled(Mutex<BTreeMap<Vec<(&'static str, String)>, u64>>);
+struct Labelled(Mutex<Vec<(LabelSet, u64)>>);
+
+/// Label names and values, in the order given.
+type LabelSet = Vec<(&'static str, String)>;
 
 impl Labelled {
     fn inc(&self, labels: &[(&'static str, &str)]) {
-        let key = labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
         let mut m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        *m.entry(key).or_default() += 1;
+        let same = |k: &[(&'static str, String)]| {
+            k.len() == labels.len() && k.iter().zip(labels).all(|((a, b), (c, d))| a == c && b == d)
+        };
+        match m.iter_mut().find(|(k, _)| same(k)) {
+            Some((_, n)) => *n += 1,
+            None => m.push((labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(), 1)),
+        }
     }
 
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-        let m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for (labels, v) in m.iter() {
+        let mut m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        m.sort();
+        for (labels, v) in &m {
             let rendered: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
             let _ = writeln!(out, "{name}{{{}}} {v}", rendered.join(","));
         }

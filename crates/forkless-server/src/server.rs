@@ -290,12 +290,19 @@ impl<S: Store, H: Handler> Server<S, H> {
         let mcp = axum::routing::post(post_endpoint::<S, H>)
             .get(get_endpoint::<S, H>)
             .delete(delete_endpoint::<S, H>);
-        Router::new()
+        let router = Router::new()
             .route(&self.common.cfg.path, mcp)
             .route("/metrics", get(metrics_endpoint::<S, H>))
-            .route("/healthz", get(|| async { "ok\n" }))
-            .layer(tower_http::trace::TraceLayer::new_for_http())
-            .with_state(app)
+            .route("/healthz", get(|| async { "ok\n" }));
+        // A span and two clock reads per request even when nothing records them: the HTTP
+        // trace layer is there only if the subscriber wants tower_http's debug events
+        // (`RUST_LOG=tower_http=debug`) when the router is built.
+        let router = if tracing::enabled!(target: "tower_http::trace", tracing::Level::DEBUG) {
+            router.layer(tower_http::trace::TraceLayer::new_for_http())
+        } else {
+            router
+        };
+        router.with_state(app)
     }
 
     /// One sweep now (the sweeper task runs this every `sweep_interval`).

@@ -57,7 +57,9 @@ struct Log {
     events: VecDeque<StoredEvent>,
     /// The highest seq readers may see.
     published: Seq,
-    signal: watch::Sender<StreamSignal>,
+    /// Made by the first [`Engine::watch`]: a stream answered at once is never watched, and
+    /// then costs no channel.
+    signal: Option<watch::Sender<StreamSignal>>,
 }
 
 fn poisoned() -> Error {
@@ -80,8 +82,8 @@ fn signal_of(meta: &forkless_core::Stream, published: Seq) -> StreamSignal {
 }
 
 impl Log {
-    fn new(meta: &forkless_core::Stream, published: Seq) -> Self {
-        Self { events: VecDeque::new(), published, signal: watch::Sender::new(signal_of(meta, published)) }
+    fn new(published: Seq) -> Self {
+        Self { events: VecDeque::new(), published, signal: None }
     }
 
     /// Drop events below the stream's low-water mark, then announce its signal.
@@ -93,8 +95,9 @@ impl Log {
     }
 
     fn announce(&self, meta: &forkless_core::Stream) {
+        let Some(tx) = &self.signal else { return };
         let signal = signal_of(meta, self.published);
-        self.signal.send_if_modified(|s| {
+        tx.send_if_modified(|s| {
             let changed = *s != signal;
             *s = signal;
             changed
@@ -105,7 +108,7 @@ impl Log {
 impl Slot {
     fn log(&mut self, stream: StreamId) -> Result<&mut Log> {
         let meta = self.record.stream(stream).ok_or(Error::StreamUnknown)?;
-        Ok(self.logs.entry(stream).or_insert_with(|| Log::new(meta, meta.high_water())))
+        Ok(self.logs.entry(stream).or_insert_with(|| Log::new(meta.high_water())))
     }
 
     /// Bring logs in line with the record and tell the journal which streams were added,
@@ -240,14 +243,8 @@ impl Engine {
         };
         let low_before = slot.record.stream(id.stream).map(forkless_core::Stream::low_water);
         persist(Effect::Event { record: &slot.record, id, payload: &payload });
-        let log = match slot.logs.entry(id.stream) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                let meta = slot.record.stream(id.stream).ok_or(Error::StreamUnknown)?;
-                // Everything before this event is already visible.
-                e.insert(Log::new(meta, Seq::new(id.seq.get() - 1)))
-            }
-        };
+        // Everything before this event is already visible.
+        let log = slot.logs.entry(id.stream).or_insert_with(|| Log::new(Seq::new(id.seq.get() - 1)));
         log.events.push_back(StoredEvent { seq: id.seq, payload });
         while slot.record.must_evict(id.stream, limits) {
             let Some(oldest) = log.events.pop_front() else { break };
@@ -304,7 +301,11 @@ impl Engine {
     pub(crate) fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
         let slot = self.slot(session)?;
         let mut slot = lock(&slot)?;
-        Ok(StreamWatch::new(slot.log(stream)?.signal.subscribe()))
+        let slot = &mut *slot;
+        let meta = slot.record.stream(stream).ok_or(Error::StreamUnknown)?;
+        let log = slot.logs.entry(stream).or_insert_with(|| Log::new(meta.high_water()));
+        let tx = log.signal.get_or_insert_with(|| watch::Sender::new(signal_of(meta, log.published)));
+        Ok(StreamWatch::new(tx.subscribe()))
     }
 
     pub(crate) fn remove(&self, id: SessionId, mut persist: impl FnMut(Effect<'_>)) -> Result<()> {
