@@ -352,6 +352,13 @@ impl SessionRecord {
         Ok(EventId::new(id, appended.seq))
     }
 
+    /// Whether opening a request stream now would first drop completed ones to make room
+    /// (retention by count): a store that applies an [`AppendTarget::Answer`] in place must
+    /// then also drop their events.
+    pub fn opening_drops_streams(&self, limits: &Limits) -> bool {
+        self.streams.len() > limits.session_max_streams
+    }
+
     /// Whether a new request stream could be opened now (what
     /// [`Self::open_request_stream`] would refuse with, without changing anything): lets the
     /// server refuse a request before its handler runs rather than after.
@@ -606,10 +613,10 @@ impl SessionRecord {
     /// Open or attached streams are never dropped: if none can go, [`Self::check_room`]
     /// refuses with [`Error::TooManyStreams`].
     fn make_room(&mut self, limits: &Limits) {
-        let max = limits.session_max_streams;
-        if self.streams.len() <= max {
+        if !self.opening_drops_streams(limits) {
             return;
         }
+        let max = limits.session_max_streams;
         let excess = self.streams.len() - (max - max / 8);
         let mut oldest: Vec<(Timestamp, StreamId)> =
             self.streams.iter().filter_map(|s| droppable_since(s).map(|t| (t, s.id()))).collect();

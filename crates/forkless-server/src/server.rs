@@ -516,6 +516,10 @@ impl<S: Store, H: Handler> App<S, H> {
                 .await
                 .map_err(|e| self.store_error(sid, e))?;
         }
+        // Whether a request stream could be opened, judged now; the copy of the record goes
+        // before any handler runs, so the store's own copy is not shared when it changes.
+        let room = record.check_request_stream_room(&self.common.cfg.core.limits);
+        drop(record);
         let mut calls = Vec::new();
         for message in body.messages {
             match message {
@@ -533,7 +537,7 @@ impl<S: Store, H: Handler> App<S, H> {
         }
         match self.common.cfg.answer {
             AnswerMode::Json => Ok(self.answer_json(shared, calls, body.batch).await),
-            AnswerMode::Sse => self.answer_sse(shared, &record, calls).await,
+            AnswerMode::Sse => self.answer_sse(shared, revision, room, calls).await,
         }
     }
 
@@ -718,14 +722,15 @@ impl<S: Store, H: Handler> App<S, H> {
         json_response(body)
     }
 
+    /// `room`: whether the session could take another request stream when the request came.
     async fn answer_sse(
         &self,
         shared: Arc<SessionShared>,
-        record: &SessionRecord,
+        revision: Revision,
+        room: Result<(), forkless_core::Error>,
         mut calls: Vec<Call>,
     ) -> Result<Response, Error> {
         let sid = shared.id;
-        let revision = record.session().revision();
         let stream = RequestStream::new(StreamId::generate(&mut OsEntropy));
         let single = match calls.pop() {
             Some(call) if calls.is_empty() => call,
@@ -735,9 +740,7 @@ impl<S: Store, H: Handler> App<S, H> {
             }
         };
         // Refused before the handler runs, not after, if the session could not take the stream.
-        record
-            .check_request_stream_room(&self.common.cfg.core.limits)
-            .map_err(|e| self.store_error(sid, forkless_store::Error::Core(e)))?;
+        room.map_err(|e| self.store_error(sid, forkless_store::Error::Core(e)))?;
         // Detached (a client going away does not cancel the request).
         let task = start_detached(self.clone().run_on_stream(shared.clone(), single, stream.clone()));
         if let Detached::Done(Finished::AtOnce(Some(payload))) = &task

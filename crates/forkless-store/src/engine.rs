@@ -230,9 +230,13 @@ impl Engine {
         let mut guard = lock(&slot)?;
         let slot = &mut *guard;
         let size = payload.len() as u64;
-        let id = if let AppendTarget::Answer(_) = target {
-            // An answer opens a stream and may make room by dropping others: worked out on a
-            // copy (a refusal changes nothing) and announced like any record change.
+        let id = if let AppendTarget::Answer(_) = target
+            && slot.record.opening_drops_streams(limits)
+        {
+            // An answer that makes room drops other streams: worked out on a copy and
+            // announced like any record change, so their logs go too. (Otherwise it changes
+            // only its own new stream, which the event's effect carries, and the core refuses
+            // it before changing anything.)
             let mut next = slot.record.clone();
             let id = next.append(target, size, complete, now, limits)?;
             let old = std::mem::replace(&mut slot.record, next);
