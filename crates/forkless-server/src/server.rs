@@ -7,6 +7,11 @@
 //! by time are all the core's decisions. It keeps only in-process state that cannot live in
 //! the store: handler tasks, pending server-to-client requests and the registry of running
 //! writers.
+//!
+//! A POST answered over SSE opens its request stream only when it has to: when the handler
+//! sends something on it, or is still running after its first poll. A handler that answers at
+//! once is stored with one append that opens, fills and releases the stream
+//! ([`forkless_core::AppendTarget::Answer`]), and the answer leaves as a finished body.
 
 use std::collections::{HashMap, HashSet};
 use std::future::{Future, IntoFuture as _};

@@ -6,6 +6,10 @@
 //! liveness, and is detached by the core after `grace`. It does not decide who may attach
 //! (the core did) and never writes to a stream whose epoch moved on.
 //!
+//! It also owns the body of a request stream answered at once ([`finished_body`]): the whole
+//! stream was known before its connection was served, and the one append that stored it also
+//! released the attachment, so it goes out with a length and no writer runs.
+//!
 //! ```text
 //!  start ─▶ wait for a displaced writer of this stream to stop (≤ grace) ─▶ preamble
 //!  loop: epoch still ours, stream not fenced, no shutdown?  else end
