@@ -664,7 +664,8 @@ impl<S: Store, H: Handler> App<S, H> {
         if call.method == "ping" {
             return Ok(json!({}));
         }
-        let progress_token = call.params.as_ref().and_then(|p| p.pointer("/_meta/progressToken")).cloned();
+        // Two lookups rather than `Value::pointer`, which allocates for every path segment.
+        let progress_token = call.params.as_ref().and_then(|p| p.get("_meta")?.get("progressToken")).cloned();
         let ctx = RequestContext {
             session: SessionHandle { shared: shared.clone() },
             request_id: call.id.clone(),

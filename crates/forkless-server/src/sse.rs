@@ -5,7 +5,6 @@
 //! JSON, which has no raw newlines, but `data` is still split on every line break so that no
 //! payload can ever end an event early or smuggle in a field.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -60,8 +59,7 @@ fn put_id(out: &mut BytesMut, id: &EventId) {
 /// `retry: <ms>` and its line end.
 fn put_retry(out: &mut BytesMut, retry: Duration) {
     out.put_slice(b"retry: ");
-    // Writing into a BytesMut cannot fail (it grows).
-    let _ = write!(out, "{}", millis(retry));
+    out.put_slice(itoa::Buffer::new().format(millis(retry)).as_bytes());
     out.put_u8(b'\n');
 }
 
