@@ -478,7 +478,7 @@ impl<S: Store, H: Handler> App<S, H> {
         if !is_json(headers) {
             return Err(Error::UnsupportedMediaType);
         }
-        if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
+        if !accepts_all(headers, &["application/json", "text/event-stream"]) {
             return Err(Error::NotAcceptable("application/json and text/event-stream"));
         }
         let bytes = read_body(headers, body, self.common.cfg.max_body_bytes).await?;
@@ -1101,16 +1101,26 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 /// Whether `Accept` admits `wanted` (exactly, by `type/*`, or by `*/*`).
 fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
+    accepts_all(headers, &[wanted])
+}
+
+/// Whether `Accept` admits every one of `wanted` (at most 4), in one pass over the header.
+fn accepts_all(headers: &HeaderMap, wanted: &[&str]) -> bool {
     // Bytes, not str, and no allocation: this runs on every POST and GET.
-    let wanted_type = wanted.split('/').next().unwrap_or("").as_bytes();
-    headers.get_all(header::ACCEPT).iter().any(|value| {
-        value.as_bytes().split(|&b| b == b',').any(|range| {
+    let mut seen = [false; 4];
+    let seen = &mut seen[..wanted.len().min(4)];
+    for value in headers.get_all(header::ACCEPT) {
+        for range in value.as_bytes().split(|&b| b == b',') {
             let media = range.split(|&b| b == b';').next().unwrap_or_default().trim_ascii();
-            media.eq_ignore_ascii_case(wanted.as_bytes())
-                || media == b"*/*"
-                || media.strip_suffix(b"/*").is_some_and(|t| t.eq_ignore_ascii_case(wanted_type))
-        })
-    })
+            for (seen, wanted) in seen.iter_mut().zip(wanted) {
+                let wanted_type = wanted.split('/').next().unwrap_or("").as_bytes();
+                *seen |= media.eq_ignore_ascii_case(wanted.as_bytes())
+                    || media == b"*/*"
+                    || media.strip_suffix(b"/*").is_some_and(|t| t.eq_ignore_ascii_case(wanted_type));
+            }
+        }
+    }
+    !seen.is_empty() && seen.iter().all(|&s| s)
 }
 
 /// A `200` with an already serialized JSON body.
@@ -1227,6 +1237,15 @@ mod tests {
         assert!(accepts(&h, "application/json") && accepts(&h, "text/event-stream"));
         let h = with(header::ACCEPT, "application/jsonx, text/event-streams");
         assert!(!accepts(&h, "application/json") && !accepts(&h, "text/event-stream"));
+        // Both at once: each must be admitted, by any range, in any header line.
+        let both = ["application/json", "text/event-stream"];
+        assert!(accepts_all(&with(header::ACCEPT, "text/event-stream, application/json"), &both));
+        assert!(accepts_all(&with(header::ACCEPT, "*/*"), &both));
+        assert!(!accepts_all(&with(header::ACCEPT, "text/*, application/xml"), &both));
+        let mut h = with(header::ACCEPT, "application/json");
+        h.append(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+        assert!(accepts_all(&h, &both));
+        assert!(!accepts_all(&HeaderMap::new(), &both));
     }
 
     #[test]

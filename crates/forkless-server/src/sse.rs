@@ -24,7 +24,8 @@ pub(crate) fn put_event(out: &mut BytesMut, id: Option<&EventId>, data: &[u8]) {
     if let Some(id) = id {
         put_id(out, id);
     }
-    if data.iter().any(|&b| b == b'\n' || b == b'\r') {
+    // `contains` on bytes is a word-at-a-time search, not a loop over each byte.
+    if data.contains(&b'\n') || data.contains(&b'\r') {
         put_data(out, data);
     } else {
         out.put_slice(b"data: ");
