@@ -192,7 +192,7 @@ async fn collect(resp: Response<Incoming>) -> Result<Bytes, Error> {
 
 /// Whether `needle` occurs in `hay`.
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+    !needle.is_empty() && memchr::memmem::find(hay, needle).is_some()
 }
 
 fn is_sse(resp: &Response<Incoming>) -> bool {
@@ -222,22 +222,20 @@ impl SseParser {
     /// Feed a chunk; `on_event(kind, id)` runs for every complete event. Lines may end in
     /// LF or CRLF (sse-starlette, behind the Python SDK, writes CRLF).
     pub fn push(&mut self, chunk: &[u8], mut on_event: impl FnMut(EventKind, Option<&str>)) {
+        // The client must not be what limits a load: line ends are found with `memchr`, not
+        // byte by byte (a replay arrives at over a million events a second).
         self.buf.extend_from_slice(chunk);
         let mut event_start = 0;
         let mut line_start = self.scanned;
-        let mut i = self.scanned;
-        while i < self.buf.len() {
-            if self.buf[i] == b'\n' {
-                let line = &self.buf[line_start..i];
-                let blank = line.is_empty() || line == b"\r";
-                line_start = i + 1;
-                if blank {
-                    let (kind, id) = parse_event(&self.buf[event_start..i]);
-                    on_event(kind, id);
-                    event_start = i + 1;
-                }
+        for i in memchr::memchr_iter(b'\n', &self.buf[self.scanned..]).map(|at| at + self.scanned) {
+            let line = &self.buf[line_start..i];
+            let blank = line.is_empty() || line == b"\r";
+            line_start = i + 1;
+            if blank {
+                let (kind, id) = parse_event(&self.buf[event_start..i]);
+                on_event(kind, id);
+                event_start = i + 1;
             }
-            i += 1;
         }
         self.buf.drain(..event_start);
         self.scanned = line_start - event_start;
@@ -252,9 +250,16 @@ fn parse_event(block: &[u8]) -> (EventKind, Option<&str>) {
         if let Some(v) = line.strip_prefix(b"id:") {
             id = std::str::from_utf8(v).ok().map(str::trim);
         } else if let Some(data) = line.strip_prefix(b"data:") {
-            if contains(data, b"\"result\"") || contains(data, b"\"error\"") {
+            // Searchers built once: building one per search cost more than the search.
+            static KEYS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 4]> =
+                std::sync::LazyLock::new(|| {
+                    [&b"\"result\""[..], b"\"error\"", b"\"method\"", b"\"id\""]
+                        .map(memchr::memmem::Finder::new)
+                });
+            let has = |k: usize| KEYS[k].find(data).is_some();
+            if has(0) || has(1) {
                 kind = EventKind::Response;
-            } else if contains(data, b"\"method\"") && !contains(data, b"\"id\"") {
+            } else if has(2) && !has(3) {
                 kind = EventKind::Notification;
             }
         }
