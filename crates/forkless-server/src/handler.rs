@@ -195,8 +195,10 @@ pub(crate) trait Outbox: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<EventId, SendError>>;
     /// Complete a request stream without a final event (its request was cancelled).
     fn complete(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<(), SendError>>;
-    /// Open a request stream, attached to the POST that asked (see [`RequestStream`]).
-    fn open(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<Grant, SendError>>;
+    /// Open a request stream, attached to the POST that asked (see [`RequestStream`]);
+    /// `None` if it exists already: opened for this request by a POST that stopped waiting
+    /// after the store applied the opening.
+    fn open(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<Option<Grant>, SendError>>;
 }
 
 /// The SSE stream of a POST's request (or batch), opened in the store when first needed:
@@ -213,8 +215,9 @@ pub(crate) struct RequestStream {
 /// What became of a [`RequestStream`], decided once.
 #[derive(Clone, Copy, Debug)]
 enum Claim {
-    /// Opened, attached to the POST's connection.
-    Open(Grant),
+    /// Opened, attached to the POST's connection; `None` where the opener holds no grant
+    /// (its opening was applied, but whoever made it stopped waiting before it was confirmed).
+    Open(Option<Grant>),
     /// Taken by the POST for an answer-at-once: it is (or is being) opened, filled and
     /// released in one append, and nothing more can go on it.
     Answered,
@@ -232,14 +235,15 @@ impl RequestStream {
 
     /// Its grant, opening the stream with `open` unless that was decided already. Whoever
     /// comes first opens it; anyone else waits for that and gets the same grant (if the
-    /// opening fails, the next caller tries again). `None` if it was claimed for an answer.
+    /// opening fails, the next caller tries again). `None` if it was claimed for an answer, or
+    /// is open without a grant here.
     pub(crate) async fn open<E, Fut>(&self, open: impl FnOnce() -> Fut) -> Result<Option<Grant>, E>
     where
-        Fut: Future<Output = Result<Grant, E>>,
+        Fut: Future<Output = Result<Option<Grant>, E>>,
     {
         let claim = self.state.get_or_try_init(|| async { open().await.map(Claim::Open) }).await?;
         Ok(match claim {
-            Claim::Open(grant) => Some(*grant),
+            Claim::Open(grant) => *grant,
             Claim::Answered => None,
         })
     }

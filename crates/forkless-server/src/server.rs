@@ -223,13 +223,18 @@ impl<S: Store> Outbox for StoreOutbox<S> {
         })
     }
 
-    fn open(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<Grant, SendError>> {
+    fn open(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<Option<Grant>, SendError>> {
         Box::pin(async move {
             let cfg = &self.cfg;
-            transact(&*self.store, session, |r| r.open_request_stream(stream, now(), cfg))
-                .await
-                .map(|(grant, _)| grant)
-                .map_err(SendError::from_store)
+            match transact(&*self.store, session, |r| r.open_request_stream(stream, now(), cfg)).await {
+                Ok((grant, _)) => Ok(Some(grant)),
+                // Stream ids are 96 random bits: an existing stream with this id was opened for
+                // this very request, by a POST that stopped waiting (its client went away)
+                // after the store had applied the opening. The answer still belongs on it, or
+                // the stream would stay open, counting against the session's limit, forever.
+                Err(forkless_store::Error::Core(forkless_core::Error::StreamExists)) => Ok(None),
+                Err(e) => Err(SendError::from_store(e)),
+            }
         })
     }
 }
@@ -856,11 +861,12 @@ impl<S: Store, H: Handler> App<S, H> {
             .open(|| async {
                 transact(&*self.common.store, sid, |r| r.open_request_stream(stream.id, now(), &cfg))
                     .await
-                    .map(|(grant, _)| grant)
+                    .map(|(grant, _)| Some(grant))
             })
             .await
             .map_err(|e| self.store_error(sid, e))?
-            // Claimed for an answer: only this POST claims, and then it never opens.
+            // Claimed for an answer (only this POST claims, and then it never opens), or open
+            // without a grant (only a handler's opening can end so, never this POST's).
             .ok_or(Error::Store(forkless_store::Error::Core(forkless_core::Error::StreamExists)))?;
         self.common.metrics.stream_opened("request");
         Ok(grant)

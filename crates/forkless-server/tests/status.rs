@@ -399,3 +399,45 @@ async fn a_failing_store_is_a_typed_500_and_other_sessions_carry_on() {
     assert!(v["error"]["message"].as_str().unwrap().contains("store"));
     assert_eq!(a.call(3, "echo", json!({})).await.status(), 200, "the session survives a failed append");
 }
+
+/// A POST whose stream opening is applied but never confirmed to it (its client went away
+/// while the store synced, say) answers with an error; its handler, still running, must then
+/// put its answer on that stream all the same, or the stream would stay open, counting
+/// against the session's limit, for the rest of the session.
+#[tokio::test]
+async fn a_stream_opened_for_a_post_that_went_away_still_gets_its_answer() {
+    use forkless_store::{Fault, FaultyStore, MemoryStore};
+    let store = FaultyStore::new(MemoryStore::new());
+    let controls = common::Controls::new();
+    let handler = common::TestHandler { controls: controls.clone() };
+    let server = forkless_server::Server::new(store.clone(), handler, ServerConfig::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(server.serve(listener, std::future::pending()));
+    let mut c = Client::new(&url);
+    c.initialize().await;
+    let sid: forkless_core::SessionId = c.sid().parse().unwrap();
+
+    // `gated` waits for the gate, so the POST opens the stream itself: that opening is the
+    // next compare-and-set, written but reported as failed.
+    store.inject(Fault::CompareAndSetUnacknowledged);
+    assert_refused(c.call(1, "gated", json!({ "first": 0, "rest": 0 })).await, 500, -32603, "store_failed")
+        .await;
+    controls.gate.add_permits(1);
+
+    let answered = |r: &forkless_core::SessionRecord| {
+        r.streams().any(|s| {
+            s.kind() == forkless_core::StreamKind::Request && s.is_completed() && s.high_water().get() == 1
+        })
+    };
+    common::guard("the handler's answer on the opened stream", async {
+        loop {
+            let record = store.load(sid).await.unwrap().unwrap().value;
+            if answered(&record) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}

@@ -19,6 +19,9 @@ pub enum Fault {
     AppendUnacknowledged,
     /// The next compare-and-set fails before anything is written.
     CompareAndSet,
+    /// The next compare-and-set is written but the caller gets an error (as when the caller
+    /// stopped waiting, or crashed, between the write and its confirmation).
+    CompareAndSetUnacknowledged,
     /// The next load fails.
     Load,
     /// The next read fails.
@@ -74,10 +77,14 @@ impl<S: Store> Store for FaultyStore<S> {
     }
 
     async fn compare_and_set(&self, expected: Version, record: SessionRecord) -> Result<Option<Version>> {
-        if self.take(&[Fault::CompareAndSet]).is_some() {
-            return Err(injected("compare_and_set"));
+        match self.take(&[Fault::CompareAndSet, Fault::CompareAndSetUnacknowledged]) {
+            Some(Fault::CompareAndSet) => Err(injected("compare_and_set")),
+            Some(_) => {
+                self.inner.compare_and_set(expected, record).await?;
+                Err(injected("compare_and_set acknowledgement"))
+            }
+            None => self.inner.compare_and_set(expected, record).await,
         }
-        self.inner.compare_and_set(expected, record).await
     }
 
     async fn append(
