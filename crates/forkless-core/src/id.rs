@@ -232,6 +232,11 @@ impl Wire {
         self.push(&digits[at..]);
     }
 
+    /// The text's bytes (ASCII), without the UTF-8 check [`Self::as_str`] makes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
     /// The text.
     pub fn as_str(&self) -> &str {
         // Only base64url characters, digits and '.' are ever pushed: ASCII.
@@ -668,6 +673,7 @@ mod tests {
             let id = EventId::new(StreamId::from_bytes(bytes), Seq::new(seq));
             let wire = id.wire();
             proptest::prop_assert_eq!(wire.parse::<EventId>(), Ok(id));
+            proptest::prop_assert_eq!(wire.as_bytes(), wire.as_str().as_bytes());
             proptest::prop_assert_eq!(&*wire, format!("{}.{seq}", id.stream.wire().as_str()));
             proptest::prop_assert_eq!(id.stream.wire().parse::<StreamId>(), Ok(id.stream));
         }

@@ -36,14 +36,7 @@ pub(crate) fn put_event(out: &mut BytesMut, id: Option<&EventId>, data: &[u8]) {
 }
 
 /// The priming event of a new stream (PROTOCOL section 3): its id (`<stream>.0`), an empty
-/// `data` field, and `retry:`.
-pub(crate) fn priming(id: &EventId, retry: Duration) -> Bytes {
-    let mut out = BytesMut::with_capacity(64);
-    put_priming(&mut out, id, retry);
-    out.freeze()
-}
-
-/// [`priming`], appended to `out`.
+/// `data` field, and `retry:`; appended to `out`.
 pub(crate) fn put_priming(out: &mut BytesMut, id: &EventId, retry: Duration) {
     put_id(out, id);
     put_retry(out, retry);
@@ -67,9 +60,14 @@ fn put_retry(out: &mut BytesMut, retry: Duration) {
 /// A `retry:` field on its own (an event without data, which clients do not dispatch).
 pub(crate) fn retry(retry: Duration) -> Bytes {
     let mut out = BytesMut::with_capacity(24);
-    put_retry(&mut out, retry);
-    out.put_u8(b'\n');
+    put_retry_alone(&mut out, retry);
     out.freeze()
+}
+
+/// [`retry`], appended to `out`.
+pub(crate) fn put_retry_alone(out: &mut BytesMut, retry: Duration) {
+    put_retry(out, retry);
+    out.put_u8(b'\n');
 }
 
 /// A comment line (keep-alive); line breaks in `text` become separate comment lines.
@@ -151,7 +149,8 @@ mod tests {
     #[test]
     fn priming_has_id_seq_zero_empty_data_and_retry() {
         let e = id(0);
-        let out = priming(&e, Duration::from_millis(1500));
+        let mut out = BytesMut::new();
+        put_priming(&mut out, &e, Duration::from_millis(1500));
         assert_eq!(out, format!("id: {e}\nretry: 1500\ndata: \n\n"));
         assert!(out.starts_with(format!("id: {}.0\n", e.stream).as_bytes()));
     }

@@ -107,12 +107,17 @@ pub(crate) fn body<S: Store>(
 /// serves it, so nothing here can outlive the stream's one attachment.
 pub(crate) fn finished_body(preamble: Preamble, event: EventId, payload: &[u8], retry: Duration) -> Bytes {
     let mut out = BytesMut::with_capacity(payload.len() + 128);
-    match preamble {
-        Preamble::Priming => sse::put_priming(&mut out, &EventId::new(event.stream, Seq::PRIMING), retry),
-        Preamble::Retry => out.extend_from_slice(&sse::retry(retry)),
-    }
+    put_preamble(&mut out, preamble, event.stream, retry);
     sse::put_event(&mut out, Some(&event), payload);
     out.freeze()
+}
+
+/// The start of every new SSE body of `stream`: its priming event, or `retry:` alone.
+fn put_preamble(out: &mut BytesMut, preamble: Preamble, stream: StreamId, retry: Duration) {
+    match preamble {
+        Preamble::Priming => sse::put_priming(out, &EventId::new(stream, Seq::PRIMING), retry),
+        Preamble::Retry => sse::put_retry_alone(out, retry),
+    }
 }
 
 struct Writer<S: Store> {
@@ -247,12 +252,9 @@ impl<S: Store> Writer<S> {
             newer
         });
         self.guard.registered = Some(tx);
-        let retry = self.common.cfg.core.retry_interval;
-        let chunk = match self.opts.preamble {
-            Preamble::Priming => sse::priming(&EventId::new(self.stream(), Seq::PRIMING), retry),
-            Preamble::Retry => sse::retry(retry),
-        };
-        self.queue.push_back(chunk);
+        let mut chunk = BytesMut::with_capacity(64);
+        put_preamble(&mut chunk, self.opts.preamble, self.stream(), self.common.cfg.core.retry_interval);
+        self.queue.push_back(chunk.freeze());
     }
 
     async fn read_batch(&mut self) -> Result<(), &'static str> {

@@ -529,7 +529,9 @@ async fn an_answer_ready_at_once_is_a_finished_body_that_resumes() {
     assert!(resp.headers().get("content-length").is_some(), "a finished body has a length");
     assert!(resp.headers().get("transfer-encoding").is_none());
     let mut sse = Sse::new(resp);
+    // PROTOCOL section 3 holds for a finished body as for any SSE answer.
     assert_eq!(sse.resumed.as_deref(), Some("false"));
+    assert_eq!(sse.grace_ms.as_deref(), Some("10000"));
     let stream = sse.stream_id.clone().unwrap();
     let priming = sse.next_block().await.expect("priming");
     assert_eq!((priming.id.clone(), priming.retry), (Some(format!("{stream}.0")), Some(1000)));
@@ -546,6 +548,25 @@ async fn an_answer_ready_at_once_is_a_finished_body_that_resumes() {
     assert_eq!(again.resumed.as_deref(), Some("true"));
     let replayed = again.rest().await;
     assert_eq!(replayed, vec![answer], "the lost answer, once");
+}
+
+/// Before 2025-11-25 a new stream has no priming event: a finished body starts with `retry:`
+/// alone, then the answer, whose id still names the stream.
+#[tokio::test]
+async fn an_answer_ready_at_once_before_2025_11_25_starts_with_retry_alone() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize_with("2025-06-18", json!({})).await;
+    let resp = c.call(1, "echo", json!({ "x": 2 })).await;
+    assert!(resp.headers().get("content-length").is_some(), "a finished body");
+    let mut sse = Sse::new(resp);
+    let stream = sse.stream_id.clone().unwrap();
+    let first = sse.next_block().await.expect("the preamble");
+    assert_eq!((first.id, first.data, first.retry), (None, None, Some(1000)), "no priming before 2025-11-25");
+    let answer = sse.next_block().await.expect("the answer");
+    assert_eq!(answer.id, Some(format!("{stream}.1")));
+    assert_eq!(answer.json()["result"], json!({ "x": 2 }));
+    assert!(sse.next_block().await.is_none());
 }
 
 /// A handler that sends on its stream before answering, even within its first poll, opens

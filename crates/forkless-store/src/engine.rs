@@ -106,9 +106,10 @@ impl Log {
 }
 
 impl Slot {
-    fn log(&mut self, stream: StreamId) -> Result<&mut Log> {
+    /// The stream's metadata and its log (made empty, everything visible, if it had none).
+    fn log(&mut self, stream: StreamId) -> Result<(&forkless_core::Stream, &mut Log)> {
         let meta = self.record.stream(stream).ok_or(Error::StreamUnknown)?;
-        Ok(self.logs.entry(stream).or_insert_with(|| Log::new(meta.high_water())))
+        Ok((meta, self.logs.entry(stream).or_insert_with(|| Log::new(meta.high_water()))))
     }
 
     /// Bring logs in line with the record and tell the journal which streams were added,
@@ -175,7 +176,7 @@ impl Engine {
         record.mark_clean();
         let mut slot = Slot { version: Version::INITIAL, record, logs: HashMap::default() };
         for (stream, evs) in events {
-            let log = slot.log(stream)?;
+            let (_, log) = slot.log(stream)?;
             log.events.extend(evs);
         }
         let mut map = self.sessions.write().map_err(|_| poisoned())?;
@@ -291,13 +292,12 @@ impl Engine {
     ) -> Result<Vec<StoredEvent>> {
         let slot = self.slot(session)?;
         let mut slot = lock(&slot)?;
-        let meta = slot.record.stream(stream).ok_or(Error::StreamUnknown)?;
+        let (meta, log) = slot.log(stream)?;
         let low_water = meta.low_water();
         if after.next() < low_water {
             return Err(Error::Evicted { low_water });
         }
         let skip = usize::try_from(after.next().get() - low_water.get()).unwrap_or(usize::MAX);
-        let log = slot.log(stream)?;
         let published = log.published;
         Ok(log.events.iter().skip(skip).take_while(|e| e.seq <= published).take(max).cloned().collect())
     }
@@ -305,9 +305,7 @@ impl Engine {
     pub(crate) fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
         let slot = self.slot(session)?;
         let mut slot = lock(&slot)?;
-        let slot = &mut *slot;
-        let meta = slot.record.stream(stream).ok_or(Error::StreamUnknown)?;
-        let log = slot.logs.entry(stream).or_insert_with(|| Log::new(meta.high_water()));
+        let (meta, log) = slot.log(stream)?;
         let tx = log.signal.get_or_insert_with(|| watch::Sender::new(signal_of(meta, log.published)));
         Ok(StreamWatch::new(tx.subscribe()))
     }
