@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else { return };
     let (lei, token) = s.split_once('\n').map_or((Some(s), None), |(a, b)| (Some(a), Some(b)));
     let mut e = SeededEntropy::new(1);
-    let new = NewSession { id: SessionId::generate(&mut e), revision: Revision::V2025_11_25, reset_contract: true, principal: None };
+    let new = NewSession { id: SessionId::generate(&mut e), revision: Revision::V2025_11_25, reset_contract: true, principal: None, client: Default::default() };
     let t = Timestamp::from_millis(1);
     let mut record = SessionRecord::create(new, t, &mut e).expect("create");
     for _ in 0..3 {

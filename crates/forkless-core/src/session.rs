@@ -45,6 +45,18 @@ pub struct Ended {
     pub reason: EndReason,
 }
 
+/// What the client said about itself at initialize, kept with the session so that it
+/// survives restarts: its `capabilities` and `clientInfo`, as the JSON text it sent (the core
+/// does not read JSON; the server does). `None` when unknown (a session recovered from a file
+/// written before these facts were stored).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientFacts {
+    /// `params.capabilities` of initialize, serialized.
+    pub capabilities: Option<std::sync::Arc<str>>,
+    /// `params.clientInfo` of initialize, serialized.
+    pub info: Option<std::sync::Arc<str>>,
+}
+
 /// Per-session facts fixed at initialize, plus the lifecycle state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Session {
@@ -52,6 +64,7 @@ pub struct Session {
     revision: Revision,
     reset_contract: bool,
     principal: Option<String>,
+    client: ClientFacts,
     created_at: Timestamp,
     state: SessionState,
 }
@@ -72,6 +85,10 @@ impl Session {
     /// The authenticated principal the session is bound to, when auth is on.
     pub fn principal(&self) -> Option<&str> {
         self.principal.as_deref()
+    }
+    /// What the client said about itself at initialize.
+    pub const fn client(&self) -> &ClientFacts {
+        &self.client
     }
     /// When it was created.
     pub const fn created_at(&self) -> Timestamp {
@@ -101,6 +118,8 @@ pub struct NewSession {
     pub reset_contract: bool,
     /// The principal to bind to, when auth is on.
     pub principal: Option<String>,
+    /// The client's capabilities and `clientInfo`.
+    pub client: ClientFacts,
 }
 
 /// A granted attachment: the shell now serves `stream` to one connection holding `epoch`.
@@ -146,6 +165,18 @@ pub enum AppendTarget {
     Answer(StreamId),
 }
 
+/// A request stream left open by a handler that died with its process (or its node): the
+/// request is lost and must be answered with an error carrying its id, then completed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Orphan {
+    /// The session.
+    pub session: SessionId,
+    /// The request's stream.
+    pub stream: StreamId,
+    /// The stream's label: the request's JSON-RPC id, as the server serialized it.
+    pub label: Option<Label>,
+}
+
 /// What time alone did to a session in [`SessionRecord::on_tick`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tick {
@@ -182,6 +213,7 @@ impl SessionRecord {
             return Err(Error::Stateless);
         }
         let standalone = Stream::new(StreamId::generate(entropy), StreamKind::Standalone, now);
+        let standalone_id = standalone.id();
         let mut streams = StreamMap::default();
         streams.insert(standalone);
         Ok(Self {
@@ -190,10 +222,11 @@ impl SessionRecord {
                 revision: new.revision,
                 reset_contract: new.reset_contract,
                 principal: new.principal,
+                client: new.client,
                 created_at: now,
                 state: SessionState::Active(Active { last_activity: now }),
             },
-            standalone: standalone.id(),
+            standalone: standalone_id,
             streams,
             retained_bytes: 0,
         })
@@ -222,6 +255,7 @@ impl SessionRecord {
             revision: new.revision,
             reset_contract: new.reset_contract,
             principal: new.principal,
+            client: new.client,
             created_at,
             state,
         };
@@ -255,11 +289,12 @@ impl SessionRecord {
                 self.check_room(&cfg.limits)?;
                 self.stream_mut(old)?.on_fence(now, FenceCause::Reset)?;
                 self.drop_bytes_of(old);
+                let fresh_id = fresh.id();
                 if !self.streams.insert(fresh) {
                     return Err(Error::StreamExists);
                 }
-                self.standalone = fresh.id();
-                self.attach(fresh.id(), Seq::PRIMING, false, Some(old), now, cfg)?
+                self.standalone = fresh_id;
+                self.attach(fresh_id, Seq::PRIMING, false, Some(old), now, cfg)?
             }
         };
         self.touch(now);
@@ -463,13 +498,14 @@ impl SessionRecord {
 
     /// The server restarted: no connection survived, so every attachment is detached (the
     /// streams stay resumable). Returns the open request streams, whose handlers died with the
-    /// process; the caller answers each and completes it.
-    pub fn on_restart(&mut self, now: Timestamp) -> Vec<StreamId> {
+    /// process; the server answers each (with the request id its label holds) and completes it.
+    pub fn on_restart(&mut self, now: Timestamp) -> Vec<Orphan> {
         let mut orphaned = Vec::new();
+        let session = self.session.id;
         self.streams.update_each(|s| {
             s.on_restart(now);
             if s.kind() == StreamKind::Request && matches!(s.state(), StreamState::Open(_)) {
-                orphaned.push(s.id());
+                orphaned.push(Orphan { session, stream: s.id(), label: s.label().cloned() });
             }
         });
         orphaned

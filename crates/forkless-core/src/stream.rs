@@ -26,29 +26,40 @@ use crate::id::{Epoch, Seq, StreamId};
 use crate::time::Timestamp;
 
 /// An opaque tag the shell attaches to a request stream (forkless-server stores the JSON-RPC
-/// request id), so that crash recovery can still answer the request. At most
-/// [`Label::CAPACITY`] bytes, stored inline so a [`Stream`] stays `Copy`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Label {
-    len: u8,
-    bytes: [u8; Label::CAPACITY],
+/// request id, serialized), so that crash recovery can still answer the request. Any length:
+/// tags up to [`Label::INLINE`] bytes (every integer id, most string ids) are stored inline and
+/// cost no allocation; longer ones are shared behind an [`Arc`](std::sync::Arc).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Label(LabelBytes);
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum LabelBytes {
+    Inline { len: u8, bytes: [u8; Label::INLINE] },
+    Shared(std::sync::Arc<[u8]>),
 }
 
 impl Label {
-    /// The longest label.
-    pub const CAPACITY: usize = 62;
+    /// The longest label stored inline.
+    pub const INLINE: usize = 46;
 
-    /// A label holding `bytes`, or `None` if they are longer than [`Self::CAPACITY`].
-    pub fn new(bytes: &[u8]) -> Option<Self> {
-        let len = u8::try_from(bytes.len()).ok().filter(|&l| usize::from(l) <= Self::CAPACITY)?;
-        let mut buf = [0u8; Self::CAPACITY];
-        buf[..bytes.len()].copy_from_slice(bytes);
-        Some(Self { len, bytes: buf })
+    /// A label holding `bytes`.
+    pub fn new(bytes: &[u8]) -> Self {
+        match u8::try_from(bytes.len()) {
+            Ok(len) if bytes.len() <= Self::INLINE => {
+                let mut buf = [0u8; Self::INLINE];
+                buf[..bytes.len()].copy_from_slice(bytes);
+                Self(LabelBytes::Inline { len, bytes: buf })
+            }
+            _ => Self(LabelBytes::Shared(bytes.into())),
+        }
     }
 
     /// The bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
+        match &self.0 {
+            LabelBytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            LabelBytes::Shared(bytes) => bytes,
+        }
     }
 }
 
@@ -136,7 +147,7 @@ pub struct Attached {
 }
 
 /// One stream's metadata. Payloads live in the store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stream {
     id: StreamId,
     kind: StreamKind,
@@ -175,7 +186,7 @@ impl Stream {
     }
 
     /// The same stream carrying `label`.
-    pub const fn with_label(mut self, label: Option<Label>) -> Self {
+    pub fn with_label(mut self, label: Option<Label>) -> Self {
         self.label = label;
         self
     }

@@ -158,7 +158,7 @@ impl StreamMap {
             let (a, b) = if c + 1 < chunks.len() { (c, c + 1) } else { (c.saturating_sub(1), c) };
             if a != b && chunks[a].len() + chunks[b].len() <= CHUNK {
                 let tail = chunks.remove(b);
-                Arc::make_mut(&mut chunks[a]).extend(tail.iter().copied());
+                Arc::make_mut(&mut chunks[a]).extend(tail.iter().cloned());
             }
         }
         Some(removed)
@@ -177,7 +177,7 @@ impl StreamMap {
     pub(crate) fn update_each(&mut self, mut f: impl FnMut(&mut Stream)) {
         for c in 0..self.chunks.len() {
             for at in 0..self.chunks[c].len() {
-                let mut s = self.chunks[c][at];
+                let mut s = self.chunks[c][at].clone();
                 f(&mut s);
                 if s != self.chunks[c][at] {
                     self.touched.add(s.id());

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
-use forkless_core::{AppendTarget, EndReason, EventId, Grant, Revision, SessionId, StreamId};
+use forkless_core::{AppendTarget, EndReason, EventId, Grant, Label, Revision, SessionId, StreamId};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -195,10 +195,10 @@ pub(crate) trait Outbox: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<EventId, SendError>>;
     /// Complete a request stream without a final event (its request was cancelled).
     fn complete(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<(), SendError>>;
-    /// Open a request stream, attached to the POST that asked (see [`RequestStream`]);
-    /// `None` if it exists already: opened for this request by a POST that stopped waiting
-    /// after the store applied the opening.
-    fn open(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<Option<Grant>, SendError>>;
+    /// Open a request stream labelled with its request's id, attached to the POST that asked
+    /// (see [`RequestStream`]); `None` if it exists already: opened for this request by a POST
+    /// that stopped waiting after the store applied the opening.
+    fn open(&self, session: SessionId, stream: &RequestStream) -> BoxFuture<'_, Result<Option<Grant>, SendError>>;
 }
 
 /// The SSE stream of a POST's request (or batch), opened in the store when first needed:
@@ -209,6 +209,9 @@ pub(crate) trait Outbox: Send + Sync + 'static {
 #[derive(Debug)]
 pub(crate) struct RequestStream {
     pub(crate) id: StreamId,
+    /// The request's JSON-RPC id, serialized, kept with the stream so that a restart can still
+    /// answer the request; `None` for a batch's stream (answered with id `null` then).
+    pub(crate) label: Option<Label>,
     state: tokio::sync::OnceCell<Claim>,
 }
 
@@ -224,8 +227,8 @@ enum Claim {
 }
 
 impl RequestStream {
-    pub(crate) fn new(id: StreamId) -> Arc<Self> {
-        Arc::new(Self { id, state: tokio::sync::OnceCell::new() })
+    pub(crate) fn new(id: StreamId, label: Option<Label>) -> Arc<Self> {
+        Arc::new(Self { id, label, state: tokio::sync::OnceCell::new() })
     }
 
     /// Claim the stream for an answer-at-once; false if it is open or being opened.
@@ -421,7 +424,7 @@ impl SessionShared {
     /// [`RequestStream::open`]).
     pub(crate) async fn open_stream(&self, stream: &RequestStream) -> Result<(), SendError> {
         let outbox = self.check_open()?;
-        stream.open(|| outbox.open(self.id, stream.id)).await.map(|_| ())
+        stream.open(|| outbox.open(self.id, stream)).await.map(|_| ())
     }
 
     /// Append an already serialized message.

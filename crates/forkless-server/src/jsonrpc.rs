@@ -150,6 +150,23 @@ fn response(id: Option<Value>, result: Option<Value>, error: Option<Value>) -> R
     }
 }
 
+/// A request id as the label of its stream: its JSON text. Ids that fit a label inline are
+/// written into a stack buffer, so the common case allocates nothing.
+pub(crate) fn id_label(id: &Value) -> forkless_core::Label {
+    let mut buf = [0u8; forkless_core::Label::INLINE];
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    if serde_json::to_writer(&mut cursor, id).is_ok() {
+        let len = usize::try_from(cursor.position()).unwrap_or(0);
+        return forkless_core::Label::new(&buf[..len]);
+    }
+    forkless_core::Label::new(&serde_json::to_vec(id).unwrap_or_else(|_| b"null".to_vec()))
+}
+
+/// The request id a stream's label holds (`null` when there is none or it does not parse).
+pub(crate) fn label_id(label: Option<&forkless_core::Label>) -> Value {
+    label.and_then(|l| serde_json::from_slice(l.as_bytes()).ok()).unwrap_or(Value::Null)
+}
+
 /// A success response.
 pub(crate) fn result(id: &Value, result: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "result": result })
@@ -261,6 +278,16 @@ mod tests {
         let batch: Value = serde_json::from_slice(&batch_payload(&payloads)).unwrap();
         assert_eq!(batch.as_array().map(Vec::len), Some(4));
         assert_eq!(batch_payload(&[]).as_ref(), b"[]");
+    }
+
+    #[test]
+    fn ids_round_trip_through_labels_of_any_length() {
+        let long = "y".repeat(100_000);
+        for id in [json!(1), json!(-7), json!(u64::MAX), json!("req-1"), json!("\"quoted\" \u{e9}"), json!(long)] {
+            assert_eq!(label_id(Some(&id_label(&id))), id);
+        }
+        assert_eq!(label_id(None), Value::Null);
+        assert_eq!(label_id(Some(&forkless_core::Label::new(b"not json"))), Value::Null);
     }
 
     #[test]

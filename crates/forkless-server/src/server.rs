@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
 use forkless_core::{
-    AppendTarget, EndReason, Epoch, EventId, GetOutcome, GetRequest, Grant, IdHashBuilder, NewSession,
+    AppendTarget, ClientFacts, EndReason, Epoch, EventId, GetOutcome, GetRequest, Grant, IdHashBuilder, NewSession,
     OsEntropy, Revision, SessionId, SessionRecord, SessionState, StreamId, Timestamp,
 };
 use forkless_store::{Store, transact};
@@ -97,17 +97,22 @@ impl<S: Store> Common<S> {
         lock(&self.writers)
     }
 
-    /// The in-process state of an active session (created on first use after a restart).
+    /// The in-process state of an active session (created on first use after a restart, with
+    /// what the client said at initialize read back from the record).
     fn live(&self, record: &SessionRecord) -> Arc<SessionShared> {
         let mut sessions = lock(&self.sessions);
         sessions
             .entry(record.id())
             .or_insert_with(|| {
+                let client = record.session().client();
+                let json = |text: &Option<Arc<str>>| {
+                    text.as_deref().and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null)
+                };
                 Arc::new(SessionShared::new(
                     record.id(),
                     record.session().revision(),
-                    Value::Null,
-                    Value::Null,
+                    json(&client.capabilities),
+                    json(&client.info),
                     Some(self.outbox.clone()),
                     self.shutdown.child_token(),
                 ))
@@ -223,10 +228,12 @@ impl<S: Store> Outbox for StoreOutbox<S> {
         })
     }
 
-    fn open(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<Option<Grant>, SendError>> {
+    fn open(&self, session: SessionId, stream: &RequestStream) -> BoxFuture<'_, Result<Option<Grant>, SendError>> {
+        let (id, label) = (stream.id, stream.label.clone());
         Box::pin(async move {
             let cfg = &self.cfg;
-            match transact(&*self.store, session, |r| r.open_request_stream(stream, now(), cfg)).await {
+            let open = |r: &mut SessionRecord| r.open_labeled_request_stream(id, label.clone(), now(), cfg);
+            match transact(&*self.store, session, open).await {
                 Ok((grant, _)) => Ok(Some(grant)),
                 // Stream ids are 96 random bits: an existing stream with this id was opened for
                 // this very request, by a POST that stopped waiting (its client went away)
@@ -313,6 +320,38 @@ impl<S: Store, H: Handler> Server<S, H> {
             router
         };
         router.with_state(app)
+    }
+
+    /// Answer requests whose handler died with an earlier process (the store's recovery lists
+    /// them, [`forkless_store::Recovery::orphans`]): each gets a JSON-RPC error carrying its
+    /// request id (`-32603`, "the server restarted while handling this request; it was lost")
+    /// as the final event of its stream, which completes it, so no client waits for ever.
+    /// Call before serving. Returns how many were answered; one that cannot be (its session
+    /// ended meanwhile) is logged and skipped.
+    pub async fn answer_orphans(&self, orphans: &[forkless_store::Orphan]) -> usize {
+        // The answer must land even in a session at its byte budget: it is the last event.
+        let limits = forkless_core::Limits {
+            stream_max_bytes: u64::MAX,
+            session_max_bytes: u64::MAX,
+            ..self.common.cfg.core.limits
+        };
+        let mut answered = 0;
+        for orphan in orphans {
+            let id = jsonrpc::label_id(orphan.label.as_ref());
+            let error = RpcError::internal("the server restarted while handling this request; it was lost");
+            let payload = jsonrpc::response_payload(&id, &Err(error));
+            let target = AppendTarget::Stream(orphan.stream);
+            match self.common.store.append(orphan.session, target, payload, true, now(), &limits).await {
+                Ok(event) => {
+                    answered += 1;
+                    tracing::info!(session = %orphan.session, %event, request = %id, "lost request answered");
+                }
+                Err(e) => {
+                    tracing::info!(session = %orphan.session, stream = %orphan.stream, error = %e, "lost request not answered");
+                }
+            }
+        }
+        answered
     }
 
     /// One sweep now (the sweeper task runs this every `sweep_interval`).
@@ -569,7 +608,12 @@ impl<S: Store, H: Handler> App<S, H> {
             capabilities.pointer("/experimental/forkless~1resume/version").and_then(Value::as_u64) == Some(1);
         let client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
         let principal = self.principal(headers);
-        let record = self.create_session(revision, reset_contract, principal).await?;
+        // Kept with the session, so a handler still knows its client after a restart.
+        let client = ClientFacts {
+            capabilities: Some(capabilities.to_string().into()),
+            info: (!client_info.is_null()).then(|| client_info.to_string().into()),
+        };
+        let record = self.create_session(revision, reset_contract, principal, client).await?;
         let sid = record.id();
         Metrics::inc(&self.common.metrics.sessions_created);
         self.common.metrics.stream_opened("standalone");
@@ -616,6 +660,7 @@ impl<S: Store, H: Handler> App<S, H> {
         revision: Revision,
         reset_contract: bool,
         principal: Option<String>,
+        client: ClientFacts,
     ) -> Result<SessionRecord, Error> {
         // A collision of 128 random bits is not going to happen; still, never overwrite.
         for _ in 0..3 {
@@ -624,6 +669,7 @@ impl<S: Store, H: Handler> App<S, H> {
                 revision,
                 reset_contract,
                 principal: principal.clone(),
+                client: client.clone(),
             };
             let record = SessionRecord::create(new, now(), &mut OsEntropy)
                 .map_err(|e| Error::from(forkless_store::Error::Core(e)))?;
@@ -742,7 +788,12 @@ impl<S: Store, H: Handler> App<S, H> {
         mut calls: Vec<Call>,
     ) -> Result<Response, Error> {
         let sid = shared.id;
-        let stream = RequestStream::new(StreamId::generate(&mut OsEntropy));
+        // A single request's stream keeps its id, so that a restart can still answer it.
+        let label = match calls.as_slice() {
+            [single] => Some(jsonrpc::id_label(&single.id)),
+            _ => None,
+        };
+        let stream = RequestStream::new(StreamId::generate(&mut OsEntropy), label);
         let single = match calls.pop() {
             Some(call) if calls.is_empty() => call,
             last => {
@@ -859,7 +910,9 @@ impl<S: Store, H: Handler> App<S, H> {
         let cfg = self.common.cfg.core;
         let grant = stream
             .open(|| async {
-                transact(&*self.common.store, sid, |r| r.open_request_stream(stream.id, now(), &cfg))
+                transact(&*self.common.store, sid, |r| {
+                    r.open_labeled_request_stream(stream.id, stream.label.clone(), now(), &cfg)
+                })
                     .await
                     .map(|(grant, _)| Some(grant))
             })

@@ -14,8 +14,9 @@
 //!  start ─▶ wait for a displaced writer of this stream to stop (≤ grace) ─▶ preamble
 //!  loop: epoch still ours, stream not fenced, no shutdown?  else end
 //!        queued chunk?                   → yield it
-//!        cursor < high-water?            → read a batch from the cursor, queue, advance
-//!        completed and cursor = high-water → end
+//!        cursor < delivered?             → read a batch from the cursor (the store checks our
+//!                                          epoch again), queue, advance
+//!        completed and cursor = delivered → end
 //!        wait: store signal | keep-alive timer | shutdown | poll_after (then retry: and end)
 //!  drop ─▶ detach(stream, epoch) through the core (a stale epoch is fine)
 //! ```
@@ -28,7 +29,7 @@ use std::time::Duration;
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
 use forkless_core::{Epoch, EventId, Grant, Seq, SessionId, StreamId};
-use forkless_store::{Store, StreamEnd, StreamSignal, StreamWatch};
+use forkless_store::{Reader, Store, StreamEnd, StreamSignal, StreamWatch};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument as _;
@@ -66,7 +67,7 @@ pub(crate) fn body<S: Store>(
         tracing::info_span!("sse", session = %session, stream = %grant.stream, epoch = grant.epoch.get());
     let signal = watch.current();
     if grant.resumed {
-        common.metrics.replayed(signal.high_water.get().saturating_sub(grant.after.get()));
+        common.metrics.replayed(signal.delivered.get().saturating_sub(grant.after.get()));
     }
     let now = Instant::now();
     let keep_alive = common.cfg.core.keep_alive;
@@ -198,7 +199,7 @@ impl<S: Store> Writer<S> {
                 return self.finish("closing");
             }
             self.signal = self.watch.mark_seen();
-            if self.cursor < self.signal.high_water {
+            if self.cursor < self.signal.delivered {
                 if let Err(why) = self.read_batch().await {
                     return self.finish(why);
                 }
@@ -259,8 +260,18 @@ impl<S: Store> Writer<S> {
 
     async fn read_batch(&mut self) -> Result<(), &'static str> {
         let max = self.common.cfg.read_batch;
-        let events = match self.common.store.read(self.session(), self.stream(), self.cursor, max).await {
+        // The store checks the epoch too (the fence where the data is read): a writer that has
+        // not yet noticed its displacement still gets nothing.
+        let reader = Reader::Attached(self.epoch());
+        let events = match self.common.store.read(self.session(), self.stream(), self.cursor, max, reader).await
+        {
             Ok(events) => events,
+            Err(forkless_store::Error::Core(
+                e @ (forkless_core::Error::StaleEpoch { .. } | forkless_core::Error::StreamFenced),
+            )) => {
+                tracing::debug!(error = %e, "read refused: fenced or displaced");
+                return Err("fenced or displaced");
+            }
             Err(forkless_store::Error::Evicted { low_water }) => {
                 tracing::info!(
                     cursor = self.cursor.get(),

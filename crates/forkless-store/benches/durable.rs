@@ -13,6 +13,7 @@ use forkless_core::{
     AppendTarget, Config, Limits, NewSession, Revision, SeededEntropy, Seq, SessionId, SessionRecord,
     StreamId, Timestamp,
 };
+use forkless_store::Reader;
 use forkless_store::{Durability, MemoryStore, RedbStore, Store, transact};
 
 const T0: Timestamp = Timestamp::from_millis(1);
@@ -40,6 +41,7 @@ async fn setup<S: Store>(store: &S, streams: usize, seed: u64) -> Vec<(SessionId
             revision: Revision::V2025_11_25,
             reset_contract: false,
             principal: None,
+            client: Default::default(),
         };
         let record = SessionRecord::create(new, T0, &mut e).expect("create");
         let sid = record.id();
@@ -119,7 +121,7 @@ fn bench_store<S: Store>(c: &mut Criterion, name: &str, make: impl Fn() -> S) {
             rt.block_on(async {
                 let mut cursor = Seq::PRIMING;
                 loop {
-                    let batch = store.read(sid, stream, cursor, 256).await.expect("read");
+                    let batch = store.read(sid, stream, cursor, 256, Reader::Inspector).await.expect("read");
                     let Some(last) = batch.last() else { break };
                     cursor = last.seq;
                 }

@@ -11,6 +11,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use forkless_core::{
     AppendTarget, Limits, NewSession, Revision, SeededEntropy, Seq, SessionId, SessionRecord, Timestamp,
 };
+use forkless_store::Reader;
 use forkless_store::{MemoryStore, Store};
 
 const T0: Timestamp = Timestamp::from_millis(1_000_000);
@@ -31,7 +32,7 @@ fn filled(rt: &tokio::runtime::Runtime, events: u64, limits: &Limits) -> (Memory
     let store = MemoryStore::new();
     let mut entropy = SeededEntropy::new(1);
     let id = SessionId::generate(&mut entropy);
-    let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract: false, principal: None };
+    let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract: false, principal: None, client: Default::default() };
     let record = SessionRecord::create(new, T0, &mut entropy).expect("create");
     rt.block_on(async {
         store.create(record.clone()).await.expect("create");
@@ -73,7 +74,7 @@ fn replay(c: &mut Criterion) {
                 let mut cursor = Seq::PRIMING;
                 let mut n = 0u64;
                 loop {
-                    let events = store.read(record.id(), stream, cursor, batch).await.expect("read");
+                    let events = store.read(record.id(), stream, cursor, batch, Reader::Inspector).await.expect("read");
                     let Some(last) = events.last() else { break };
                     cursor = last.seq;
                     n += events.len() as u64;

@@ -138,6 +138,7 @@ impl Emitter {
             revision: Revision::V2025_11_25,
             reset_contract: false,
             principal: None,
+            client: Default::default(),
         };
         let record = SessionRecord::create(new, t, &mut e).expect("create");
         let sid = record.id();

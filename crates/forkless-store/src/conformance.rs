@@ -16,7 +16,7 @@ use forkless_core::{
     Seq, SessionId, SessionRecord, StreamId, Timestamp,
 };
 
-use crate::{Error, Store, StreamEnd, Version, transact};
+use crate::{Error, Reader, Store, StreamEnd, Version, transact};
 
 const GUARD: Duration = Duration::from_secs(10);
 const T0: Timestamp = Timestamp::from_millis(1_000_000);
@@ -39,6 +39,7 @@ pub const CHECKS: &[&str] = &[
     "completed_stream_refuses_appends",
     "remove_forgets_everything",
     "answer_opens_fills_and_releases_a_stream",
+    "reads_are_fenced_by_epoch",
 ];
 
 /// Run one check by name against a fresh store.
@@ -63,6 +64,7 @@ pub async fn run<S: Store>(name: &str, store: S) {
         "completed_stream_refuses_appends" => completed_stream_refuses_appends(store).await,
         "remove_forgets_everything" => remove_forgets_everything(store).await,
         "answer_opens_fills_and_releases_a_stream" => answer_opens_fills_and_releases_a_stream(store).await,
+        "reads_are_fenced_by_epoch" => reads_are_fenced_by_epoch(store).await,
         other => panic!("no conformance check named {other}"),
     }
 }
@@ -85,7 +87,7 @@ macro_rules! store_conformance_tests {
             append_bumps_version, watch_wakes_on_append, watch_reports_attach_and_fence,
             concurrent_appends_are_gap_free, concurrent_resumes_each_get_a_distinct_epoch,
             eviction_by_count, eviction_by_bytes, completed_stream_refuses_appends, remove_forgets_everything,
-            answer_opens_fills_and_releases_a_stream);
+            answer_opens_fills_and_releases_a_stream, reads_are_fenced_by_epoch);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -106,7 +108,7 @@ fn cfg() -> Config {
 fn new_record(seed: u64, reset_contract: bool) -> SessionRecord {
     let mut entropy = SeededEntropy::new(seed);
     let id = SessionId::generate(&mut entropy);
-    let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract, principal: None };
+    let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract, principal: None, client: Default::default() };
     SessionRecord::create(new, T0, &mut entropy).expect("revision has sessions")
 }
 
@@ -133,6 +135,18 @@ async fn open_request<S: Store>(store: &S, session: SessionId, seed: u64) -> Str
     let id = StreamId::generate(&mut SeededEntropy::new(seed));
     transact(store, session, |r| r.open_request_stream(id, T0, &cfg())).await.expect("open request stream");
     id
+}
+
+/// Wait until `stream`'s events up to `seq` are delivered (promise 3: a store may return from
+/// an append before its event reaches readers).
+async fn delivered<S: Store>(store: &S, session: SessionId, stream: StreamId, seq: u64) {
+    let mut watch = store.watch(session, stream).await.expect("watch");
+    let reached = async {
+        while watch.current().delivered < Seq::new(seq) {
+            watch.changed().await;
+        }
+    };
+    tokio::time::timeout(GUARD, reached).await.expect("events are delivered (within the guard)");
 }
 
 fn seqs(events: &[crate::StoredEvent]) -> Vec<u64> {
@@ -178,7 +192,8 @@ async fn append_assigns_consecutive_seqs<S: Store>(store: Arc<S>) {
         let id = emit(&*store, record.id(), AppendTarget::Stream(request), n).await.unwrap();
         assert_eq!((id.stream, id.seq), (request, Seq::new(n)), "seqs are per stream");
     }
-    let events = store.read(record.id(), standalone, Seq::PRIMING, 100).await.unwrap();
+    delivered(&*store, record.id(), standalone, 5).await;
+    let events = store.read(record.id(), standalone, Seq::PRIMING, 100, Reader::Inspector).await.unwrap();
     assert_eq!(seqs(&events), vec![1, 2, 3, 4, 5]);
     assert_eq!(events[2].payload, payload(3));
     let loaded = store.load(record.id()).await.unwrap().unwrap().value;
@@ -191,14 +206,15 @@ async fn read_starts_at_any_cursor<S: Store>(store: Arc<S>) {
     for n in 1..=10 {
         emit(&*store, record.id(), AppendTarget::Standalone, n).await.unwrap();
     }
+    delivered(&*store, record.id(), s, 10).await;
     for after in 0..=10u64 {
-        let events = store.read(record.id(), s, Seq::new(after), 100).await.unwrap();
+        let events = store.read(record.id(), s, Seq::new(after), 100, Reader::Inspector).await.unwrap();
         assert_eq!(seqs(&events), (after + 1..=10).collect::<Vec<_>>(), "after {after}");
     }
-    let page = store.read(record.id(), s, Seq::new(2), 3).await.unwrap();
+    let page = store.read(record.id(), s, Seq::new(2), 3, Reader::Inspector).await.unwrap();
     assert_eq!(seqs(&page), vec![3, 4, 5], "max bounds the batch");
     let foreign = StreamId::generate(&mut SeededEntropy::new(99));
-    assert!(matches!(store.read(record.id(), foreign, Seq::PRIMING, 10).await, Err(Error::StreamUnknown)));
+    assert!(matches!(store.read(record.id(), foreign, Seq::PRIMING, 10, Reader::Inspector).await, Err(Error::StreamUnknown)));
 }
 
 async fn append_refused_on_fenced_stream<S: Store>(store: Arc<S>) {
@@ -237,7 +253,7 @@ async fn append_refused_on_ended_session<S: Store>(store: Arc<S>) {
     assert_eq!(tomb.value.session().ended(), Some(EndReason::Deleted));
     assert!(tomb.value.streams().all(forkless_core::Stream::is_fenced));
     assert!(
-        matches!(store.read(record.id(), s, Seq::PRIMING, 10).await, Err(Error::Evicted { .. })),
+        matches!(store.read(record.id(), s, Seq::PRIMING, 10, Reader::Inspector).await, Err(Error::Evicted { .. })),
         "an ended session's events are dropped"
     );
 }
@@ -253,11 +269,11 @@ async fn watch_wakes_on_append<S: Store>(store: Arc<S>) {
     let record = created(&*store, 11).await;
     let s = record.standalone().id();
     let mut watch = store.watch(record.id(), s).await.unwrap();
-    assert_eq!(watch.mark_seen().high_water, Seq::PRIMING);
+    assert_eq!(watch.mark_seen().delivered, Seq::PRIMING);
     let waiter = tokio::spawn(async move { watch.changed().await });
     emit(&*store, record.id(), AppendTarget::Standalone, 1).await.unwrap();
     let signal = tokio::time::timeout(GUARD, waiter).await.expect("woken").unwrap();
-    assert_eq!(signal.high_water, Seq::new(1));
+    assert_eq!(signal.delivered, Seq::new(1));
 }
 
 async fn watch_reports_attach_and_fence<S: Store>(store: Arc<S>) {
@@ -302,7 +318,8 @@ async fn concurrent_appends_are_gap_free<S: Store>(store: Arc<S>) {
         all.extend(mine);
     }
     assert_eq!(all, (1..=800).collect::<BTreeSet<_>>(), "no seq assigned twice, none skipped");
-    let events = store.read(record.id(), s, Seq::PRIMING, 10_000).await.unwrap();
+    delivered(&*store, record.id(), s, 800).await;
+    let events = store.read(record.id(), s, Seq::PRIMING, 10_000, Reader::Inspector).await.unwrap();
     assert_eq!(seqs(&events), (1..=800).collect::<Vec<_>>());
 }
 
@@ -346,9 +363,10 @@ async fn eviction_by_count<S: Store>(store: Arc<S>) {
     for n in 1..=5 {
         store.append(record.id(), AppendTarget::Standalone, payload(n), false, T0, &limits).await.unwrap();
     }
-    let err = store.read(record.id(), s, Seq::new(1), 10).await.unwrap_err();
+    delivered(&*store, record.id(), s, 5).await;
+    let err = store.read(record.id(), s, Seq::new(1), 10, Reader::Inspector).await.unwrap_err();
     assert!(matches!(err, Error::Evicted { low_water } if low_water == Seq::new(3)), "{err:?}");
-    assert_eq!(seqs(&store.read(record.id(), s, Seq::new(2), 10).await.unwrap()), vec![3, 4, 5]);
+    assert_eq!(seqs(&store.read(record.id(), s, Seq::new(2), 10, Reader::Inspector).await.unwrap()), vec![3, 4, 5]);
     let meta = store.load(record.id()).await.unwrap().unwrap().value;
     assert_eq!(meta.stream(s).unwrap().low_water(), Seq::new(3));
 }
@@ -361,7 +379,8 @@ async fn eviction_by_bytes<S: Store>(store: Arc<S>) {
         let p = Bytes::from_static(b"0123456789");
         store.append(record.id(), AppendTarget::Standalone, p, false, T0, &limits).await.unwrap();
     }
-    assert_eq!(seqs(&store.read(record.id(), s, Seq::new(2), 10).await.unwrap()), vec![3, 4]);
+    delivered(&*store, record.id(), s, 4).await;
+    assert_eq!(seqs(&store.read(record.id(), s, Seq::new(2), 10, Reader::Inspector).await.unwrap()), vec![3, 4]);
     let meta = store.load(record.id()).await.unwrap().unwrap().value;
     assert_eq!(meta.stream(s).unwrap().retained_bytes(), 20);
     let big = Bytes::from(vec![b'x'; 26]);
@@ -379,7 +398,7 @@ async fn completed_stream_refuses_appends<S: Store>(store: Arc<S>) {
         .await
         .unwrap();
     let signal = tokio::time::timeout(GUARD, watch.changed()).await.expect("woken");
-    assert_eq!((signal.high_water, signal.end), (Seq::new(1), Some(StreamEnd::Completed)));
+    assert_eq!((signal.delivered, signal.end), (Seq::new(1), Some(StreamEnd::Completed)));
     let err = emit(&*store, record.id(), AppendTarget::Stream(request), 2).await.unwrap_err();
     assert!(matches!(err, Error::Core(forkless_core::Error::StreamCompleted)), "{err:?}");
 }
@@ -415,10 +434,10 @@ async fn answer_opens_fills_and_releases_a_stream<S: Store>(store: Arc<S>) {
     let loaded = store.load(sid).await.unwrap().unwrap();
     let meta = loaded.value.stream(first).expect("the answer opened its stream");
     assert!(meta.is_completed() && !meta.is_live(T0), "completed and released");
-    let events = store.read(sid, first, Seq::PRIMING, 10).await.unwrap();
+    let events = store.read(sid, first, Seq::PRIMING, 10, Reader::Inspector).await.unwrap();
     assert_eq!(events.iter().map(|e| e.payload.clone()).collect::<Vec<_>>(), vec![payload(190)]);
     let watch = store.watch(sid, first).await.unwrap();
-    assert_eq!((watch.current().high_water, watch.current().end), (Seq::new(1), Some(StreamEnd::Completed)));
+    assert_eq!((watch.current().delivered, watch.current().end), (Seq::new(1), Some(StreamEnd::Completed)));
 
     // Refusals store nothing and leave the version alone.
     let err =
@@ -428,7 +447,7 @@ async fn answer_opens_fills_and_releases_a_stream<S: Store>(store: Arc<S>) {
     assert!(matches!(out, Err(Error::Core(forkless_core::Error::AnswerNotFinal))), "{out:?}");
     assert_eq!(store.load(sid).await.unwrap().unwrap().version, loaded.version);
     assert!(store.load(sid).await.unwrap().unwrap().value.stream(unfinished).is_none());
-    assert_eq!(store.read(sid, first, Seq::PRIMING, 10).await.unwrap().len(), 1);
+    assert_eq!(store.read(sid, first, Seq::PRIMING, 10, Reader::Inspector).await.unwrap().len(), 1);
 
     // At the limit, a new answer takes the place of the oldest: its events go with it.
     let (second, out) = answer(192, true).await;
@@ -438,6 +457,187 @@ async fn answer_opens_fills_and_releases_a_stream<S: Store>(store: Arc<S>) {
     let loaded = store.load(sid).await.unwrap().unwrap().value;
     assert!(loaded.stream(first).is_none(), "the oldest answer made room");
     assert!(loaded.stream(second).is_some() && loaded.stream(third).is_some());
-    assert!(store.read(sid, first, Seq::PRIMING, 10).await.is_err(), "and its events are gone");
-    assert_eq!(store.read(sid, third, Seq::PRIMING, 10).await.unwrap()[0].payload, payload(193));
+    assert!(store.read(sid, first, Seq::PRIMING, 10, Reader::Inspector).await.is_err(), "and its events are gone");
+    assert_eq!(store.read(sid, third, Seq::PRIMING, 10, Reader::Inspector).await.unwrap()[0].payload, payload(193));
+}
+
+async fn reads_are_fenced_by_epoch<S: Store>(store: Arc<S>) {
+    let record = created(&*store, 20).await;
+    let (sid, s) = (record.id(), record.standalone().id());
+    let get = |lei: Option<String>, seed: u64| {
+        let store = store.clone();
+        async move {
+            let req = GetRequest { last_event_id: lei.as_deref(), stream_token: None };
+            let (out, _) = transact(&*store, sid, |r| r.on_get(&req, T0, &cfg(), &mut SeededEntropy::new(seed)))
+                .await
+                .expect("GET");
+            match out {
+                GetOutcome::Attached(g) => g.epoch,
+                other => panic!("not attached: {other:?}"),
+            }
+        }
+    };
+    let first = get(None, 200).await;
+    emit(&*store, sid, AppendTarget::Standalone, 1).await.unwrap();
+    delivered(&*store, sid, s, 1).await;
+    assert_eq!(seqs(&store.read(sid, s, Seq::PRIMING, 10, Reader::Attached(first)).await.unwrap()), vec![1]);
+    // A resume takes the stream over: the first writer's reads are refused from now on, by the
+    // store itself, whatever that writer has noticed.
+    let second = get(Some(format!("{s}.1")), 201).await;
+    assert_ne!(first, second);
+    let stale = store.read(sid, s, Seq::PRIMING, 10, Reader::Attached(first)).await.unwrap_err();
+    assert!(
+        matches!(stale, Error::Core(forkless_core::Error::StaleEpoch { held, current }) if held == first && current == second),
+        "{stale:?}"
+    );
+    assert_eq!(seqs(&store.read(sid, s, Seq::PRIMING, 10, Reader::Attached(second)).await.unwrap()), vec![1]);
+    // Once the stream is fenced (here: the session ends), nobody reads it.
+    transact(&*store, sid, |r| r.on_end(EndReason::Deleted, T0)).await.unwrap();
+    let fenced = store.read(sid, s, Seq::PRIMING, 10, Reader::Attached(second)).await.unwrap_err();
+    assert!(matches!(fenced, Error::Core(forkless_core::Error::StreamFenced)), "{fenced:?}");
+}
+
+// ===== across a crash =====
+
+/// What [`crash_keeps_every_delivered_id`] saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CrashReport {
+    /// Events the simulated client received before the crash.
+    pub received: usize,
+    /// Of those, events still readable after it, byte-identical under the same id.
+    pub still_named: usize,
+    /// Received ids whose resume was refused after the crash (unknown session or stream, or a
+    /// cursor ahead of what survived): refusals, never other content.
+    pub refused: usize,
+}
+
+/// Promise 4 across a crash: a simulated client reads everything `store` delivers on a
+/// session's standalone stream and on a labelled request stream, while more events are
+/// appended than were delivered; then `crash` turns the store into what a restart after a
+/// crash finds (a memory store: a new, empty one; a durable one: its files as a power failure
+/// leaves them, reopened). After it, for every event id the client received, either the
+/// store still names byte-identical content under it and a resume from it continues right
+/// after it, or a resume from it is refused with a typed reason. New events appended after
+/// the crash (a restarted emitter, the answer to an orphaned request) must land above every
+/// id the client received. Returns what it saw, or the first violation.
+pub async fn crash_keeps_every_delivered_id<S, F, Fut>(store: S, crash: F) -> Result<CrashReport, String>
+where
+    S: Store,
+    F: FnOnce(S) -> Fut,
+    Fut: Future<Output = S>,
+{
+    let record = new_record(30, false);
+    let sid = record.id();
+    let standalone = record.standalone().id();
+    store.create(record).await.map_err(|e| format!("create: {e}"))?;
+    let (grant, _) = transact(&store, sid, |r| r.on_get(&GetRequest::default(), T0, &cfg(), &mut SeededEntropy::new(31)))
+        .await
+        .map_err(|e| format!("GET: {e}"))?;
+    let GetOutcome::Attached(grant) = grant else { return Err(format!("GET not attached: {grant:?}")) };
+    let request = StreamId::generate(&mut SeededEntropy::new(32));
+    let label = Some(forkless_core::Label::new(b"\"req-1\""));
+    let (opened, _) =
+        transact(&store, sid, |r| r.open_labeled_request_stream(request, label.clone(), T0, &cfg()))
+            .await
+            .map_err(|e| format!("open: {e}"))?;
+    let streams = [(standalone, grant.epoch), (request, opened.epoch)];
+    let mut received: Vec<(StreamId, Seq, Bytes)> = Vec::new();
+    let mut cursors = [Seq::PRIMING; 2];
+    for round in 0..3u64 {
+        for n in 0..20u64 {
+            for (i, (stream, _)) in streams.iter().enumerate() {
+                let target = if i == 0 { AppendTarget::Standalone } else { AppendTarget::Stream(*stream) };
+                store
+                    .append(sid, target, payload(round * 100 + n), false, T0, &Limits::default())
+                    .await
+                    .map_err(|e| format!("append: {e}"))?;
+            }
+        }
+        if round == 0 {
+            // An answer (a finished body the client receives at once) is delivered when its
+            // append returns, and with it everything appended before it.
+            let answer = StreamId::generate(&mut SeededEntropy::new(34));
+            let bytes = payload(999);
+            let id = store
+                .append(sid, AppendTarget::Answer(answer), bytes.clone(), true, T0, &Limits::default())
+                .await
+                .map_err(|e| format!("answer: {e}"))?;
+            received.push((answer, id.seq, bytes));
+            delivered(&store, sid, standalone, 1).await;
+            delivered(&store, sid, request, 1).await;
+        }
+        // The client takes whatever is delivered now, as a writer would, from its cursor.
+        for (i, (stream, epoch)) in streams.iter().enumerate() {
+            let events = store
+                .read(sid, *stream, cursors[i], 10_000, Reader::Attached(*epoch))
+                .await
+                .map_err(|e| format!("read: {e}"))?;
+            for e in events {
+                if e.seq != cursors[i].next() {
+                    return Err(format!("gap before the crash: {} after {}", e.seq, cursors[i]));
+                }
+                cursors[i] = e.seq;
+                received.push((*stream, e.seq, e.payload));
+            }
+        }
+    }
+    let mut report = CrashReport { received: received.len(), ..CrashReport::default() };
+    let store = crash(store).await;
+
+    let Some(after) = store.load(sid).await.map_err(|e| format!("load: {e}"))? else {
+        // The whole session is gone: every resume of it is a 404 (session unknown).
+        report.refused = received.len();
+        return Ok(report);
+    };
+    // A restarted emitter and the orphan's answer land above everything the client saw.
+    for (i, (stream, _)) in streams.iter().enumerate() {
+        if after.value.stream(*stream).is_none_or(|m| m.is_completed() || m.is_fenced()) {
+            continue;
+        }
+        let target = if i == 0 { AppendTarget::Standalone } else { AppendTarget::Stream(*stream) };
+        let id = store
+            .append(sid, target, Bytes::from_static(b"{\"after\":\"crash\"}"), i == 1, T0, &Limits::default())
+            .await
+            .map_err(|e| format!("append after the crash: {e}"))?;
+        if id.seq <= cursors[i] {
+            return Err(format!("{} was assigned again after the crash (the client held {})", id, cursors[i]));
+        }
+    }
+    for (stream, seq, bytes) in &received {
+        let lei = forkless_core::EventId::new(*stream, *seq).to_string();
+        let req = GetRequest { last_event_id: Some(&lei), stream_token: None };
+        let outcome = {
+            // Judge on a copy: the decision a resume from this id would get, without ending the
+            // session for the ids still to be judged.
+            let mut copy = store.load(sid).await.map_err(|e| format!("load: {e}"))?.map(|v| v.value);
+            match copy.as_mut() {
+                None => None,
+                Some(r) => Some(r.on_get(&req, T0, &cfg(), &mut SeededEntropy::new(33)).map_err(|e| format!("{e}"))?),
+            }
+        };
+        match outcome {
+            None | Some(GetOutcome::Rejected(_)) => report.refused += 1,
+            Some(GetOutcome::Attached(g)) if g.resumed && g.stream == *stream && g.after == *seq => {
+                let events = match store.read(sid, *stream, Seq::new(seq.get() - 1), 1, Reader::Inspector).await {
+                    Ok(events) => events,
+                    Err(Error::Evicted { .. }) => Vec::new(),
+                    Err(e) => return Err(format!("read after the crash: {e}")),
+                };
+                match events.first() {
+                    Some(e) if e.seq == *seq && e.payload == *bytes => report.still_named += 1,
+                    Some(e) if e.seq == *seq => {
+                        return Err(format!(
+                            "{lei} now names other content: {:?}, the client saw {:?}",
+                            String::from_utf8_lossy(&e.payload),
+                            String::from_utf8_lossy(bytes)
+                        ));
+                    }
+                    // Evicted since: a resume from it still continues, and the id names nothing else.
+                    _ => report.refused += 1,
+                }
+            }
+            Some(other) => return Err(format!("a resume from {lei} was answered {other:?}")),
+        }
+    }
+    Ok(report)
 }

@@ -4,7 +4,8 @@
 //! behind it: every mutation hands a description of its effect to a `persist` callback while
 //! the session's lock is still held (so the journal sees mutations in the order they
 //! happened), and appended events stay invisible to readers until the store
-//! [publishes](Engine::publish) them, which a durable store does only once they are on disk.
+//! [delivers](Engine::deliver) them, which a durable store does only once they are on disk
+//! (durable before delivery: the crate's promise 3).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -16,7 +17,7 @@ use forkless_core::{
 };
 use tokio::sync::watch;
 
-use crate::{Error, Result, StoredEvent, StreamEnd, StreamSignal, StreamWatch, Version, Versioned};
+use crate::{Error, Reader, Result, StoredEvent, StreamSignal, StreamWatch, Version, Versioned};
 
 /// What a mutation changed, for a journal to persist.
 #[derive(Debug)]
@@ -55,11 +56,23 @@ struct Slot {
 struct Log {
     /// Contiguous events from the stream's low-water mark.
     events: VecDeque<StoredEvent>,
-    /// The highest seq readers may see.
-    published: Seq,
+    /// The delivered mark: the highest seq readers may see.
+    delivered: Seq,
     /// Made by the first [`Engine::watch`]: a stream answered at once is never watched, and
     /// then costs no channel.
     signal: Option<watch::Sender<StreamSignal>>,
+}
+
+/// The fence where the data is read: a writer holding `held` may read only while that is the
+/// stream's epoch and the stream is not fenced.
+fn check_reader(meta: &forkless_core::Stream, held: forkless_core::Epoch) -> Result<()> {
+    if meta.is_fenced() {
+        return Err(Error::Core(forkless_core::Error::StreamFenced));
+    }
+    if meta.epoch() != held {
+        return Err(Error::Core(forkless_core::Error::StaleEpoch { held, current: meta.epoch() }));
+    }
+    Ok(())
 }
 
 fn poisoned() -> Error {
@@ -70,20 +83,10 @@ fn lock(slot: &Mutex<Slot>) -> Result<MutexGuard<'_, Slot>> {
     slot.lock().map_err(|_| poisoned())
 }
 
-/// The signal readers see: the high-water mark is the published one, and a completed stream
-/// reads as completed only once its final event is published.
-fn signal_of(meta: &forkless_core::Stream, published: Seq) -> StreamSignal {
-    let mut signal = StreamSignal::of(meta);
-    signal.high_water = published.min(meta.high_water());
-    if signal.end == Some(StreamEnd::Completed) && signal.high_water < meta.high_water() {
-        signal.end = None;
-    }
-    signal
-}
 
 impl Log {
-    fn new(published: Seq) -> Self {
-        Self { events: VecDeque::new(), published, signal: None }
+    fn new(delivered: Seq) -> Self {
+        Self { events: VecDeque::new(), delivered, signal: None }
     }
 
     /// Drop events below the stream's low-water mark, then announce its signal.
@@ -96,7 +99,7 @@ impl Log {
 
     fn announce(&self, meta: &forkless_core::Stream) {
         let Some(tx) = &self.signal else { return };
-        let signal = signal_of(meta, self.published);
+        let signal = StreamSignal::of(meta, self.delivered);
         tx.send_if_modified(|s| {
             let changed = *s != signal;
             *s = signal;
@@ -166,7 +169,7 @@ impl Engine {
         Ok(Version::INITIAL)
     }
 
-    /// Insert a recovered session with its retained events (all published).
+    /// Insert a recovered session with its retained events (all delivered: they are on disk).
     pub(crate) fn restore(
         &self,
         record: SessionRecord,
@@ -214,7 +217,7 @@ impl Engine {
         Ok(Some(slot.version))
     }
 
-    /// Append; the event is visible at once if `visible`, else after [`Self::publish`].
+    /// Append; the event is delivered at once if `visible`, else after [`Self::deliver`].
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn append(
         &self,
@@ -263,7 +266,7 @@ impl Engine {
         }
         persist(Effect::End);
         if visible {
-            log.published = id.seq;
+            log.delivered = id.seq;
         }
         log.announce(meta);
         slot.record.mark_clean();
@@ -271,15 +274,16 @@ impl Engine {
         Ok(id)
     }
 
-    /// Make events of `stream` up to `seq` visible to readers and wake them.
-    pub(crate) fn publish(&self, session: SessionId, stream: StreamId, seq: Seq) {
+    /// Deliver events of `stream` up to `seq` (the store vouches they survive): make them
+    /// visible to readers and wake them.
+    pub(crate) fn deliver(&self, session: SessionId, stream: StreamId, seq: Seq) {
         let Ok(slot) = self.slot(session) else { return };
         let Ok(mut guard) = lock(&slot) else { return };
         let slot = &mut *guard;
         let (Some(meta), Some(log)) = (slot.record.stream(stream), slot.logs.get_mut(&stream)) else {
             return;
         };
-        log.published = log.published.max(seq);
+        log.delivered = log.delivered.max(seq);
         log.announce(meta);
     }
 
@@ -289,24 +293,28 @@ impl Engine {
         stream: StreamId,
         after: Seq,
         max: usize,
+        reader: Reader,
     ) -> Result<Vec<StoredEvent>> {
         let slot = self.slot(session)?;
         let mut slot = lock(&slot)?;
         let (meta, log) = slot.log(stream)?;
+        if let Reader::Attached(held) = reader {
+            check_reader(meta, held)?;
+        }
         let low_water = meta.low_water();
         if after.next() < low_water {
             return Err(Error::Evicted { low_water });
         }
         let skip = usize::try_from(after.next().get() - low_water.get()).unwrap_or(usize::MAX);
-        let published = log.published;
-        Ok(log.events.iter().skip(skip).take_while(|e| e.seq <= published).take(max).cloned().collect())
+        let delivered = log.delivered;
+        Ok(log.events.iter().skip(skip).take_while(|e| e.seq <= delivered).take(max).cloned().collect())
     }
 
     pub(crate) fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
         let slot = self.slot(session)?;
         let mut slot = lock(&slot)?;
         let (meta, log) = slot.log(stream)?;
-        let tx = log.signal.get_or_insert_with(|| watch::Sender::new(signal_of(meta, log.published)));
+        let tx = log.signal.get_or_insert_with(|| watch::Sender::new(StreamSignal::of(meta, log.delivered)));
         Ok(StreamWatch::new(tx.subscribe()))
     }
 

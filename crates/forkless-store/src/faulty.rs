@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, Timestamp};
 
-use crate::{Error, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
+use crate::{Error, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
 
 /// A failure to inject into the next matching call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,11 +112,12 @@ impl<S: Store> Store for FaultyStore<S> {
         stream: StreamId,
         after: Seq,
         max: usize,
+        reader: Reader,
     ) -> Result<Vec<StoredEvent>> {
         if self.take(&[Fault::Read]).is_some() {
             return Err(injected("read"));
         }
-        self.inner.read(session, stream, after, max).await
+        self.inner.read(session, stream, after, max, reader).await
     }
 
     async fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {

@@ -18,11 +18,30 @@
 //!    ended checks, and `seq = high-water + 1`) and stores the payload in one atomic step, then
 //!    applies retention. An append on a fenced stream or ended session returns the typed error
 //!    and stores nothing. An append bumps the record's version.
-//! 3. **Reads from any cursor.** [`Store::read`] returns the events after a cursor in order,
-//!    without gaps, or [`Error::Evicted`] when retention dropped some of them.
-//! 4. **Wake-ups without polling.** [`Store::watch`] hands out a [`StreamWatch`] that wakes on
-//!    every append, attach (epoch change), completion and fence of its stream.
-//! 5. **Ended sessions drop their events.** Once a record is written in the ended state its
+//! 3. **Durable before delivery** (PROTOCOL section 6). Each stream has, beside its appended
+//!    high-water mark, a *delivered* mark: the highest seq the store vouches survives a crash
+//!    in its durability mode. [`Store::read`] returns nothing above it and
+//!    [`StreamSignal::delivered`] never passes it, so no writer, replay or finished body can
+//!    send an event that a crash could take back. An append whose target is an
+//!    [`AppendTarget::Answer`] returns only once its event is delivered (the caller sends it
+//!    at once); other appends may return earlier, and their events reach readers when they
+//!    are delivered.
+//! 4. **No number is ever reused.** Whatever a crash or restart loses lies above every
+//!    delivered mark, and recovery starts new events (the answers to orphaned requests among
+//!    them) above what survived. So every event id a client could have received names
+//!    byte-identical content for as long as the stream is retained, or a resume from it is
+//!    refused (the session or stream is unknown, or the cursor is ahead): never answered
+//!    with other content under the same id. [`conformance`] checks this across a simulated
+//!    crash for every store that can be crashed.
+//! 5. **Reads from any cursor, fenced where the data is read.** [`Store::read`] returns the
+//!    events after a cursor in order, without gaps, or [`Error::Evicted`] when retention
+//!    dropped some of them. A writer reads as [`Reader::Attached`] with the epoch it was
+//!    granted: once another attachment took over or the stream was fenced, the read is
+//!    refused with [`forkless_core::Error::StaleEpoch`] or
+//!    [`forkless_core::Error::StreamFenced`], whatever the writer has or has not noticed.
+//! 6. **Wake-ups without polling.** [`Store::watch`] hands out a [`StreamWatch`] that wakes on
+//!    every delivery, attach (epoch change), completion and fence of its stream.
+//! 7. **Ended sessions drop their events.** Once a record is written in the ended state its
 //!    logs are dropped; the record stays as a tombstone (so the server can answer 404 with the
 //!    reason) until [`Store::remove`].
 
@@ -44,6 +63,7 @@ mod memory;
 pub mod conformance;
 
 pub use durable::{Durability, Recovery, RedbStore};
+pub use forkless_core::Orphan;
 pub use faulty::{Fault, FaultyStore};
 pub use memory::MemoryStore;
 
@@ -101,8 +121,9 @@ pub enum StreamEnd {
 /// What a writer needs to know about its stream, published on every change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamSignal {
-    /// Seq of the last appended event.
-    pub high_water: Seq,
+    /// Seq of the last delivered event: the highest the store vouches survives a crash, and
+    /// the highest a reader may send (promise 3).
+    pub delivered: Seq,
     /// The current attach epoch.
     pub epoch: Epoch,
     /// Whether and how the stream ended.
@@ -110,14 +131,17 @@ pub struct StreamSignal {
 }
 
 impl StreamSignal {
-    /// The signal of a stream's current metadata.
-    pub fn of(stream: &forkless_core::Stream) -> Self {
+    /// The signal of a stream's metadata when everything appended to it is delivered.
+    /// A completed stream reads as completed only once its final event is delivered.
+    pub fn of(stream: &forkless_core::Stream, delivered: Seq) -> Self {
+        let delivered = delivered.min(stream.high_water());
         let end = match stream.state() {
             StreamState::Open(_) => None,
+            StreamState::Completed(_) if delivered < stream.high_water() => None,
             StreamState::Completed(_) => Some(StreamEnd::Completed),
             StreamState::Fenced(_) => Some(StreamEnd::Fenced),
         };
-        Self { high_water: stream.high_water(), epoch: stream.epoch(), end }
+        Self { delivered, epoch: stream.epoch(), end }
     }
 }
 
@@ -151,6 +175,17 @@ impl StreamWatch {
     pub fn mark_seen(&mut self) -> StreamSignal {
         *self.rx.borrow_and_update()
     }
+}
+
+/// Who reads a stream's log (promise 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reader {
+    /// A writer serving the attachment granted with this epoch: refused once the stream's
+    /// epoch moved on or the stream was fenced.
+    Attached(Epoch),
+    /// An inspection that delivers nothing to a client (tests, tools, verification): reads
+    /// whatever is delivered, whoever is attached.
+    Inspector,
 }
 
 /// Everything that can go wrong in a store.
@@ -235,13 +270,15 @@ pub trait Store: Send + Sync + 'static {
         limits: &Limits,
     ) -> impl Future<Output = Result<EventId>> + Send;
 
-    /// Up to `max` events of `stream` with seq greater than `after`, in order.
+    /// Up to `max` delivered events of `stream` with seq greater than `after`, in order, as
+    /// `reader` (see promises 3 and 5).
     fn read(
         &self,
         session: SessionId,
         stream: StreamId,
         after: Seq,
         max: usize,
+        reader: Reader,
     ) -> impl Future<Output = Result<Vec<StoredEvent>>> + Send;
 
     /// Subscribe to `stream`'s signal.

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, Timestamp};
 
 use crate::engine::Engine;
-use crate::{Result, Store, StoredEvent, StreamWatch, Version, Versioned};
+use crate::{Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
 
 /// A [`Store`] in process memory: one mutex per session, logs as ring buffers, wake-ups
 /// through `tokio::sync::watch`. Cheap to clone (shared state).
@@ -53,8 +53,9 @@ impl Store for MemoryStore {
         stream: StreamId,
         after: Seq,
         max: usize,
+        reader: Reader,
     ) -> Result<Vec<StoredEvent>> {
-        self.engine.read(session, stream, after, max)
+        self.engine.read(session, stream, after, max, reader)
     }
 
     async fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {

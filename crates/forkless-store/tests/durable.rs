@@ -11,6 +11,7 @@ use forkless_core::{
     AppendTarget, Config, GetOutcome, GetRequest, Label, Limits, NewSession, Revision, SeededEntropy, Seq,
     SessionId, SessionRecord, StreamId, Timestamp,
 };
+use forkless_store::Reader;
 use forkless_store::{Durability, Error, RedbStore, Store, transact};
 use redb::StorageBackend as _;
 
@@ -50,6 +51,7 @@ fn record(seed: u64) -> SessionRecord {
         revision: Revision::V2025_11_25,
         reset_contract: true,
         principal: Some("alice".into()),
+        client: Default::default(),
     };
     SessionRecord::create(new, T0, &mut e).expect("create")
 }
@@ -94,7 +96,7 @@ async fn sessions_streams_and_events_survive_a_restart() {
     let s = back.stream(standalone).expect("standalone recovered");
     assert_eq!(s.high_water(), Seq::new(7));
     assert!(!s.is_live(later), "a restart leaves no connection attached");
-    let events = store.read(sid, standalone, Seq::new(3), 100).await.unwrap();
+    let events = store.read(sid, standalone, Seq::new(3), 100, Reader::Inspector).await.unwrap();
     assert_eq!(events.iter().map(|e| e.seq.get()).collect::<Vec<_>>(), vec![4, 5, 6, 7]);
     assert_eq!(events[0].payload, payload(4));
     // A resume from the client's cursor works across the restart; new events follow.
@@ -113,38 +115,59 @@ async fn sessions_streams_and_events_survive_a_restart() {
     assert_eq!(next.seq, Seq::new(8));
 }
 
+/// A request stream whose handler died is reported with its label (the request id, of any
+/// length), still open; the store writes no answer of its own. Once answered, it is not
+/// reported again.
 #[tokio::test]
-async fn a_request_whose_handler_died_is_answered_and_completed() {
+async fn a_request_whose_handler_died_is_reported_with_its_id_until_answered() {
     let dir = tempdir();
     let path = dir.path().join("data.redb");
     let rec = record(4);
     let sid = rec.id();
-    let stream = StreamId::generate(&mut SeededEntropy::new(40));
+    let short = StreamId::generate(&mut SeededEntropy::new(40));
+    let long = StreamId::generate(&mut SeededEntropy::new(41));
+    // A string id far longer than any inline label.
+    let long_id = format!("\"{}\"", "x".repeat(10_000));
     {
         let (store, _) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
         store.create(rec).await.unwrap();
-        let label = Label::new(b"17");
-        transact(&store, sid, |r| r.open_labeled_request_stream(stream, label, T0, &Config::default()))
-            .await
-            .unwrap();
+        for (stream, id) in [(short, "17".to_owned()), (long, long_id.clone())] {
+            let label = Some(Label::new(id.as_bytes()));
+            transact(&store, sid, |r| r.open_labeled_request_stream(stream, label.clone(), T0, &Config::default()))
+                .await
+                .unwrap();
+        }
         store
-            .append(sid, AppendTarget::Stream(stream), payload(1), false, T0, &Limits::default())
+            .append(sid, AppendTarget::Stream(short), payload(1), false, T0, &Limits::default())
             .await
             .unwrap();
     }
     let (store, recovery) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
-    assert_eq!(recovery.orphaned_requests, 1);
-    let events = store.read(sid, stream, Seq::PRIMING, 10).await.unwrap();
-    assert_eq!(events.len(), 2, "the progress event survives and the error answer follows");
-    let answer: serde_json::Value = serde_json::from_slice(&events[1].payload).unwrap();
-    assert_eq!(answer["id"], 17);
-    assert_eq!(answer["error"]["code"], -32603);
+    let mut labels: Vec<_> = recovery
+        .orphans
+        .iter()
+        .map(|o| (o.session, o.stream, o.label.as_ref().map(|l| l.as_bytes().to_vec())))
+        .collect();
+    labels.sort_by_key(|(_, _, l)| l.as_ref().map(Vec::len));
+    assert_eq!(
+        labels,
+        vec![(sid, short, Some(b"17".to_vec())), (sid, long, Some(long_id.clone().into_bytes()))],
+        "both orphans, with their request ids"
+    );
+    let events = store.read(sid, short, Seq::PRIMING, 10, Reader::Inspector).await.unwrap();
+    assert_eq!(events.len(), 1, "the progress event survives; the store answers nothing itself");
     let meta = store.load(sid).await.unwrap().unwrap().value;
-    assert!(meta.stream(stream).unwrap().is_completed());
-    // A second restart does not answer it again.
+    assert!(!meta.stream(short).unwrap().is_completed());
+    // Until answered, every restart reports them again; once answered, never.
+    drop(store);
+    let (store, recovery) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
+    assert_eq!(recovery.orphans.len(), 2);
+    for stream in [short, long] {
+        store.append(sid, AppendTarget::Stream(stream), payload(9), true, T0, &Limits::default()).await.unwrap();
+    }
     drop(store);
     let (_, recovery) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
-    assert_eq!(recovery.orphaned_requests, 0);
+    assert!(recovery.orphans.is_empty());
 }
 
 /// A data file stamped with format version `version` and nothing else.
@@ -274,11 +297,11 @@ async fn failed_write_is_never_delivered(which: Failing, arm: impl FnOnce(&Faili
         assert_eq!(acknowledged, 1, "the append whose log write failed is not acknowledged");
     }
     assert_eq!(
-        watch.current().high_water,
+        watch.current().delivered,
         Seq::new(acknowledged),
         "readers were never told of the failed event"
     );
-    let err = store.read(sid, s, Seq::new(1), 10).await;
+    let err = store.read(sid, s, Seq::new(1), 10, Reader::Inspector).await;
     assert!(matches!(err, Err(Error::Poisoned(_))), "the store refuses all work after a failed write");
     let err = store.append(sid, AppendTarget::Standalone, payload(3), false, T0, &Limits::default()).await;
     assert!(matches!(err, Err(Error::Poisoned(_))));
@@ -485,7 +508,7 @@ async fn retained_events_survive_restarts_across_rows_and_trims() {
             assert_eq!(recovery.events, 100, "round {round}: the last 100 events came back");
         }
         let low = next.saturating_sub(100).max(1);
-        let back = store.read(sid, standalone, Seq::new(low - 1), 1000).await.unwrap();
+        let back = store.read(sid, standalone, Seq::new(low - 1), 1000, Reader::Inspector).await.unwrap();
         let seqs: Vec<u64> = back.iter().map(|e| e.seq.get()).collect();
         assert_eq!(seqs, (low..next).collect::<Vec<_>>(), "round {round}");
         assert!(back.iter().all(|e| e.payload == payload(e.seq.get())), "round {round}: payloads");
@@ -548,7 +571,7 @@ async fn immediate_mode_loses_nothing_acknowledged_on_power_failure() {
     // Pull the plug while the store is still running: nothing is flushed on the way down.
     let (after, recovery) = machine.after_power_failure(0.0).open(Durability::Immediate);
     assert_eq!(recovery.events, 25, "every acknowledged event survived");
-    let events = after.read(sid, s, Seq::PRIMING, 100).await.unwrap();
+    let events = after.read(sid, s, Seq::PRIMING, 100, Reader::Inspector).await.unwrap();
     assert_eq!(events.last().map(|e| e.seq), Some(last.seq));
     drop(store);
 }
@@ -564,7 +587,7 @@ async fn writes_after_the_last_checkpoint_are_replayed_from_the_log() {
     // ...and the log brings everything back, once: the replay is checkpointed on open.
     let (after, recovery) = crashed.open(Durability::Immediate);
     assert_eq!((recovery.sessions, recovery.events, recovery.replayed), (1, 10, 11));
-    let events = after.read(sid, s, Seq::PRIMING, 100).await.unwrap();
+    let events = after.read(sid, s, Seq::PRIMING, 100, Reader::Inspector).await.unwrap();
     assert_eq!(
         events.iter().map(|e| e.payload.clone()).collect::<Vec<_>>(),
         (1..=10).map(payload).collect::<Vec<_>>()
@@ -596,7 +619,7 @@ async fn answers_and_the_room_they_made_survive_replay_and_checkpoint() {
         for (n, id) in [(2, answered[1]), (3, answered[2])] {
             let s = record.stream(id).expect("answered stream recovered");
             assert!(s.is_completed() && s.high_water() == Seq::new(1));
-            let events = store.read(sid, id, Seq::PRIMING, 10).await.unwrap();
+            let events = store.read(sid, id, Seq::PRIMING, 10, Reader::Inspector).await.unwrap();
             assert_eq!(events.iter().map(|e| e.payload.clone()).collect::<Vec<_>>(), vec![payload(n)]);
         }
     };
@@ -618,7 +641,7 @@ async fn a_torn_entry_at_the_end_of_the_log_is_ignored() {
     assert!(matches!(err, Err(Error::Poisoned(_))), "{err:?}");
     let (after, recovery) = machine.after_power_failure(0.5).open(Durability::Immediate);
     assert_eq!((recovery.events, recovery.replayed), (10, 11), "the torn entry is not replayed");
-    let events = after.read(sid, s, Seq::PRIMING, 100).await.unwrap();
+    let events = after.read(sid, s, Seq::PRIMING, 100, Reader::Inspector).await.unwrap();
     assert_eq!(events.iter().map(|e| e.seq.get()).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
     // Whole, the same unsynced entry may survive: it was never acknowledged, but it is a
     // valid continuation.
@@ -643,7 +666,7 @@ async fn entries_of_an_earlier_log_cycle_are_never_replayed() {
     assert!(recovery.replayed > 0 && recovery.replayed < n as usize, "{recovery:?}");
     let back = after.load(sid).await.unwrap().unwrap().value;
     assert_eq!(back.stream(s).unwrap().high_water(), Seq::new(n), "no older record was replayed over");
-    let events = after.read(sid, s, Seq::PRIMING, 1000).await.unwrap();
+    let events = after.read(sid, s, Seq::PRIMING, 1000, Reader::Inspector).await.unwrap();
     assert_eq!(events.len(), n as usize);
     assert!(events.iter().zip(1..).all(|(e, i)| e.seq.get() == i));
     drop(store);
@@ -660,7 +683,7 @@ async fn a_checkpoint_followed_by_a_crash_loses_nothing() {
     assert_eq!((alone.sessions, alone.events), (1, 10), "the data file alone holds everything");
     let (after, recovery) = crashed.open(Durability::Immediate);
     assert_eq!((recovery.events, recovery.replayed), (10, 0), "checkpointed entries are not replayed");
-    let events = after.read(sid, s, Seq::PRIMING, 100).await.unwrap();
+    let events = after.read(sid, s, Seq::PRIMING, 100, Reader::Inspector).await.unwrap();
     assert_eq!(events.iter().map(|e| e.seq.get()).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
     // And a clean stop checkpoints too, leaving nothing to replay.
     emit_n(&after, sid, 11, 5).await;
@@ -681,7 +704,7 @@ async fn a_write_larger_than_the_log_goes_straight_to_the_data_file() {
     assert_eq!(alone.events, 4, "the large write was checkpointed with everything before it");
     let (after, recovery) = crashed.open(Durability::Immediate);
     assert_eq!((recovery.events, recovery.replayed), (6, 2), "what followed it is in the log");
-    let events = after.read(sid, s, Seq::PRIMING, 100).await.unwrap();
+    let events = after.read(sid, s, Seq::PRIMING, 100, Reader::Inspector).await.unwrap();
     assert_eq!(events[3].payload, big);
     assert_eq!(events.iter().map(|e| e.seq.get()).collect::<Vec<_>>(), (1..=6).collect::<Vec<_>>());
     drop(store);
@@ -701,7 +724,7 @@ async fn a_removed_session_stays_removed_through_replay_and_checkpoint() {
     let (after, recovery) = crashed.open(Durability::Immediate);
     assert_eq!((recovery.sessions, recovery.events), (1, 5), "{recovery:?}");
     assert!(after.load(gone_id).await.unwrap().is_none());
-    assert_eq!(after.read(kept, s, Seq::PRIMING, 100).await.unwrap().len(), 5);
+    assert_eq!(after.read(kept, s, Seq::PRIMING, 100, Reader::Inspector).await.unwrap().len(), 5);
     // ...and checkpointed by a clean stop.
     drop(after);
     drop(store);
@@ -710,7 +733,7 @@ async fn a_removed_session_stays_removed_through_replay_and_checkpoint() {
 }
 
 #[tokio::test]
-async fn batched_mode_loses_at_most_the_unsynced_window_and_keeps_a_gap_free_prefix() {
+async fn batched_mode_loses_at_most_the_undelivered_window_and_keeps_a_gap_free_prefix() {
     let machine = Machine::new(Some(SMALL_LOG));
     let rec = record(12);
     let (sid, s) = (rec.id(), rec.standalone().id());
@@ -720,17 +743,18 @@ async fn batched_mode_loses_at_most_the_unsynced_window_and_keeps_a_gap_free_pre
     store.create(rec).await.unwrap();
     emit_n(&store, sid, 1, 10).await;
     store.flush().await.unwrap();
-    let delivered = emit_n(&store, sid, 11, 15).await;
-    // Readers saw the unsynced events (batched mode delivers at once)...
-    let seen = store.read(sid, s, Seq::new(10), 100).await.unwrap();
-    assert_eq!(seen.len(), 15);
+    let appended = emit_n(&store, sid, 11, 15).await;
+    // The appends returned, but no reader is given an event before it is durable...
+    let seen = store.read(sid, s, Seq::new(10), 100, Reader::Inspector).await.unwrap();
+    assert!(seen.is_empty(), "undelivered: {seen:?}");
+    assert_eq!(store.watch(sid, s).await.unwrap().current().delivered, Seq::new(10));
     let (after, recovery) = machine.after_power_failure(0.0).open(Durability::Immediate);
     // ...but only the flushed prefix survived, gap-free.
     assert_eq!(recovery.events, 10);
-    let events = after.read(sid, s, Seq::PRIMING, 100).await.unwrap();
+    let events = after.read(sid, s, Seq::PRIMING, 100, Reader::Inspector).await.unwrap();
     assert_eq!(events.iter().map(|e| e.seq.get()).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
-    // A client holding the lost cursor is refused, never answered with a stream.
-    let lei = delivered.to_string();
+    // A cursor into the lost part (no client can hold one now) is refused, never answered.
+    let lei = appended.to_string();
     let (out, _) = transact(&after, sid, |r| {
         let req = GetRequest { last_event_id: Some(&lei), stream_token: None };
         r.on_get(&req, T0, &Config::default(), &mut SeededEntropy::new(5))
@@ -739,4 +763,41 @@ async fn batched_mode_loses_at_most_the_unsynced_window_and_keeps_a_gap_free_pre
     .unwrap();
     assert_eq!(out, GetOutcome::Rejected(forkless_core::RejectReason::CursorAhead));
     drop(store);
+}
+
+/// Promise 4 across a power failure, in both modes: every id the simulated client received
+/// still names the same bytes (or is refused), and nothing after the crash reuses one.
+#[tokio::test]
+async fn a_power_failure_never_renames_a_delivered_event() {
+    for durability in [Durability::Immediate, Durability::Batched { window: Duration::from_millis(50) }] {
+        let machine = Machine::new(Some(SMALL_LOG));
+        let (store, _) = machine.open(durability);
+        let report = forkless_store::conformance::crash_keeps_every_delivered_id(store, |store| async move {
+            let crashed = machine.after_power_failure(0.0);
+            drop(store);
+            crashed.open(durability).0
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{durability:?}: {e}"));
+        assert!(report.received > 0 && report.still_named > 0, "{durability:?}: {report:?}");
+    }
+}
+
+/// The negative control of the test above: the same store delivering events before they are
+/// durable (as it did before durable-before-delivery) is caught renaming an event a client
+/// received.
+#[tokio::test]
+async fn negative_control_early_delivery_is_caught_renaming_an_event() {
+    let machine = Machine::new(Some(SMALL_LOG));
+    let durability = Durability::Batched { window: Duration::from_secs(3600) };
+    let (store, _) = machine.open(durability);
+    let store = store.break_durable_before_delivery_for_negative_control();
+    let outcome = forkless_store::conformance::crash_keeps_every_delivered_id(store, |store| async move {
+        let crashed = machine.after_power_failure(0.0);
+        drop(store);
+        crashed.open(durability).0
+    })
+    .await;
+    let violation = outcome.expect_err("early delivery must be caught");
+    assert!(violation.contains("assigned again") || violation.contains("other content"), "{violation}");
 }

@@ -50,6 +50,7 @@ use forkless_core::{
     RejectReason, ResumeMode, Revision, SeededEntropy, Seq, SessionId, SessionRecord, StreamId, StreamKind,
     StreamState, Timestamp,
 };
+use forkless_store::Reader;
 use forkless_store::{Durability, Error as StoreError, MemoryStore, RedbStore, Store, transact};
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -988,9 +989,9 @@ impl<S: Store> Sut<S> {
         let (id, stream) = (sut.id, sut.streams[conn.stream]);
         let record =
             self.rt.block_on(self.store.load(id)).unwrap().expect("sessions are never removed here").value;
-        let meta = record.stream(stream).copied();
+        let meta = record.stream(stream).cloned();
         let current = record.session().ended().is_none()
-            && meta.is_some_and(|m| {
+            && meta.as_ref().is_some_and(|m| {
                 !m.is_fenced()
                     && m.epoch() == conn.epoch
                     && matches!(m.attachment(), Some(Attachment::Attached(_)))
@@ -1003,7 +1004,7 @@ impl<S: Store> Sut<S> {
         let meta = meta.expect("checked");
         let epoch = conn.epoch;
         let max = usize::try_from(max).unwrap_or(usize::MAX);
-        match self.rt.block_on(self.store.read(id, stream, conn.cursor, max)) {
+        match self.rt.block_on(self.store.read(id, stream, conn.cursor, max, Reader::Attached(epoch))) {
             Err(StoreError::Evicted { .. }) => {
                 self.seen[SEEN_EVICTED_WRITER].fetch_add(1, Ordering::Relaxed);
                 self.rt.block_on(transact(&self.store, id, |r| r.on_detach(stream, epoch, now))).unwrap();
@@ -1100,6 +1101,7 @@ impl<B: Backend> StateMachineTest for StoreUnderTest<B> {
                 revision: Revision::V2025_11_25,
                 reset_contract: session.reset_contract,
                 principal: None,
+                client: Default::default(),
             };
             let record = SessionRecord::create(new, now, &mut entropy).unwrap();
             let standalone = record.standalone().id();
@@ -1223,7 +1225,7 @@ impl<B: Backend> StateMachineTest for StoreUnderTest<B> {
                 assert_eq!(st.ever_attached(), r.ever_attached);
                 if st.is_fenced() {
                     // Nothing can be delivered from a fenced stream.
-                    match sut.rt.block_on(sut.store.read(session.id, *id, Seq::PRIMING, 100)) {
+                    match sut.rt.block_on(sut.store.read(session.id, *id, Seq::PRIMING, 100, Reader::Inspector)) {
                         Ok(events) => assert!(events.is_empty(), "a fenced stream still serves events"),
                         Err(StoreError::Evicted { .. }) => {}
                         Err(e) => panic!("read of a fenced stream: {e:?}"),
@@ -1306,7 +1308,7 @@ fn a_stale_snapshot_never_overwrites_a_decision() {
     let store = Arc::new(MemoryStore::new());
     let mut entropy = SeededEntropy::new(3);
     let id = SessionId::generate(&mut entropy);
-    let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract: false, principal: None };
+    let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract: false, principal: None, client: Default::default() };
     let record = SessionRecord::create(new, Timestamp::from_millis(T0_MS), &mut entropy).unwrap();
     rt.block_on(store.create(record)).unwrap();
     let a = rt.block_on(store.load(id)).unwrap().unwrap();

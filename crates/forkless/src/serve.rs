@@ -210,7 +210,7 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
     let stop = StopSignal::install()?;
     let serving = Serving { listener, local, stop, config };
     match &args.store {
-        StoreSpec::Memory => serving.run(MemoryStore::new(), "memory".to_owned(), None).await,
+        StoreSpec::Memory => serving.run(MemoryStore::new(), "memory".to_owned(), Vec::new(), None).await,
         StoreSpec::Redb(path) => {
             let path = path.clone().unwrap_or_else(|| args.data_dir.join("forkless.redb"));
             let durability = args.durability();
@@ -222,7 +222,7 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
                 sessions = recovery.sessions,
                 events = recovery.events,
                 detached = recovery.detached,
-                orphaned_requests = recovery.orphaned_requests,
+                orphaned_requests = recovery.orphans.len(),
                 replayed_log_entries = recovery.replayed,
                 "durable store recovered"
             );
@@ -233,7 +233,8 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
                 }
             };
             let watched = store.clone();
-            serving.run(store, label, Some(Box::pin(async move { watched.failed().await }))).await
+            let failed = Box::pin(async move { watched.failed().await });
+            serving.run(store, label, recovery.orphans, Some(failed)).await
         }
     }
 }
@@ -249,15 +250,22 @@ struct Serving {
 impl Serving {
     /// Serve on `store` until a stop signal, or until `failure` resolves (the durable store
     /// refuses work after a failed write: stopping is the only honest answer).
+    /// Requests in `orphans` died with the previous process: they are answered (with errors
+    /// carrying their ids) before the first connection is accepted.
     async fn run<S: Store>(
         self,
         store: S,
         label: String,
+        orphans: Vec<forkless_store::Orphan>,
         failure: Option<Pin<Box<dyn Future<Output = String> + Send>>>,
     ) -> Result<(), Error> {
         let path = self.config.path.clone();
         let handler = DemoHandler::new().with_poll_after(self.config.poll_after);
         let server = Server::new(store, handler, self.config).map_err(|e| Error::Config(e.to_string()))?;
+        if !orphans.is_empty() {
+            let answered = server.answer_orphans(&orphans).await;
+            tracing::info!(answered, lost = orphans.len(), "requests lost in the restart answered");
+        }
         announce(&format!(
             "forkless serve: listening on http://{local}{path} (store: {label}, revisions: {revisions})",
             local = self.local,

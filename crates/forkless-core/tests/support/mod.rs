@@ -14,6 +14,7 @@ pub(crate) fn session(e: &mut SeededEntropy) -> SessionRecord {
         revision: Revision::V2025_11_25,
         reset_contract: false,
         principal: None,
+        client: Default::default(),
     };
     SessionRecord::create(new, at(0), e).unwrap()
 }

@@ -1,5 +1,5 @@
 //! The on-disk encoding of session records, event keys and log entries' writes (format
-//! version 3).
+//! version 4).
 //!
 //! Hand-written and explicit so the file format does not depend on any serializer's
 //! defaults. All integers are big-endian (event keys then sort by seq). A session is stored
@@ -8,8 +8,9 @@
 //! changed: a session answering over SSE retains up to 1,024 completed streams.
 //!
 //! ```text
-//! header  : session standalone[12]
+//! header  : session standalone[12] client
 //! session : id[16] revision:u8 reset_contract:u8 principal:opt_bytes created_at:u64 state
+//! client  : capabilities:opt_bytes client_info:opt_bytes   (JSON text; absent in format 3)
 //! state   : 0 last_activity:u64 | 1 at:u64 end_reason
 //! end     : 0 deleted | 1 rejected reason:u8 | 2 idle_expired | 3 failed
 //! stream  : id[12] kind:u8 high:u64 low:u64 bytes:u64 epoch:u64 ever:u8 label:opt_bytes sstate
@@ -35,7 +36,7 @@
 //! ```
 
 use forkless_core::{
-    Active, Attached, Attachment, Completed, Detached, EndReason, Ended, Epoch, FenceCause, Fenced, Label,
+    Active, Attached, Attachment, ClientFacts, Completed, Detached, EndReason, Ended, Epoch, FenceCause, Fenced, Label,
     NewSession, Open, RejectReason, Revision, Seq, SessionId, SessionRecord, SessionState, Stream, StreamId,
     StreamKind, StreamState, Timestamp,
 };
@@ -45,9 +46,14 @@ use bytes::Bytes;
 use super::journal::Op;
 use crate::Error;
 
-/// The format version this code reads and writes. Version 1 had no write-ahead log; version 2
-/// kept a session's streams inside its record, rewritten whole on every write.
-pub(crate) const FORMAT_VERSION: u64 = 3;
+/// The format version this code writes. Version 1 had no write-ahead log; version 2 kept a
+/// session's streams inside its record, rewritten whole on every write; version 3 did not keep
+/// what the client said at initialize. A version 3 file is read as it is (its sessions'
+/// client facts read as unknown) and stamped version 4 on open: [`MIGRATES_FROM`].
+pub(crate) const FORMAT_VERSION: u64 = 4;
+
+/// The older format this code migrates on open (the only change: headers gained `client`).
+pub(crate) const MIGRATES_FROM: u64 = 3;
 
 /// Key of one event: session, stream, seq.
 pub(crate) fn event_key(session: SessionId, stream: StreamId, seq: Seq) -> [u8; 36] {
@@ -280,6 +286,9 @@ pub(crate) fn encode_header(record: &SessionRecord) -> Vec<u8> {
         }
     }
     w.bytes(record.standalone().id().as_bytes());
+    let client = s.client();
+    w.opt(client.capabilities.as_deref().map(str::as_bytes));
+    w.opt(client.info.as_deref().map(str::as_bytes));
     w.0
 }
 
@@ -344,7 +353,7 @@ impl StreamParts {
             self.ever_attached,
             self.state,
         )
-        .with_label(self.label)
+        .with_label(self.label.clone())
     }
 }
 
@@ -396,10 +405,19 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<RecordParts, Error> {
         _ => return Err(corrupt("bad session state")),
     };
     let standalone = StreamId::from_bytes(r.array()?);
+    // A format 3 header ends here: its client facts are unknown.
+    let client = if r.0.is_empty() {
+        ClientFacts::default()
+    } else {
+        let mut text = |what| -> Result<Option<std::sync::Arc<str>>, Error> {
+            r.opt()?.map(|b| String::from_utf8(b).map(Into::into).map_err(|_| corrupt(what))).transpose()
+        };
+        ClientFacts { capabilities: text("client capabilities are not UTF-8")?, info: text("clientInfo is not UTF-8")? }
+    };
     if !r.0.is_empty() {
         return Err(corrupt("trailing bytes in a session header"));
     }
-    let new = NewSession { id, revision, reset_contract, principal };
+    let new = NewSession { id, revision, reset_contract, principal, client };
     Ok(RecordParts { new, created_at, state, standalone, streams: Vec::new() })
 }
 
@@ -418,7 +436,7 @@ pub(crate) fn decode_stream(bytes: &[u8]) -> Result<StreamParts, Error> {
     let epoch = Epoch::new(r.u64()?);
     let ever_attached = r.u8()? != 0;
     let label = match r.opt()? {
-        Some(b) => Some(Label::new(&b).ok_or_else(|| corrupt("label too long"))?),
+        Some(b) => Some(Label::new(&b)),
         None => None,
     };
     let state = match r.u8()? {
@@ -461,6 +479,7 @@ mod tests {
             revision: Revision::V2025_11_25,
             reset_contract: true,
             principal: Some("bob".into()),
+            client: Default::default(),
         };
         let mut r = SessionRecord::create(new, t, &mut e).unwrap();
         let cfg = Config::default();
@@ -474,7 +493,7 @@ mod tests {
             }
         }
         let answered = StreamId::generate(&mut e);
-        r.open_labeled_request_stream(answered, Label::new(b"\"req-7\""), t, &cfg).unwrap();
+        r.open_labeled_request_stream(answered, Some(Label::new(b"\"req-7\"")), t, &cfg).unwrap();
         r.append(AppendTarget::Stream(answered), 5, true, t, &cfg.limits).unwrap();
         let open = StreamId::generate(&mut e);
         r.open_request_stream(open, t, &cfg).unwrap();

@@ -6,6 +6,12 @@
 //! [`Msg::Barrier`] is acknowledged once everything queued before it is durable. One thread
 //! owns all writes; it drains whatever is queued (or, in batched mode, whatever arrives
 //! within the batch window) into one write-ahead log entry and one fsync (see [`super::wal`]).
+//! A barrier ends a batch window early: somebody waits, so the group commits at once, with
+//! everything queued by then.
+//!
+//! Only after a group's sync does this thread deliver the group's events (the engine makes
+//! them visible to readers and wakes their writers), and only then does it acknowledge the
+//! group's barriers: durable before delivery, in both modes. A failed write delivers nothing.
 //!
 //! The writes since the last checkpoint are also kept in memory; a checkpoint applies them
 //! to redb in one transaction, with the LSN of the last log entry in the META table, and the
@@ -75,8 +81,16 @@ pub(crate) enum Op {
 
 #[derive(Debug)]
 pub(crate) enum Msg {
-    Ops(Vec<Op>),
+    /// One mutation's writes, and the events it appended, delivered once they are durable.
+    Ops { ops: Vec<Op>, deliver: Vec<EventId> },
     Barrier(tokio::sync::oneshot::Sender<Result<(), String>>),
+}
+
+/// An appended event, by session and id: what the writer delivers once it is durable.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EventId {
+    pub(crate) session: forkless_core::SessionId,
+    pub(crate) event: forkless_core::EventId,
 }
 
 /// The failure that poisoned the store, shared with the store's front.
@@ -133,12 +147,38 @@ pub(crate) struct Writer {
     pending: Vec<Op>,
     /// When the oldest pending write was logged.
     pending_since: Option<Instant>,
+    crash_hook: CrashHook,
+}
+
+/// A test hook for crash tests over real processes: with `FORKLESS_TEST_ABORT_IN_SYNC=N` in
+/// the environment, the process aborts while the Nth group is being made durable (its log
+/// entry is encoded, nothing of it is delivered, its sync has not returned). Read once at
+/// open; without the variable this is a counter nobody reads.
+#[derive(Debug, Default)]
+struct CrashHook {
+    abort_at: Option<u64>,
+    groups: u64,
+}
+
+impl CrashHook {
+    fn from_env() -> Self {
+        let abort_at = std::env::var("FORKLESS_TEST_ABORT_IN_SYNC").ok().and_then(|v| v.parse().ok());
+        Self { abort_at, groups: 0 }
+    }
+
+    fn before_sync(&mut self) {
+        self.groups += 1;
+        if self.abort_at == Some(self.groups) {
+            tracing::error!(group = self.groups, "FORKLESS_TEST_ABORT_IN_SYNC: aborting during a group sync");
+            std::process::abort();
+        }
+    }
 }
 
 impl Writer {
     /// A writer over a log whose entries are all checkpointed.
     pub(crate) fn new(db: Database, log: Log) -> Self {
-        Self { db, log, pending: Vec::new(), pending_since: None }
+        Self { db, log, pending: Vec::new(), pending_since: None, crash_hook: CrashHook::from_env() }
     }
 
     /// The redb database (read at recovery, before the writer thread starts).
@@ -157,7 +197,7 @@ impl Writer {
         let mut group: Vec<Op> = batch
             .iter_mut()
             .filter_map(|m| match m {
-                Msg::Ops(ops) => Some(std::mem::take(ops)),
+                Msg::Ops { ops, .. } => Some(std::mem::take(ops)),
                 Msg::Barrier(_) => None,
             })
             .flatten()
@@ -181,6 +221,7 @@ impl Writer {
         if !self.log.fits() {
             self.checkpoint()?;
         }
+        self.crash_hook.before_sync();
         self.log.append().map_err(|e| format!("writing the write-ahead log: {e}"))?;
         self.pending.extend(group);
         self.pending_since.get_or_insert_with(Instant::now);
@@ -213,7 +254,13 @@ impl Writer {
     }
 }
 
-pub(crate) fn run(mut writer: Writer, rx: Receiver<Msg>, durability: Durability, poison: &Poison) {
+pub(crate) fn run(
+    mut writer: Writer,
+    rx: Receiver<Msg>,
+    durability: Durability,
+    poison: &Poison,
+    deliver: &dyn Fn(EventId),
+) {
     let window = match durability {
         Durability::Immediate => None,
         Durability::Batched { window } => Some(window),
@@ -225,7 +272,7 @@ pub(crate) fn run(mut writer: Writer, rx: Receiver<Msg>, durability: Durability,
         if window.is_none()
             && let Some(msg) = poll_briefly(&rx, IMMEDIATE_POLL)
         {
-            handle(&mut writer, &rx, msg, window, poison);
+            handle(&mut writer, &rx, msg, window, poison, deliver);
             continue;
         }
         // Wait for work; with writes pending, no longer than until their checkpoint is due.
@@ -241,7 +288,7 @@ pub(crate) fn run(mut writer: Writer, rx: Receiver<Msg>, durability: Durability,
             }
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        handle(&mut writer, &rx, first, window, poison);
+        handle(&mut writer, &rx, first, window, poison, deliver);
     }
     // Closing: checkpoint, so the next open has nothing to replay.
     writer.checkpoint_or_poison(poison);
@@ -263,22 +310,23 @@ fn poll_briefly(rx: &Receiver<Msg>, within: Duration) -> Option<Msg> {
     }
 }
 
-/// Gather a group starting with `first`, write it with one sync, acknowledge its barriers,
-/// and checkpoint if one is due.
-fn handle(writer: &mut Writer, rx: &Receiver<Msg>, first: Msg, window: Option<Duration>, poison: &Poison) {
+/// Gather a group starting with `first`, write it with one sync, deliver its events,
+/// acknowledge its barriers, and checkpoint if one is due.
+fn handle(
+    writer: &mut Writer,
+    rx: &Receiver<Msg>,
+    first: Msg,
+    window: Option<Duration>,
+    poison: &Poison,
+    deliver: &dyn Fn(EventId),
+) {
     let mut batch = vec![first];
     match window {
-        // Immediate: whatever is queued joins this group (that is what makes commits shared).
-        None => {
-            while batch.len() < MAX_BATCH
-                && let Ok(m) = rx.try_recv()
-            {
-                batch.push(m);
-            }
-        }
-        // Batched: gather until the window ends. A barrier is an explicit flush: commit now.
+        // Batched: gather until the window ends, unless somebody waits (a barrier).
         Some(window) if !matches!(batch[0], Msg::Barrier(_)) => gather_window(rx, &mut batch, window),
-        Some(_) => {}
+        // Immediate, or a barrier: whatever is queued joins this group (that is what makes
+        // commits shared, and what lets concurrent waiters share one sync).
+        _ => drain_queued(rx, &mut batch),
     }
     let result = if poison.check().is_err() {
         Err("store is poisoned by an earlier failure".to_owned())
@@ -286,6 +334,13 @@ fn handle(writer: &mut Writer, rx: &Receiver<Msg>, first: Msg, window: Option<Du
         writer.write(&mut batch)
     };
     fail_on(poison, result.clone());
+    if result.is_ok() {
+        for msg in &batch {
+            if let Msg::Ops { deliver: events, .. } = msg {
+                events.iter().copied().for_each(deliver);
+            }
+        }
+    }
     for msg in batch {
         if let Msg::Barrier(ack) = msg {
             let _ = ack.send(result.clone());
@@ -299,10 +354,20 @@ fn handle(writer: &mut Writer, rx: &Receiver<Msg>, first: Msg, window: Option<Du
 /// How often a batched writer drains its queue while a window is open.
 const BATCH_POLL: Duration = Duration::from_millis(1);
 
+/// Move whatever is queued now into `batch` (up to [`MAX_BATCH`]), without waiting.
+fn drain_queued(rx: &Receiver<Msg>, batch: &mut Vec<Msg>) {
+    while batch.len() < MAX_BATCH
+        && let Ok(m) = rx.try_recv()
+    {
+        batch.push(m);
+    }
+}
+
 /// Gather messages into `batch` until `window` has passed since now, a barrier arrives or the
 /// batch is full. The thread sleeps between drains instead of waiting on the queue, so an
 /// append never wakes it: on a core shared with the server, waking per append cost two
-/// context switches per event. A barrier waits at most [`BATCH_POLL`].
+/// context switches per event. A barrier waits at most [`BATCH_POLL`], and whatever is queued
+/// behind it joins the group (concurrent waiters share one sync).
 fn gather_window(rx: &Receiver<Msg>, batch: &mut Vec<Msg>, window: Duration) {
     let deadline = Instant::now() + window;
     loop {
@@ -310,6 +375,7 @@ fn gather_window(rx: &Receiver<Msg>, batch: &mut Vec<Msg>, window: Duration) {
             match rx.try_recv() {
                 Ok(m @ Msg::Barrier(_)) => {
                     batch.push(m);
+                    drain_queued(rx, batch);
                     return;
                 }
                 Ok(m) => {

@@ -4,22 +4,26 @@
 //! Reads and wake-ups are served from memory; every mutation is journaled by one writer
 //! thread with group commit: one log entry and one fsync per group (see [`wal`]), copied
 //! into redb by periodic checkpoints (see [`journal`]). On open, log entries after the last
-//! checkpoint are replayed into redb, the file is read back, attachments are dropped (no
-//! connection survives a restart) and requests whose handler died are answered with a
-//! JSON-RPC error and completed, so no client waits for ever.
+//! checkpoint are replayed into redb, the file is read back and attachments are dropped (no
+//! connection survives a restart). Requests whose handler died are reported in
+//! [`Recovery::orphans`]: the server answers them (with their JSON-RPC ids) and completes
+//! their streams; this store writes no protocol message of its own.
 //!
-//! ## Durability modes, and what each can lose on power failure
+//! ## Durable before delivery, in both modes
+//!
+//! An event reaches readers (writers, replays, finished bodies) only once the writer thread
+//! has synced the group that holds it. So a crash, or a power failure, can only take back
+//! events nobody was sent, and recovery numbers new events above everything that survived:
+//! no event id a client has seen ever names other content.
 //!
 //! | mode | an append returns | readers see an event | lost on power failure |
 //! |---|---|---|---|
 //! | [`Durability::Immediate`] | after its fsync | after its fsync | nothing that was acknowledged or delivered |
-//! | [`Durability::Batched`] | at once | at once | up to one batch window of events, which may already have been delivered |
+//! | [`Durability::Batched`] | at once (an answer: after its fsync) | after the fsync of its batch window | up to one batch window of appended events, none of them delivered |
 //!
-//! In `immediate` mode the server sends an event on the wire only once it is durable, so a
-//! client's cursor never points past what survives. In `batched` mode it can: such a resume
-//! is answered `cursor_ahead` (404, a new session), never with a stream that skips or
-//! re-numbers events. Either way, events are always written in order with their record, so
-//! what survives is a gap-free prefix of every stream.
+//! In batched mode an append waits for nothing, and its event waits at most one batch window
+//! for the group's sync. An [`AppendTarget::Answer`] is sent by its caller at once, so it
+//! waits for its sync, and starts one at once rather than at the end of the window.
 //!
 //! A failed write (fsync error, full disk) poisons the store: every later operation returns
 //! [`Error::Poisoned`], and nothing written after the failure is ever delivered; the server
@@ -41,7 +45,7 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 
 use self::journal::{EVENTS, META, META_LOG_KEY, META_LSN, Msg, Op, Poison, SESSIONS, STREAMS};
 use crate::engine::{Effect, Engine};
-use crate::{Error, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
+use crate::{Error, Orphan, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
 
 /// When appends are durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,8 +75,10 @@ pub struct Recovery {
     pub events: usize,
     /// Connections that were attached when the process stopped (now detached).
     pub detached: usize,
-    /// Requests whose handler died with the process, answered with an error and completed.
-    pub orphaned_requests: usize,
+    /// Requests whose handler died with the process: their streams are still open, and the
+    /// server must answer each with an error carrying its request id and complete it
+    /// (`forkless_server::Server::answer_orphans`).
+    pub orphans: Vec<Orphan>,
     /// Write-ahead log entries written after the last checkpoint, applied to the data file.
     pub replayed: usize,
 }
@@ -85,8 +91,11 @@ pub struct RedbStore {
 
 #[derive(Debug)]
 struct Inner {
-    engine: Engine,
+    engine: Arc<Engine>,
     durability: Durability,
+    /// Deliver appended events at once, before they are durable: the rule this store exists
+    /// to keep, broken on purpose for negative-control tests only.
+    early_delivery: bool,
     poison: Arc<Poison>,
     // A Mutex only so `Inner` is Sync on every toolchain; sends happen under the engine's
     // session lock, so this lock is never contended across sessions for long. `None` once
@@ -183,10 +192,12 @@ impl RedbStore {
         let (writer, replayed) = replay(db, log_key, log)?;
         let (tx, rx) = mpsc::channel();
         let poison = Arc::new(Poison::default());
+        let engine = Arc::new(Engine::default());
         let store = Self {
             inner: Arc::new(Inner {
-                engine: Engine::default(),
+                engine: Arc::clone(&engine),
                 durability,
+                early_delivery: false,
                 poison: Arc::clone(&poison),
                 tx: Mutex::new(Some(tx)),
                 writer: Mutex::new(None),
@@ -195,12 +206,27 @@ impl RedbStore {
         let recovery = Recovery { replayed, ..store.recover(writer.db(), now)? };
         let writer = std::thread::Builder::new()
             .name("forkless-redb-writer".into())
-            .spawn(move || journal::run(writer, rx, durability, &poison))
+            .spawn(move || {
+                let deliver = |e: journal::EventId| engine.deliver(e.session, e.event.stream, e.event.seq);
+                journal::run(writer, rx, durability, &poison, &deliver);
+            })
             .map_err(|e| Error::Backend(format!("spawning the writer thread: {e}")))?;
         if let Ok(mut w) = store.inner.writer.lock() {
             *w = Some(writer);
         }
         Ok((store, recovery))
+    }
+
+    /// **Testing only**: the same store delivering every appended event at once, before it is
+    /// durable (as this store did before durable-before-delivery). Negative-control tests use
+    /// it to show that their oracle catches what the rule prevents. Call before the store is
+    /// shared.
+    #[doc(hidden)]
+    pub fn break_durable_before_delivery_for_negative_control(mut self) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.early_delivery = true;
+        }
+        self
     }
 
     /// The durability mode.
@@ -254,6 +280,7 @@ impl RedbStore {
     /// (while the engine still holds the session lock).
     fn journal(&self) -> impl FnMut(Effect<'_>) + '_ {
         let mut ops = Vec::new();
+        let mut deliver = Vec::new();
         move |effect| match effect {
             Effect::Record(r) => {
                 ops.push(put_header(r));
@@ -262,6 +289,7 @@ impl RedbStore {
             Effect::Header(r) => ops.push(put_header(r)),
             Effect::Stream { session, meta } => ops.push(put_stream(session, meta)),
             Effect::Event { record, id, payload } => {
+                deliver.push(journal::EventId { session: record.id(), event: id });
                 ops.push(Op::PutEvent {
                     key: codec::event_key(record.id(), id.stream, id.seq),
                     payload: payload.clone(),
@@ -283,7 +311,8 @@ impl RedbStore {
             Effect::DropSession(session) => ops.push(Op::DropSession { session: *session.as_bytes() }),
             Effect::End => {
                 if !ops.is_empty() {
-                    self.send(Msg::Ops(std::mem::take(&mut ops)));
+                    let (ops, deliver) = (std::mem::take(&mut ops), std::mem::take(&mut deliver));
+                    self.send(Msg::Ops { ops, deliver });
                 }
             }
         }
@@ -348,44 +377,17 @@ impl RedbStore {
                 .streams()
                 .filter(|s| matches!(s.attachment(), Some(forkless_core::Attachment::Attached(_))))
                 .count();
-            let orphaned =
-                if record.session().ended().is_some() { Vec::new() } else { record.on_restart(now) };
-            let labels: Vec<_> = orphaned
-                .iter()
-                .map(|id| (*id, record.stream(*id).and_then(|s| s.label().copied())))
-                .collect();
+            if record.session().ended().is_none() {
+                recovery.orphans.extend(record.on_restart(now));
+            }
             let mut journal = self.journal();
             journal(Effect::Record(&record));
             journal(Effect::End);
             drop(journal);
             self.inner.engine.restore(record, logs)?;
-            for (stream, label) in labels {
-                let payload = lost_request_error(label.as_ref().map(forkless_core::Label::as_bytes));
-                let limits =
-                    Limits { stream_max_bytes: u64::MAX, session_max_bytes: u64::MAX, ..Limits::default() };
-                self.inner.engine.append(
-                    session,
-                    AppendTarget::Stream(stream),
-                    payload,
-                    true,
-                    now,
-                    &limits,
-                    true,
-                    self.journal(),
-                )?;
-                recovery.orphaned_requests += 1;
-            }
         }
         Ok(recovery)
     }
-}
-
-/// The JSON-RPC error that answers a request whose handler died in a crash.
-fn lost_request_error(label: Option<&[u8]>) -> Bytes {
-    let id = label.and_then(|l| std::str::from_utf8(l).ok()).unwrap_or("null");
-    Bytes::from(format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"the server restarted while handling this request; it was lost"}}}}"#
-    ))
 }
 
 fn put_header(record: &SessionRecord) -> Op {
@@ -409,14 +411,16 @@ fn backend_err(e: impl std::fmt::Display) -> Error {
 
 fn refuse_other_format(found: Option<u64>) -> Result<()> {
     match found {
-        Some(v) if v != codec::FORMAT_VERSION => Err(Error::Corrupt(format!(
-            "data file has format version {v}{}; this build reads version {} only and will not rewrite it",
+        Some(v) if v != codec::FORMAT_VERSION && v != codec::MIGRATES_FROM => Err(Error::Corrupt(format!(
+            "data file has format version {v}{}; this build reads version {} (and migrates version {}) only and will not rewrite it",
             match v {
                 1 => " (an earlier build's, without a write-ahead log)",
                 2 => " (an earlier build's, with each session's streams inside its record)",
+                v if v > codec::FORMAT_VERSION => " (written by a newer build)",
                 _ => "",
             },
-            codec::FORMAT_VERSION
+            codec::FORMAT_VERSION,
+            codec::MIGRATES_FROM,
         ))),
         _ => Ok(()),
     }
@@ -430,6 +434,12 @@ fn check_format(db: &Database) -> Result<u64> {
         let mut meta = txn.open_table(META).map_err(backend_err)?;
         let found = meta.get("format").map_err(backend_err)?.map(|v| v.value());
         refuse_other_format(found)?;
+        if found == Some(codec::MIGRATES_FROM) {
+            // Format 3 rows read as they are; only the stamp changes (see `codec`). From here
+            // on this file is format 4, which a format 3 build refuses by name.
+            meta.insert("format", codec::FORMAT_VERSION).map_err(backend_err)?;
+            tracing::info!(from = codec::MIGRATES_FROM, to = codec::FORMAT_VERSION, "data file migrated");
+        }
         match found {
             Some(_) => meta
                 .get(META_LOG_KEY)
@@ -528,7 +538,7 @@ impl Store for RedbStore {
         limits: &Limits,
     ) -> Result<EventId> {
         self.check()?;
-        let visible = matches!(self.inner.durability, Durability::Batched { .. });
+        let visible = self.inner.early_delivery;
         let id = self.inner.engine.append(
             session,
             target,
@@ -539,9 +549,13 @@ impl Store for RedbStore {
             visible,
             self.journal(),
         )?;
-        if !visible {
+        // The writer thread delivers the event after its group's sync. Wait for that in
+        // immediate mode (every append is acknowledged durable), and for an answer, which its
+        // caller sends at once: the barrier makes the writer sync now, not at the window's end.
+        let waits = matches!(self.inner.durability, Durability::Immediate)
+            || matches!(target, AppendTarget::Answer(_));
+        if waits {
             self.barrier().await?;
-            self.inner.engine.publish(session, id.stream, id.seq);
         }
         Ok(id)
     }
@@ -552,9 +566,10 @@ impl Store for RedbStore {
         stream: StreamId,
         after: Seq,
         max: usize,
+        reader: Reader,
     ) -> Result<Vec<StoredEvent>> {
         self.check()?;
-        self.inner.engine.read(session, stream, after, max)
+        self.inner.engine.read(session, stream, after, max, reader)
     }
 
     async fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
