@@ -18,7 +18,13 @@ const T0: Timestamp = Timestamp::from_millis(1_000_000);
 fn busy_session(requests: usize) -> (SessionRecord, Vec<StreamId>) {
     let mut entropy = SeededEntropy::new(1);
     let id = SessionId::generate(&mut entropy);
-    let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract: false, principal: None, client: Default::default() };
+    let new = NewSession {
+        id,
+        revision: Revision::V2025_11_25,
+        reset_contract: false,
+        principal: None,
+        client: Default::default(),
+    };
     let mut record = SessionRecord::create(new, T0, &mut entropy).expect("create");
     let cfg = Config::default();
     let mut ids = vec![record.standalone().id()];

@@ -79,7 +79,8 @@ pub use id::{
 };
 pub use revision::{Revision, UnsupportedRevision};
 pub use session::{
-    Active, AppendTarget, ClientFacts, Ended, GetOutcome, Grant, NewSession, Orphan, Session, SessionRecord, SessionState, Tick,
+    Active, AppendTarget, ClientFacts, Ended, GetOutcome, Grant, NewSession, Orphan, Session, SessionRecord,
+    SessionState, Tick,
 };
 pub use stream::{
     Attached, Attachment, Completed, Detached, FenceCause, Fenced, Label, Open, Stream, StreamKind,

@@ -33,7 +33,13 @@ fn later(ms: u64) -> Timestamp {
 fn session(seed: u64, reset_contract: bool) -> SessionRecord {
     let mut entropy = SeededEntropy::new(seed);
     let id = SessionId::generate(&mut entropy);
-    let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract, principal: None, client: Default::default() };
+    let new = NewSession {
+        id,
+        revision: Revision::V2025_11_25,
+        reset_contract,
+        principal: None,
+        client: Default::default(),
+    };
     SessionRecord::create(new, T0, &mut entropy).expect("revision has sessions")
 }
 

@@ -27,7 +27,13 @@ fn seed_session(detected: bool) -> (SessionRecord, Grant) {
     let mut entropy = SeededEntropy::new(0x5eed);
     let id = SessionId::generate(&mut entropy);
     // A plain specification-following client: no reset contract.
-    let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract: false, principal: None, client: Default::default() };
+    let new = NewSession {
+        id,
+        revision: Revision::V2025_11_25,
+        reset_contract: false,
+        principal: None,
+        client: Default::default(),
+    };
     let mut record = SessionRecord::create(new, T0, &mut entropy).unwrap();
     let GetOutcome::Attached(grant) =
         record.on_get(&GetRequest::default(), T0, &Config::default(), &mut entropy).unwrap()

@@ -198,7 +198,11 @@ pub(crate) trait Outbox: Send + Sync + 'static {
     /// Open a request stream labelled with its request's id, attached to the POST that asked
     /// (see [`RequestStream`]); `None` if it exists already: opened for this request by a POST
     /// that stopped waiting after the store applied the opening.
-    fn open(&self, session: SessionId, stream: &RequestStream) -> BoxFuture<'_, Result<Option<Grant>, SendError>>;
+    fn open(
+        &self,
+        session: SessionId,
+        stream: &RequestStream,
+    ) -> BoxFuture<'_, Result<Option<Grant>, SendError>>;
 }
 
 /// The SSE stream of a POST's request (or batch), opened in the store when first needed:

@@ -283,7 +283,9 @@ mod tests {
     #[test]
     fn ids_round_trip_through_labels_of_any_length() {
         let long = "y".repeat(100_000);
-        for id in [json!(1), json!(-7), json!(u64::MAX), json!("req-1"), json!("\"quoted\" \u{e9}"), json!(long)] {
+        for id in
+            [json!(1), json!(-7), json!(u64::MAX), json!("req-1"), json!("\"quoted\" \u{e9}"), json!(long)]
+        {
             assert_eq!(label_id(Some(&id_label(&id))), id);
         }
         assert_eq!(label_id(None), Value::Null);

@@ -26,8 +26,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
 use forkless_core::{
-    AppendTarget, ClientFacts, EndReason, Epoch, EventId, GetOutcome, GetRequest, Grant, IdHashBuilder, NewSession,
-    OsEntropy, Revision, SessionId, SessionRecord, SessionState, StreamId, Timestamp,
+    AppendTarget, ClientFacts, EndReason, Epoch, EventId, GetOutcome, GetRequest, Grant, IdHashBuilder,
+    NewSession, OsEntropy, Revision, SessionId, SessionRecord, SessionState, StreamId, Timestamp,
 };
 use forkless_store::{Store, transact};
 use futures::FutureExt as _;
@@ -228,7 +228,11 @@ impl<S: Store> Outbox for StoreOutbox<S> {
         })
     }
 
-    fn open(&self, session: SessionId, stream: &RequestStream) -> BoxFuture<'_, Result<Option<Grant>, SendError>> {
+    fn open(
+        &self,
+        session: SessionId,
+        stream: &RequestStream,
+    ) -> BoxFuture<'_, Result<Option<Grant>, SendError>> {
         let (id, label) = (stream.id, stream.label.clone());
         Box::pin(async move {
             let cfg = &self.cfg;
@@ -913,8 +917,8 @@ impl<S: Store, H: Handler> App<S, H> {
                 transact(&*self.common.store, sid, |r| {
                     r.open_labeled_request_stream(stream.id, stream.label.clone(), now(), &cfg)
                 })
-                    .await
-                    .map(|(grant, _)| Some(grant))
+                .await
+                .map(|(grant, _)| Some(grant))
             })
             .await
             .map_err(|e| self.store_error(sid, e))?

@@ -263,29 +263,29 @@ impl<S: Store> Writer<S> {
         // The store checks the epoch too (the fence where the data is read): a writer that has
         // not yet noticed its displacement still gets nothing.
         let reader = Reader::Attached(self.epoch());
-        let events = match self.common.store.read(self.session(), self.stream(), self.cursor, max, reader).await
-        {
-            Ok(events) => events,
-            Err(forkless_store::Error::Core(
-                e @ (forkless_core::Error::StaleEpoch { .. } | forkless_core::Error::StreamFenced),
-            )) => {
-                tracing::debug!(error = %e, "read refused: fenced or displaced");
-                return Err("fenced or displaced");
-            }
-            Err(forkless_store::Error::Evicted { low_water }) => {
-                tracing::info!(
-                    cursor = self.cursor.get(),
-                    low_water = low_water.get(),
-                    "reader fell behind retention"
-                );
-                Metrics::inc(&self.common.metrics.evictions);
-                return Err("events after the cursor were evicted");
-            }
-            Err(e) => {
-                tracing::info!(error = %e, "read failed");
-                return Err("read failed");
-            }
-        };
+        let events =
+            match self.common.store.read(self.session(), self.stream(), self.cursor, max, reader).await {
+                Ok(events) => events,
+                Err(forkless_store::Error::Core(
+                    e @ (forkless_core::Error::StaleEpoch { .. } | forkless_core::Error::StreamFenced),
+                )) => {
+                    tracing::debug!(error = %e, "read refused: fenced or displaced");
+                    return Err("fenced or displaced");
+                }
+                Err(forkless_store::Error::Evicted { low_water }) => {
+                    tracing::info!(
+                        cursor = self.cursor.get(),
+                        low_water = low_water.get(),
+                        "reader fell behind retention"
+                    );
+                    Metrics::inc(&self.common.metrics.evictions);
+                    return Err("events after the cursor were evicted");
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "read failed");
+                    return Err("read failed");
+                }
+            };
         if events.is_empty() {
             return Err("store returned no events below its high-water mark");
         }

@@ -32,7 +32,13 @@ fn filled(rt: &tokio::runtime::Runtime, events: u64, limits: &Limits) -> (Memory
     let store = MemoryStore::new();
     let mut entropy = SeededEntropy::new(1);
     let id = SessionId::generate(&mut entropy);
-    let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract: false, principal: None, client: Default::default() };
+    let new = NewSession {
+        id,
+        revision: Revision::V2025_11_25,
+        reset_contract: false,
+        principal: None,
+        client: Default::default(),
+    };
     let record = SessionRecord::create(new, T0, &mut entropy).expect("create");
     rt.block_on(async {
         store.create(record.clone()).await.expect("create");
@@ -74,7 +80,10 @@ fn replay(c: &mut Criterion) {
                 let mut cursor = Seq::PRIMING;
                 let mut n = 0u64;
                 loop {
-                    let events = store.read(record.id(), stream, cursor, batch, Reader::Inspector).await.expect("read");
+                    let events = store
+                        .read(record.id(), stream, cursor, batch, Reader::Inspector)
+                        .await
+                        .expect("read");
                     let Some(last) = events.last() else { break };
                     cursor = last.seq;
                     n += events.len() as u64;

@@ -108,7 +108,13 @@ fn cfg() -> Config {
 fn new_record(seed: u64, reset_contract: bool) -> SessionRecord {
     let mut entropy = SeededEntropy::new(seed);
     let id = SessionId::generate(&mut entropy);
-    let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract, principal: None, client: Default::default() };
+    let new = NewSession {
+        id,
+        revision: Revision::V2025_11_25,
+        reset_contract,
+        principal: None,
+        client: Default::default(),
+    };
     SessionRecord::create(new, T0, &mut entropy).expect("revision has sessions")
 }
 
@@ -214,7 +220,10 @@ async fn read_starts_at_any_cursor<S: Store>(store: Arc<S>) {
     let page = store.read(record.id(), s, Seq::new(2), 3, Reader::Inspector).await.unwrap();
     assert_eq!(seqs(&page), vec![3, 4, 5], "max bounds the batch");
     let foreign = StreamId::generate(&mut SeededEntropy::new(99));
-    assert!(matches!(store.read(record.id(), foreign, Seq::PRIMING, 10, Reader::Inspector).await, Err(Error::StreamUnknown)));
+    assert!(matches!(
+        store.read(record.id(), foreign, Seq::PRIMING, 10, Reader::Inspector).await,
+        Err(Error::StreamUnknown)
+    ));
 }
 
 async fn append_refused_on_fenced_stream<S: Store>(store: Arc<S>) {
@@ -253,7 +262,10 @@ async fn append_refused_on_ended_session<S: Store>(store: Arc<S>) {
     assert_eq!(tomb.value.session().ended(), Some(EndReason::Deleted));
     assert!(tomb.value.streams().all(forkless_core::Stream::is_fenced));
     assert!(
-        matches!(store.read(record.id(), s, Seq::PRIMING, 10, Reader::Inspector).await, Err(Error::Evicted { .. })),
+        matches!(
+            store.read(record.id(), s, Seq::PRIMING, 10, Reader::Inspector).await,
+            Err(Error::Evicted { .. })
+        ),
         "an ended session's events are dropped"
     );
 }
@@ -366,7 +378,10 @@ async fn eviction_by_count<S: Store>(store: Arc<S>) {
     delivered(&*store, record.id(), s, 5).await;
     let err = store.read(record.id(), s, Seq::new(1), 10, Reader::Inspector).await.unwrap_err();
     assert!(matches!(err, Error::Evicted { low_water } if low_water == Seq::new(3)), "{err:?}");
-    assert_eq!(seqs(&store.read(record.id(), s, Seq::new(2), 10, Reader::Inspector).await.unwrap()), vec![3, 4, 5]);
+    assert_eq!(
+        seqs(&store.read(record.id(), s, Seq::new(2), 10, Reader::Inspector).await.unwrap()),
+        vec![3, 4, 5]
+    );
     let meta = store.load(record.id()).await.unwrap().unwrap().value;
     assert_eq!(meta.stream(s).unwrap().low_water(), Seq::new(3));
 }
@@ -380,7 +395,10 @@ async fn eviction_by_bytes<S: Store>(store: Arc<S>) {
         store.append(record.id(), AppendTarget::Standalone, p, false, T0, &limits).await.unwrap();
     }
     delivered(&*store, record.id(), s, 4).await;
-    assert_eq!(seqs(&store.read(record.id(), s, Seq::new(2), 10, Reader::Inspector).await.unwrap()), vec![3, 4]);
+    assert_eq!(
+        seqs(&store.read(record.id(), s, Seq::new(2), 10, Reader::Inspector).await.unwrap()),
+        vec![3, 4]
+    );
     let meta = store.load(record.id()).await.unwrap().unwrap().value;
     assert_eq!(meta.stream(s).unwrap().retained_bytes(), 20);
     let big = Bytes::from(vec![b'x'; 26]);
@@ -457,8 +475,14 @@ async fn answer_opens_fills_and_releases_a_stream<S: Store>(store: Arc<S>) {
     let loaded = store.load(sid).await.unwrap().unwrap().value;
     assert!(loaded.stream(first).is_none(), "the oldest answer made room");
     assert!(loaded.stream(second).is_some() && loaded.stream(third).is_some());
-    assert!(store.read(sid, first, Seq::PRIMING, 10, Reader::Inspector).await.is_err(), "and its events are gone");
-    assert_eq!(store.read(sid, third, Seq::PRIMING, 10, Reader::Inspector).await.unwrap()[0].payload, payload(193));
+    assert!(
+        store.read(sid, first, Seq::PRIMING, 10, Reader::Inspector).await.is_err(),
+        "and its events are gone"
+    );
+    assert_eq!(
+        store.read(sid, third, Seq::PRIMING, 10, Reader::Inspector).await.unwrap()[0].payload,
+        payload(193)
+    );
 }
 
 async fn reads_are_fenced_by_epoch<S: Store>(store: Arc<S>) {
@@ -468,9 +492,10 @@ async fn reads_are_fenced_by_epoch<S: Store>(store: Arc<S>) {
         let store = store.clone();
         async move {
             let req = GetRequest { last_event_id: lei.as_deref(), stream_token: None };
-            let (out, _) = transact(&*store, sid, |r| r.on_get(&req, T0, &cfg(), &mut SeededEntropy::new(seed)))
-                .await
-                .expect("GET");
+            let (out, _) =
+                transact(&*store, sid, |r| r.on_get(&req, T0, &cfg(), &mut SeededEntropy::new(seed)))
+                    .await
+                    .expect("GET");
             match out {
                 GetOutcome::Attached(g) => g.epoch,
                 other => panic!("not attached: {other:?}"),
@@ -530,9 +555,10 @@ where
     let sid = record.id();
     let standalone = record.standalone().id();
     store.create(record).await.map_err(|e| format!("create: {e}"))?;
-    let (grant, _) = transact(&store, sid, |r| r.on_get(&GetRequest::default(), T0, &cfg(), &mut SeededEntropy::new(31)))
-        .await
-        .map_err(|e| format!("GET: {e}"))?;
+    let (grant, _) =
+        transact(&store, sid, |r| r.on_get(&GetRequest::default(), T0, &cfg(), &mut SeededEntropy::new(31)))
+            .await
+            .map_err(|e| format!("GET: {e}"))?;
     let GetOutcome::Attached(grant) = grant else { return Err(format!("GET not attached: {grant:?}")) };
     let request = StreamId::generate(&mut SeededEntropy::new(32));
     let label = Some(forkless_core::Label::new(b"\"req-1\""));
@@ -600,7 +626,10 @@ where
             .await
             .map_err(|e| format!("append after the crash: {e}"))?;
         if id.seq <= cursors[i] {
-            return Err(format!("{} was assigned again after the crash (the client held {})", id, cursors[i]));
+            return Err(format!(
+                "{} was assigned again after the crash (the client held {})",
+                id, cursors[i]
+            ));
         }
     }
     for (stream, seq, bytes) in &received {
@@ -612,17 +641,20 @@ where
             let mut copy = store.load(sid).await.map_err(|e| format!("load: {e}"))?.map(|v| v.value);
             match copy.as_mut() {
                 None => None,
-                Some(r) => Some(r.on_get(&req, T0, &cfg(), &mut SeededEntropy::new(33)).map_err(|e| format!("{e}"))?),
+                Some(r) => Some(
+                    r.on_get(&req, T0, &cfg(), &mut SeededEntropy::new(33)).map_err(|e| format!("{e}"))?,
+                ),
             }
         };
         match outcome {
             None | Some(GetOutcome::Rejected(_)) => report.refused += 1,
             Some(GetOutcome::Attached(g)) if g.resumed && g.stream == *stream && g.after == *seq => {
-                let events = match store.read(sid, *stream, Seq::new(seq.get() - 1), 1, Reader::Inspector).await {
-                    Ok(events) => events,
-                    Err(Error::Evicted { .. }) => Vec::new(),
-                    Err(e) => return Err(format!("read after the crash: {e}")),
-                };
+                let events =
+                    match store.read(sid, *stream, Seq::new(seq.get() - 1), 1, Reader::Inspector).await {
+                        Ok(events) => events,
+                        Err(Error::Evicted { .. }) => Vec::new(),
+                        Err(e) => return Err(format!("read after the crash: {e}")),
+                    };
                 match events.first() {
                     Some(e) if e.seq == *seq && e.payload == *bytes => report.still_named += 1,
                     Some(e) if e.seq == *seq => {

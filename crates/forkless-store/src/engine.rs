@@ -83,7 +83,6 @@ fn lock(slot: &Mutex<Slot>) -> Result<MutexGuard<'_, Slot>> {
     slot.lock().map_err(|_| poisoned())
 }
 
-
 impl Log {
     fn new(delivered: Seq) -> Self {
         Self { events: VecDeque::new(), delivered, signal: None }

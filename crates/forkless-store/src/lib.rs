@@ -63,8 +63,8 @@ mod memory;
 pub mod conformance;
 
 pub use durable::{Durability, Recovery, RedbStore};
-pub use forkless_core::Orphan;
 pub use faulty::{Fault, FaultyStore};
+pub use forkless_core::Orphan;
 pub use memory::MemoryStore;
 
 /// The version of a stored [`SessionRecord`], bumped by every successful write.

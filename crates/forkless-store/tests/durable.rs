@@ -133,9 +133,11 @@ async fn a_request_whose_handler_died_is_reported_with_its_id_until_answered() {
         store.create(rec).await.unwrap();
         for (stream, id) in [(short, "17".to_owned()), (long, long_id.clone())] {
             let label = Some(Label::new(id.as_bytes()));
-            transact(&store, sid, |r| r.open_labeled_request_stream(stream, label.clone(), T0, &Config::default()))
-                .await
-                .unwrap();
+            transact(&store, sid, |r| {
+                r.open_labeled_request_stream(stream, label.clone(), T0, &Config::default())
+            })
+            .await
+            .unwrap();
         }
         store
             .append(sid, AppendTarget::Stream(short), payload(1), false, T0, &Limits::default())
@@ -163,7 +165,10 @@ async fn a_request_whose_handler_died_is_reported_with_its_id_until_answered() {
     let (store, recovery) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
     assert_eq!(recovery.orphans.len(), 2);
     for stream in [short, long] {
-        store.append(sid, AppendTarget::Stream(stream), payload(9), true, T0, &Limits::default()).await.unwrap();
+        store
+            .append(sid, AppendTarget::Stream(stream), payload(9), true, T0, &Limits::default())
+            .await
+            .unwrap();
     }
     drop(store);
     let (_, recovery) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();

@@ -136,7 +136,13 @@ impl Model {
     fn initial(&self, scenario: Scenario, resumers: usize) -> World {
         let mut entropy = SeededEntropy::new(11);
         let id = SessionId::generate(&mut entropy);
-        let new = NewSession { id, revision: Revision::V2025_11_25, reset_contract: false, principal: None, client: Default::default() };
+        let new = NewSession {
+            id,
+            revision: Revision::V2025_11_25,
+            reset_contract: false,
+            principal: None,
+            client: Default::default(),
+        };
         let mut record = SessionRecord::create(new, NOW, &mut entropy).expect("create");
         // A POST answered with SSE: the original connection, epoch 1, which delivered event 1.
         let grant = record.open_request_stream(self.stream, NOW, &self.cfg).expect("open");

@@ -43,8 +43,12 @@ async fn every_scenario_passes_against_forkless_serve_with_the_memory_store() {
     let (code, stdout) = check(&[&serve.url, "--json"]).await;
     let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
     let verdicts = verdicts(&report);
-    assert_eq!(verdicts.len(), 10, "{stdout}");
-    assert!(verdicts.iter().all(|(_, v)| v == "PASS"), "not all PASS: {verdicts:?}\n{stdout}");
+    assert_eq!(verdicts.len(), 11, "{stdout}");
+    // Without --restart-cmd the crash scenario cannot run; every other one passes.
+    for (name, verdict) in &verdicts {
+        let want = if name == "crash-restart" { "UNSUPPORTED" } else { "PASS" };
+        assert_eq!(verdict, want, "{name}: {verdicts:?}\n{stdout}");
+    }
     assert_eq!(report["failed"], 0);
     assert_eq!(code, Some(0), "{stdout}");
     for scenario in report["scenarios"].as_array().expect("scenarios") {
@@ -53,13 +57,87 @@ async fn every_scenario_passes_against_forkless_serve_with_the_memory_store() {
     }
 }
 
+/// A `forkless serve` on the durable default that a shell command can `kill -9` and start
+/// again on the same address and data: what `--restart-cmd` needs. Dropping it kills the
+/// server the command last started.
+struct Restartable {
+    dir: std::path::PathBuf,
+    url: String,
+    command: String,
+}
+
+impl Restartable {
+    async fn start(durability: &str) -> Self {
+        let dir = support::fresh_data_dir();
+        let port =
+            std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+        let script = dir.join("restart.sh");
+        std::fs::write(
+            &script,
+            format!(
+                r#"#!/usr/bin/env bash
+# kill -9 the running server (if any), then start it again on the same address and data.
+set -u
+cd "{dir}"
+if [ -f pid ]; then
+  kill -9 "$(cat pid)" 2>/dev/null || true
+fi
+RUST_LOG=warn "{bin}" serve --listen 127.0.0.1:{port} --data-dir "{dir}/data" --durability {durability} >>out 2>>err </dev/null &
+echo $! > pid
+"#,
+                dir = dir.display(),
+                bin = env!("CARGO_BIN_EXE_forkless"),
+            ),
+        )
+        .expect("write restart script");
+        let command = format!("bash {}", script.display());
+        let status = std::process::Command::new("bash").arg(&script).status().expect("run restart script");
+        assert!(status.success());
+        let this = Self { dir, url: format!("http://127.0.0.1:{port}/mcp"), command };
+        this.wait_until_up().await;
+        this
+    }
+
+    async fn wait_until_up(&self) {
+        let out = self.dir.join("out");
+        support::guard("server start-up line", async {
+            while !std::fs::read_to_string(&out).is_ok_and(|s| s.contains("listening on")) {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+    }
+}
+
+impl Drop for Restartable {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.join("pid")) {
+            let _ = std::process::Command::new("kill").args(["-9", pid.trim()]).status();
+        }
+    }
+}
+
 #[tokio::test]
 async fn every_scenario_passes_against_forkless_serve_with_the_durable_store_as_a_table() {
-    let serve = Serve::start(&[]).await;
-    let (code, stdout) = check(&[&serve.url]).await;
-    assert!(stdout.contains("10 scenarios: 10 PASS, 0 FAIL, 0 UNSUPPORTED"), "{stdout}");
+    // Batched, the default: the mode in which an earlier release renamed an event after a crash.
+    let serve = Restartable::start("batched").await;
+    let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command]).await;
+    assert!(stdout.contains("11 scenarios: 11 PASS, 0 FAIL, 0 UNSUPPORTED"), "{stdout}");
     assert!(stdout.contains("resume-after-8       PASS"), "{stdout}");
+    assert!(stdout.contains("crash-restart        PASS"), "{stdout}");
     assert_eq!(code, Some(0), "{stdout}");
+}
+
+#[tokio::test]
+async fn crash_restart_passes_in_immediate_mode_and_names_every_seen_event() {
+    let serve = Restartable::start("immediate").await;
+    let (code, stdout) =
+        check(&[&serve.url, "--json", "--only", "crash-restart", "--restart-cmd", &serve.command]).await;
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    assert_eq!(verdicts(&report), [("crash-restart".to_owned(), "PASS".to_owned())], "{stdout}");
+    let evidence = report["scenarios"][0]["evidence"].to_string();
+    assert!(evidence.contains("byte for byte"), "the whole view was compared: {evidence}");
+    assert_eq!(code, Some(0));
 }
 
 #[tokio::test]
@@ -142,6 +220,6 @@ async fn check_peers_probes_every_sdk_server_and_reports() {
             &std::fs::read_to_string(out_dir.join(format!("{peer}.json"))).expect("report"),
         )
         .expect("JSON report");
-        assert_eq!(verdicts(&report).len(), 10, "{report}");
+        assert_eq!(verdicts(&report).len(), 11, "{report}");
     }
 }

@@ -36,9 +36,9 @@
 //! ```
 
 use forkless_core::{
-    Active, Attached, Attachment, ClientFacts, Completed, Detached, EndReason, Ended, Epoch, FenceCause, Fenced, Label,
-    NewSession, Open, RejectReason, Revision, Seq, SessionId, SessionRecord, SessionState, Stream, StreamId,
-    StreamKind, StreamState, Timestamp,
+    Active, Attached, Attachment, ClientFacts, Completed, Detached, EndReason, Ended, Epoch, FenceCause,
+    Fenced, Label, NewSession, Open, RejectReason, Revision, Seq, SessionId, SessionRecord, SessionState,
+    Stream, StreamId, StreamKind, StreamState, Timestamp,
 };
 
 use bytes::Bytes;
@@ -412,7 +412,10 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<RecordParts, Error> {
         let mut text = |what| -> Result<Option<std::sync::Arc<str>>, Error> {
             r.opt()?.map(|b| String::from_utf8(b).map(Into::into).map_err(|_| corrupt(what))).transpose()
         };
-        ClientFacts { capabilities: text("client capabilities are not UTF-8")?, info: text("clientInfo is not UTF-8")? }
+        ClientFacts {
+            capabilities: text("client capabilities are not UTF-8")?,
+            info: text("clientInfo is not UTF-8")?,
+        }
     };
     if !r.0.is_empty() {
         return Err(corrupt("trailing bytes in a session header"));

@@ -82,7 +82,10 @@ pub(crate) enum Op {
 #[derive(Debug)]
 pub(crate) enum Msg {
     /// One mutation's writes, and the events it appended, delivered once they are durable.
-    Ops { ops: Vec<Op>, deliver: Vec<EventId> },
+    Ops {
+        ops: Vec<Op>,
+        deliver: Vec<EventId>,
+    },
     Barrier(tokio::sync::oneshot::Sender<Result<(), String>>),
 }
 

@@ -22,6 +22,7 @@
 //! | `idempotent-replay` | two resumes from one cursor, after the tool has finished (so this is also the resume of a completed stream), deliver the same events with the same ids, or the second is refused (the seed: "the same continuation or a clean, typed rejection") | they differ | the first resume is refused |
 //! | `emit-while-detached` | a 60-event stream, cut after `#2`, stay away 500 ms (20 events) and resume while the tool is still emitting: exactly `#3`…`#60` and the response, so replay and live delivery join without a gap or a repeat (§5, §6: never dropped silently) | anything else | the resume is refused |
 //! | `churn` | 150 events, cut after 1–12 events at random, resume each time: `#1`…`#150` exactly once, in order, with the response | any duplicate, gap, reordering, a refused resume after one succeeded, or no end | the first resume is refused |
+//! | `crash-restart` | read a 40-event request stream to `#10`, run `--restart-cmd` (which should kill the server, for example with `kill -9`, and start it again), wait until it answers, resume: refused, or `#11`… without gap or duplicate ending with the response to the call (a result, or the error a restarted server owes a lost request); and a replay from the first id seen names exactly the events seen, byte for byte | a resumed stream that skips, repeats, or ends without the response (a client that trusts it waits for ever), or an id seen before the restart that names other data after it | no `--restart-cmd` given, or the resume is refused before the restart |
 //!
 //! After a resume, the check reads like a client: when the server closes the connection before
 //! the stream's end (the 2025-11-25 polling model, or a server that answers a resume it cannot
@@ -85,6 +86,10 @@ pub struct CheckArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// A shell command that restarts the target server (for example one that kills it with
+    /// `kill -9` and starts it again on the same address and data): enables `crash-restart`.
+    #[arg(long, value_name = "CMD")]
+    pub restart_cmd: Option<String>,
 }
 
 /// A scenario's result.
@@ -128,7 +133,7 @@ pub struct Scenario {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [Scenario; 10] = [
+pub const SCENARIOS: [Scenario; 11] = [
     Scenario {
         name: "resume-after-8",
         title: "cut a numbered stream after #8, resume with its id",
@@ -178,6 +183,11 @@ pub const SCENARIOS: [Scenario; 10] = [
         name: "churn",
         title: "150 events, random cuts, resume each time",
         pass_if: "#1..#150 exactly once, in order, with the response",
+    },
+    Scenario {
+        name: "crash-restart",
+        title: "read to #10, restart the server (--restart-cmd), resume",
+        pass_if: "refused, or #11.. ending with the response; every id seen still names the same data",
     },
 ];
 
@@ -276,6 +286,7 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
         request: pick(&args.tool, "start-notification-stream"),
         background: pick(&args.background_tool, "start-background-stream"),
         rng: args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+        restart: args.restart_cmd.clone(),
     };
     let mut scenarios = Vec::new();
     for scenario in SCENARIOS {
@@ -293,6 +304,7 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
             "two-plain-gets" => scenarios::two_plain_gets(&mut ctx).await,
             "idempotent-replay" => scenarios::idempotent_replay(&mut ctx).await,
             "emit-while-detached" => scenarios::emit_while_detached(&mut ctx).await,
+            "crash-restart" => scenarios::crash_restart(&mut ctx).await,
             _ => scenarios::churn(&mut ctx).await,
         };
         let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

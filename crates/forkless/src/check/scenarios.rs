@@ -60,6 +60,8 @@ pub(crate) struct Ctx {
     pub(crate) background: Option<ToolSpec>,
     /// State of the churn scenario's random cut points.
     pub(crate) rng: u64,
+    /// `--restart-cmd`: restarts the target (`crash-restart`).
+    pub(crate) restart: Option<String>,
 }
 
 impl Ctx {
@@ -696,6 +698,85 @@ pub(crate) async fn churn(ctx: &mut Ctx) -> Outcome {
         Ok(ev.fail(format!("{got}: {problems}")))
     })
     .await
+}
+
+/// 11. A restart between two reads: every id seen before it must name the same event after
+/// it, and the resumed stream must continue and end (PROTOCOL section 6, durable before
+/// delivery).
+pub(crate) async fn crash_restart(ctx: &mut Ctx) -> Outcome {
+    let mut ev = Ev::default();
+    let Some(command) = ctx.restart.clone() else {
+        return ev.unsupported("no --restart-cmd: this scenario needs a way to restart the server");
+    };
+    run(&mut ev, async |ev| {
+        let mut s = start(ctx, Kind::Request, 40, INTERVAL_MS, ev).await?;
+        s.read_to(CUT_AFTER + 2, ev).await?;
+        let lei = s.cursor(ev)?;
+        let seen = s.tape.clone();
+        s.cut(ev);
+        restart(&command, &ctx.target, ev).await?;
+        let conn = resume(&s.session, &lei, ev).await?;
+        if !conn.head.is_stream() {
+            return Ok(ev.pass("the resume after the restart was refused: nothing a client could take for a continuation"));
+        }
+        let tape = s.follow(conn, lei, ev).await?;
+        let got = format!("got {}{}", tape.summary(), tape.ending());
+        if !is_prefix(&tape.nums, CUT_AFTER + 2) {
+            return Ok(ev.fail(format!("{got}: not a continuation of #{}", CUT_AFTER + 2)));
+        }
+        if !tape.response {
+            return Ok(ev.fail(format!(
+                "{got}: the resumed stream carries no response to the call, so a client that trusts it waits for ever"
+            )));
+        }
+        ev.note(format!("{got}: a continuation that ends"));
+        // The whole view: each id seen before the restart still names the same data.
+        let Some(first) = seen.ids.first() else { return Ok(ev.pass("no id to compare")) };
+        let mut conn = resume(&s.session, first, ev).await?;
+        if !conn.head.is_stream() {
+            return Ok(ev.fail(format!("a replay from {first}, the first id seen, was refused after a resume from a later one")));
+        }
+        let mut replay = Tape::default();
+        let want = seen.ids.len() - 1;
+        replay.read(&mut conn, s.request.as_ref(), Instant::now() + READ_LIMIT, |t| t.ids.len() >= want).await;
+        let pairs = |t: &Tape, skip: usize| t.ids.iter().cloned().zip(t.data.iter().cloned()).skip(skip).collect::<Vec<_>>();
+        let (before, after) = (pairs(&seen, 1), pairs(&replay, 0));
+        match before.iter().zip(&after).find(|(b, a)| b != a) {
+            Some((b, a)) => Ok(ev.fail(format!("after the restart, id {} names {:?}; before it named {:?}", b.0, a.1, b.1))),
+            None if after.len() < before.len() => Ok(ev.fail(format!(
+                "a replay from {first} delivered {} of the {} events seen after it",
+                after.len(),
+                before.len()
+            ))),
+            None => Ok(ev.pass(format!("a replay from {first} names the {} events seen after it, byte for byte", before.len()))),
+        }
+    })
+    .await
+}
+
+/// Run the user's restart command, then wait until the target answers `initialize` again.
+async fn restart(command: &str, target: &Target, ev: &mut Ev) -> Step<()> {
+    let status = tokio::process::Command::new("sh")
+        .args(["-c", command])
+        .stdin(std::process::Stdio::null())
+        .status()
+        .await
+        .map_err(|e| ev.fail(format!("cannot run --restart-cmd: {e}")))?;
+    if !status.success() {
+        return Err(ev.fail(format!("--restart-cmd exited with {status}")));
+    }
+    let give_up = Instant::now() + Duration::from_secs(30);
+    loop {
+        match target.open().await {
+            Ok(session) => {
+                session.close().await;
+                ev.note("ran --restart-cmd; the server answers again");
+                return Ok(());
+            }
+            Err(_) if Instant::now() < give_up => sleep(Duration::from_millis(100)).await,
+            Err(e) => return Err(ev.fail(format!("the server did not come back within 30 s: {e}"))),
+        }
+    }
 }
 
 /// After the response, read on briefly: a notification arriving after it is a reordering the

@@ -35,6 +35,8 @@ pub(crate) struct Tape {
     pub(crate) last_id: Option<String>,
     /// The ids of the events that carried a message, in order (for the idempotence check).
     pub(crate) ids: Vec<String>,
+    /// The data of those events, in the same order (what each id named when it was read).
+    pub(crate) data: Vec<String>,
     /// Why reading stopped.
     pub(crate) stop: Stop,
 }
@@ -48,6 +50,7 @@ impl Default for Tape {
             others: 0,
             last_id: None,
             ids: Vec::new(),
+            data: Vec::new(),
             stop: Stop::Met,
         }
     }
@@ -91,6 +94,7 @@ impl Tape {
             // Ids of priming events (empty data) are per connection; only content counts.
             if let Some(id) = &event.id {
                 self.ids.push(id.clone());
+                self.data.push(event.data.clone());
             }
             if message.get("method").is_some() {
                 match payload_number(&message) {
@@ -126,6 +130,7 @@ impl Tape {
         }
         self.nums.extend_from_slice(&later.nums);
         self.ids.extend_from_slice(&later.ids);
+        self.data.extend_from_slice(&later.data);
         self.response |= later.response;
         self.others += later.others;
         self.stop = later.stop;

@@ -53,8 +53,14 @@ impl Serve {
 
     /// Like [`Self::start`], listening on `listen` (to restart on the same address).
     pub async fn start_at(listen: &str, extra: &[&str]) -> Self {
+        Self::start_with_env(listen, extra, &[]).await
+    }
+
+    /// Like [`Self::start_at`], with extra environment variables for the process.
+    pub async fn start_with_env(listen: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_forkless"));
         command.arg("serve").args(["--listen", listen]).args(extra);
+        command.envs(env.iter().copied());
         if !extra.iter().any(|a| *a == "--store" || *a == "--data-dir") {
             command.arg("--data-dir").arg(fresh_data_dir());
         }
@@ -149,8 +155,18 @@ impl SseReader {
         Self { body: response.bytes_stream().boxed(), buf: Vec::new() }
     }
 
+    /// The next event, or `None` when the body ended; a body that fails (the server died)
+    /// also ends it.
+    pub async fn next_event_or_end(&mut self) -> Option<SseEvent> {
+        self.next_event_inner(false).await
+    }
+
     /// The next event, or `None` when the body ended.
     pub async fn next_event(&mut self) -> Option<SseEvent> {
+        self.next_event_inner(true).await
+    }
+
+    async fn next_event_inner(&mut self, fail_on_error: bool) -> Option<SseEvent> {
         let mut event = SseEvent::default();
         let mut has_field = false;
         loop {
@@ -184,7 +200,8 @@ impl SseReader {
             }
             match self.body.next().await {
                 Some(Ok(chunk)) => self.buf.extend_from_slice(&chunk),
-                Some(Err(e)) => panic!("SSE body failed: {e}"),
+                Some(Err(e)) if fail_on_error => panic!("SSE body failed: {e}"),
+                Some(Err(_)) => return None,
                 None => return None,
             }
         }

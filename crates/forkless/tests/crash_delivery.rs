@@ -1,0 +1,239 @@
+//! Durable before delivery, over real processes (PROTOCOL section 6): a client reads a stream,
+//! the server is killed (`kill -9`, or it aborts itself in the middle of a group sync) and
+//! restarted on the same data directory, in both durability modes.
+//!
+//! The oracle is the client's whole view, not the resume answer alone: every event id the
+//! client accepted before the crash must still name byte-identical data afterwards (a replay
+//! from the stream's start must begin with exactly what the client saw), the events after it
+//! must continue without gap or duplicate, and a request whose handler died must be answered
+//! with an error carrying its own id. This is the failure of an earlier release: in batched
+//! mode a client saw `<S>.10`, the crash lost it, and recovery gave `<S>.10` to the lost
+//! request's error answer, so a resume from `<S>.10` answered 200 with nothing.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{Serve, Session, SseEvent, SseReader, fresh_data_dir, guard};
+
+/// What a client accepted on one stream, in order: `(event id, data)`.
+type View = Vec<(String, String)>;
+
+/// A durable server's data directory and flags, for restarts on the same files.
+struct Data {
+    dir: String,
+    mode: &'static str,
+}
+
+impl Data {
+    fn new(mode: &'static str) -> Self {
+        Self { dir: fresh_data_dir().display().to_string(), mode }
+    }
+
+    fn args(&self) -> [&str; 4] {
+        ["--data-dir", &self.dir, "--durability", self.mode]
+    }
+}
+
+fn seq_of(id: &str) -> u64 {
+    id.rsplit_once('.').and_then(|(_, s)| s.parse().ok()).unwrap_or_else(|| panic!("not an event id: {id}"))
+}
+
+fn header(response: &reqwest::Response, name: &str) -> String {
+    response.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
+}
+
+/// Accept `event` into `view` as a client following PROTOCOL section 7 would: content events
+/// only, each the successor of the previous one.
+fn accept(view: &mut View, event: &SseEvent) {
+    let Some(id) = &event.id else { return };
+    if event.data.is_empty() {
+        return; // the priming event
+    }
+    let expected = view.last().map_or(1, |(last, _)| seq_of(last) + 1);
+    assert_eq!(seq_of(id), expected, "gap-free, in order: {id} after {:?}", view.last());
+    view.push((id.clone(), event.data.clone()));
+}
+
+/// Read events into `view` until `stop` says so or the body ends; returns whether it stopped.
+async fn read_until(reader: &mut SseReader, view: &mut View, stop: impl Fn(&Value) -> bool) -> bool {
+    while let Some(event) = guard("next event", reader.next_event_or_end()).await {
+        accept(view, &event);
+        if event.json().is_some_and(|m| stop(&m)) {
+            return true;
+        }
+    }
+    false
+}
+
+/// A resume from `cursor`: 200, a proven continuation of `stream`.
+async fn resume(session: &Session, stream: &str, cursor: &str) -> SseReader {
+    let response = session.resume(cursor, Some(stream)).await;
+    assert_eq!(header(&response, "mcp-stream-resumed"), "true", "a proven continuation from {cursor}");
+    assert_eq!(header(&response, "mcp-stream-id"), stream, "the same stream identity");
+    SseReader::new(response)
+}
+
+/// The whole-view oracle: a replay of `stream` from its start begins with exactly what the
+/// client saw before the crash (same ids, same bytes). Returns the replay.
+async fn replay_names_the_same_events(
+    session: &Session,
+    stream: &str,
+    seen: &View,
+    until: impl Fn(&Value) -> bool,
+) -> View {
+    let mut reader = resume(session, stream, &format!("{stream}.0")).await;
+    let mut replay = View::new();
+    while replay.len() < seen.len() {
+        let event = guard("replayed event", reader.next_event_or_end()).await.expect("replay ended early");
+        accept(&mut replay, &event);
+    }
+    for (before, after) in seen.iter().zip(&replay) {
+        assert_eq!(before, after, "an id the client saw before the crash must name the same event after it");
+    }
+    read_until(&mut reader, &mut replay, until).await;
+    replay
+}
+
+fn is_response_to(id: &Value) -> impl Fn(&Value) -> bool + '_ {
+    move |m: &Value| m.get("id") == Some(id) && m.get("method").is_none()
+}
+
+/// The lost request's answer: an error carrying the request's own id.
+fn assert_orphan_answer(view: &View, request: &Value) {
+    let (_, last) = view.last().expect("events after the restart");
+    let answer: Value = serde_json::from_str(last).expect("JSON");
+    assert_eq!(&answer["id"], request, "the lost request's answer carries its id: {answer}");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+}
+
+/// The scenario: a tool call's own stream, cut by `kill -9` after `#10`.
+async fn post_stream_survives_kill_9(mode: &'static str) {
+    let data = Data::new(mode);
+    let serve = Serve::start(&data.args()).await;
+    let addr = serve.addr();
+    let (mut session, _) = Session::open(&serve.url).await;
+    let (request, response) = session
+        .send(
+            "tools/call",
+            json!({ "name": "start-notification-stream", "arguments": { "interval": 50, "count": 30 } }),
+        )
+        .await;
+    let stream = header(&response, "mcp-stream-id");
+    let mut reader = SseReader::new(response);
+    let mut seen = View::new();
+    let stopped = read_until(&mut reader, &mut seen, |m| {
+        m["params"]["data"].as_str().is_some_and(|d| d.ends_with("#10"))
+    })
+    .await;
+    assert!(stopped, "read up to #10");
+    serve.signal("KILL");
+    serve.wait().await;
+
+    let _serve = Serve::start_at(&addr, &data.args()).await;
+    // The client's resume from the last id it holds continues right after it...
+    let last = seen.last().expect("events").0.clone();
+    let mut after = View::new();
+    let mut reader = resume(&session, &stream, &last).await;
+    // (`accept` judges seqs from the cursor on.)
+    after.push(seen.last().cloned().expect("cursor"));
+    assert!(read_until(&mut reader, &mut after, is_response_to(&request)).await, "the request is answered");
+    assert!(after.len() > 1, "the resume was not answered with nothing");
+    assert_orphan_answer(&after, &request);
+    // ...and every id it saw still names what it saw.
+    let replay = replay_names_the_same_events(&session, &stream, &seen, is_response_to(&request)).await;
+    assert_eq!(replay[seen.len() - 1..], after[..], "one history, however it is read");
+}
+
+/// The session's standalone GET stream, receiving background events across the crash.
+async fn standalone_stream_survives_kill_9(mode: &'static str) {
+    let data = Data::new(mode);
+    let serve = Serve::start(&data.args()).await;
+    let addr = serve.addr();
+    let (mut session, _) = Session::open(&serve.url).await;
+    let get = session.get_stream().await;
+    let stream = header(&get, "mcp-stream-id");
+    let mut reader = SseReader::new(get);
+    let started =
+        session.call_tool("start-background-stream", json!({ "interval": 2, "count": 10_000 })).await;
+    assert!(started.result()["isError"] != json!(true), "{:?}", started.result());
+    let mut seen = View::new();
+    while seen.len() < 40 {
+        let event = guard("next event", reader.next_event_or_end()).await.expect("stream ended early");
+        accept(&mut seen, &event);
+    }
+    serve.signal("KILL");
+    serve.wait().await;
+
+    let _serve = Serve::start_at(&addr, &data.args()).await;
+    let last = seen.last().expect("events").0.clone();
+    let mut reader = resume(&session, &stream, &last).await;
+    // New background events follow whatever survived, numbered from #1 again.
+    let fresh = session.call_tool("start-background-stream", json!({ "interval": 1, "count": 3 })).await;
+    assert!(fresh.result()["isError"] != json!(true), "{:?}", fresh.result());
+    let mut after = vec![seen.last().cloned().expect("cursor")];
+    // The third of the new run (the survivors are all numbered above #40).
+    let background_third = |m: &Value| m["params"]["data"].as_str().is_some_and(|d| d.ends_with(" #3"));
+    assert!(read_until(&mut reader, &mut after, background_third).await, "new events follow");
+    drop(reader);
+    let replay = replay_names_the_same_events(&session, &stream, &seen, background_third).await;
+    assert_eq!(replay[seen.len() - 1..], after[..], "one history, however it is read");
+}
+
+/// The server aborts itself while a group is being made durable (after its log entry is
+/// encoded, before its sync returns): nothing of that group may have been delivered.
+async fn abort_during_a_group_sync(mode: &'static str, group: &str) {
+    let data = Data::new(mode);
+    let serve =
+        Serve::start_with_env("127.0.0.1:0", &data.args(), &[("FORKLESS_TEST_ABORT_IN_SYNC", group)]).await;
+    let addr = serve.addr();
+    let (mut session, _) = Session::open(&serve.url).await;
+    let (request, response) = session
+        .send(
+            "tools/call",
+            json!({ "name": "start-notification-stream", "arguments": { "interval": 2, "count": 10_000 } }),
+        )
+        .await;
+    let stream = header(&response, "mcp-stream-id");
+    let mut reader = SseReader::new(response);
+    let mut seen = View::new();
+    // The body ends (the connection is cut) when the process aborts.
+    let answered = read_until(&mut reader, &mut seen, is_response_to(&request)).await;
+    assert!(!answered, "the process aborted before the call finished");
+    let (status, _) = serve.wait().await;
+    assert!(!status.success(), "aborted");
+    assert!(!seen.is_empty(), "some events were delivered before the abort");
+
+    let _serve = Serve::start_at(&addr, &data.args()).await;
+    let replay = replay_names_the_same_events(&session, &stream, &seen, is_response_to(&request)).await;
+    assert_orphan_answer(&replay, &request);
+}
+
+#[tokio::test]
+async fn batched_post_stream_after_kill_9_keeps_every_id_the_client_saw() {
+    post_stream_survives_kill_9("batched").await;
+}
+
+#[tokio::test]
+async fn immediate_post_stream_after_kill_9_keeps_every_id_the_client_saw() {
+    post_stream_survives_kill_9("immediate").await;
+}
+
+#[tokio::test]
+async fn batched_standalone_stream_after_kill_9_keeps_every_id_the_client_saw() {
+    standalone_stream_survives_kill_9("batched").await;
+}
+
+#[tokio::test]
+async fn immediate_standalone_stream_after_kill_9_keeps_every_id_the_client_saw() {
+    standalone_stream_survives_kill_9("immediate").await;
+}
+
+#[tokio::test]
+async fn batched_abort_during_a_group_sync_delivered_nothing_of_that_group() {
+    abort_during_a_group_sync("batched", "12").await;
+}
+
+#[tokio::test]
+async fn immediate_abort_during_a_group_sync_delivered_nothing_of_that_group() {
+    abort_during_a_group_sync("immediate", "40").await;
+}
