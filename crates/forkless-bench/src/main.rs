@@ -103,6 +103,9 @@ enum Answer {
 enum Sync {
     Immediate,
     Batched,
+    /// Batched, delivering before the sync (the behaviour before durable-before-delivery),
+    /// for comparison only.
+    BatchedEarly,
 }
 
 fn main() -> ExitCode {
@@ -125,8 +128,9 @@ fn real_main() -> Result<(), Error> {
                     path: path.into(),
                     durability: match durability {
                         Sync::Immediate => Durability::Immediate,
-                        Sync::Batched => Durability::default(),
+                        Sync::Batched | Sync::BatchedEarly => Durability::default(),
                     },
+                    early_delivery: matches!(durability, Sync::BatchedEarly),
                 },
                 _ => return Err(Error::Server(format!("unknown store {store:?} (memory or redb:PATH)"))),
             };
@@ -157,6 +161,7 @@ fn real_main() -> Result<(), Error> {
                     }
                     "notify" => println!("{:?}", load::notifications(&ep, clients, count, d, &probe).await?),
                     "resume" => println!("{:?}", load::resume(&ep, count, 5, &probe).await?),
+                    "latency" => println!("{:?}", load::delivery_latency(&ep, count, 1, &probe).await?),
                     other => return Err(Error::Load(format!("unknown load {other}"))),
                 }
                 Ok(())

@@ -35,6 +35,9 @@ pub enum StoreKind {
         path: PathBuf,
         /// Immediate or batched fsync.
         durability: Durability,
+        /// Deliver events before their sync, as forkless did before durable-before-delivery:
+        /// for a same-run comparison of what the rule costs, never for serving.
+        early_delivery: bool,
     },
 }
 
@@ -69,6 +72,9 @@ impl Handler for BenchHandler {
                 { "name": "start-notification-stream",
                   "description": "Sends `count` log notifications on this request's stream, then answers.",
                   "inputSchema": { "type": "object", "properties": { "count": { "type": "integer" } } } },
+                { "name": "timed-notification-stream",
+                  "description": "Sends `count` log notifications `interval` ms apart, each carrying the wall-clock time it was emitted (`t=<µs since the epoch>`), then answers.",
+                  "inputSchema": { "type": "object", "properties": { "count": { "type": "integer" }, "interval": { "type": "integer" } } } },
             ] })),
             "tools/call" => {
                 let params = params.unwrap_or(Value::Null);
@@ -90,6 +96,24 @@ impl Handler for BenchHandler {
                         }
                         Ok(
                             json!({ "content": [{ "type": "text", "text": format!("Sent {count} notifications") }] }),
+                        )
+                    }
+                    Some("timed-notification-stream") => {
+                        let count =
+                            args.get("count").and_then(Value::as_u64).unwrap_or(0).min(MAX_NOTIFICATIONS);
+                        let interval =
+                            Duration::from_millis(args.get("interval").and_then(Value::as_u64).unwrap_or(1));
+                        for _ in 0..count {
+                            tokio::time::sleep(interval).await;
+                            let micros = std::time::SystemTime::now()
+                                .duration_since(std::time::UNIX_EPOCH)
+                                .map_or(0, |d| d.as_micros());
+                            ctx.log("info", json!(format!("t={micros}")))
+                                .await
+                                .map_err(|e| RpcError::internal(e.to_string()))?;
+                        }
+                        Ok(
+                            json!({ "content": [{ "type": "text", "text": format!("Sent {count} timed notifications") }] }),
                         )
                     }
                     other => Err(RpcError::invalid_params(format!("unknown tool {other:?}"))),
@@ -120,9 +144,14 @@ pub async fn serve_forkless(listen: SocketAddr, answer: AnswerMode, store: Store
     let config = forkless_config(answer);
     match store {
         StoreKind::Memory => run(MemoryStore::new(), config, listen).await,
-        StoreKind::Redb { path, durability } => {
+        StoreKind::Redb { path, durability, early_delivery } => {
             let (store, _) = RedbStore::open(&path, durability, forkless_now())
                 .map_err(|e| Error::Server(format!("opening {}: {e}", path.display())))?;
+            let store = if early_delivery {
+                store.break_durable_before_delivery_for_negative_control()
+            } else {
+                store
+            };
             run(store, config, listen).await
         }
     }

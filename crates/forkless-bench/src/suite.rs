@@ -145,6 +145,8 @@ struct Plan {
     resume_rounds: u32,
     idle_sessions: usize,
     idle_hold: Duration,
+    /// Notifications of the delivery-latency load, 1 ms apart.
+    latency_events: u64,
 }
 
 const FULL: Plan = Plan {
@@ -157,6 +159,7 @@ const FULL: Plan = Plan {
     resume_rounds: 5,
     idle_sessions: 10_000,
     idle_hold: Duration::from_secs(2),
+    latency_events: 2_000,
 };
 
 const QUICK: Plan = Plan {
@@ -169,6 +172,7 @@ const QUICK: Plan = Plan {
     resume_rounds: 1,
     idle_sessions: 100,
     idle_hold: Duration::from_millis(100),
+    latency_events: 20,
 };
 
 fn s(v: &[&str]) -> Vec<String> {
@@ -255,6 +259,7 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
         ];
         if !opts.quick && sse {
             servers.push(opts.forkless_redb("batched"));
+            servers.push(opts.forkless_redb("batched-early"));
         }
         servers.extend(opts.rmcp("stateful", true).filter(|_| sse));
         servers.extend(opts.rmcp("stateless", false).filter(|_| !sse));
@@ -288,6 +293,7 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
     if !opts.quick {
         streaming.push(opts.forkless_redb("immediate"));
         streaming.push(opts.forkless_redb("batched"));
+        streaming.push(opts.forkless_redb("batched-early"));
     }
     let peers: Vec<ServerSpec> =
         [opts.rmcp("stateful", true), opts.peer("ts", false), opts.peer("python", false)]
@@ -319,6 +325,27 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
                 load: load.into(),
                 server: spec.name.clone(),
                 clients: streams,
+                unit: "events",
+                measured,
+                peak_rss_kib: peak,
+                idle: None,
+            };
+            push(row, &mut rows);
+        }
+    }
+
+    // Load 6: delivery latency under a light load (what durable-before-delivery costs).
+    if opts.wants("notify-latency") {
+        for spec in &streaming {
+            let server = start(spec, opts.pin).await?;
+            let probe = server.probe();
+            let measured = load::delivery_latency(&server.endpoint, plan.latency_events, 1, &probe).await;
+            let peak = server.stop().await;
+            let measured = failed_as_row(measured, "notify-latency", &spec.name);
+            let row = Row {
+                load: "notify-latency".into(),
+                server: spec.name.clone(),
+                clients: 1,
                 unit: "events",
                 measured,
                 peak_rss_kib: peak,

@@ -19,7 +19,16 @@ async fn quick_run_measures_every_load_without_errors() {
         only: Vec::new(),
     };
     let rows = suite::run(&opts, |_| {}).await.expect("the quick run completes");
-    for load in ["echo-json", "echo-sse", "notify-1", "notify-many", "resume-live", "resume-replay", "idle"] {
+    for load in [
+        "echo-json",
+        "echo-sse",
+        "notify-1",
+        "notify-many",
+        "notify-latency",
+        "resume-live",
+        "resume-replay",
+        "idle",
+    ] {
         assert!(rows.iter().any(|r| r.load == load), "no {load} row");
     }
     for row in &rows {

@@ -10,7 +10,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use support::{GUARD, Serve};
+use support::{GUARD, Serve, guard};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
@@ -52,6 +52,69 @@ async fn run_peer(program: &Path, script: &str, serve_args: &[&str]) {
         serve.url,
         out.status
     );
+}
+
+/// Run a crash peer script: it reads a tool call's stream, prints `CUT` after `#10`; the
+/// server is then killed with SIGKILL and restarted on the same address and data (durable
+/// default store, batched), and the script must end with `PASS` (every notification once and
+/// the result, or the lost request's typed error), never by waiting for its own timeout.
+async fn run_crash_peer(program: &Path, script: &str) {
+    let dir = support::fresh_data_dir().display().to_string();
+    let args = ["--data-dir", dir.as_str(), "--durability", "batched"];
+    let serve = Serve::start(&args).await;
+    let addr = serve.addr();
+    let mut child = tokio::process::Command::new(program)
+        .arg(root().join(script))
+        .arg(&serve.url)
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run peer");
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stdout.take().expect("stdout")));
+    let mut out = Vec::new();
+    loop {
+        let line = guard("the peer's CUT", lines.next_line()).await.expect("read stdout");
+        match line {
+            Some(l) if l == "CUT" => break,
+            Some(l) => out.push(l),
+            None => panic!("{script} ended before CUT: {out:?}"),
+        }
+    }
+    serve.signal("KILL");
+    serve.wait().await;
+    let _serve = Serve::start_at(&addr, &args).await;
+    while let Some(l) = guard("the peer's verdict", lines.next_line()).await.expect("read stdout") {
+        out.push(l);
+    }
+    let status = guard("the peer's exit", child.wait()).await.expect("wait");
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = tokio::io::AsyncReadExt::read_to_string(&mut e, &mut stderr).await;
+    }
+    assert!(
+        status.success() && out.last().is_some_and(|l| l.starts_with("PASS")),
+        "{script} ({status}):\nstdout:\n{}\nstderr:\n{stderr}",
+        out.join("\n")
+    );
+    eprintln!("{}", out.last().map_or("", String::as_str));
+}
+
+#[tokio::test]
+async fn typescript_sdk_v2_survives_a_sigkill_and_restart_of_the_server() {
+    if peer(".peers/node2/node_modules/@modelcontextprotocol/client").is_some() {
+        run_crash_peer(Path::new("node"), "tests/interop/ts2/client_crash.mjs").await;
+    }
+}
+
+#[tokio::test]
+async fn python_sdk_v2_survives_a_sigkill_and_restart_of_the_server() {
+    if let Some(py) = peer(".peers/py2/bin/python") {
+        run_crash_peer(&py, "tests/interop/python2/client_crash.py").await;
+    }
 }
 
 async fn python(script: &str) {

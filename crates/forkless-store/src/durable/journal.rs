@@ -79,14 +79,27 @@ pub(crate) enum Op {
     },
 }
 
+/// Acknowledges a write (or a barrier) once it is durable, or with the failure.
+pub(crate) type Ack = tokio::sync::oneshot::Sender<Result<(), String>>;
+
 #[derive(Debug)]
 pub(crate) enum Msg {
     /// One mutation's writes, and the events it appended, delivered once they are durable.
+    /// `waiter`: somebody waits for exactly these writes (an answer sent at once, or any
+    /// write in immediate mode), so the group commits now rather than at the window's end.
     Ops {
         ops: Vec<Op>,
         deliver: Vec<EventId>,
+        waiter: Option<Ack>,
     },
-    Barrier(tokio::sync::oneshot::Sender<Result<(), String>>),
+    Barrier(Ack),
+}
+
+impl Msg {
+    /// Whether somebody waits on this message: its group commits at once.
+    fn is_urgent(&self) -> bool {
+        matches!(self, Self::Barrier(_) | Self::Ops { waiter: Some(_), .. })
+    }
 }
 
 /// An appended event, by session and id: what the writer delivers once it is durable.
@@ -325,8 +338,8 @@ fn handle(
 ) {
     let mut batch = vec![first];
     match window {
-        // Batched: gather until the window ends, unless somebody waits (a barrier).
-        Some(window) if !matches!(batch[0], Msg::Barrier(_)) => gather_window(rx, &mut batch, window),
+        // Batched: gather until the window ends, unless somebody waits.
+        Some(window) if !batch[0].is_urgent() => gather_window(rx, &mut batch, window),
         // Immediate, or a barrier: whatever is queued joins this group (that is what makes
         // commits shared, and what lets concurrent waiters share one sync).
         _ => drain_queued(rx, &mut batch),
@@ -338,14 +351,10 @@ fn handle(
     };
     fail_on(poison, result.clone());
     if result.is_ok() {
-        for msg in &batch {
-            if let Msg::Ops { deliver: events, .. } = msg {
-                events.iter().copied().for_each(deliver);
-            }
-        }
+        deliver_group(&batch, deliver);
     }
     for msg in batch {
-        if let Msg::Barrier(ack) = msg {
+        if let Msg::Barrier(ack) | Msg::Ops { waiter: Some(ack), .. } = msg {
             let _ = ack.send(result.clone());
         }
     }
@@ -357,6 +366,23 @@ fn handle(
 /// How often a batched writer drains its queue while a window is open.
 const BATCH_POLL: Duration = Duration::from_millis(1);
 
+/// Deliver a durable group's events: each stream up to its last event in the group, once (a
+/// window of appends to one stream wakes its writer once, not once per event).
+fn deliver_group(batch: &[Msg], deliver: &dyn Fn(EventId)) {
+    let mut last: Vec<EventId> = Vec::new();
+    for msg in batch {
+        let Msg::Ops { deliver: events, .. } = msg else { continue };
+        for e in events {
+            let same = |l: &EventId| l.session == e.session && l.event.stream == e.event.stream;
+            match last.iter_mut().rev().find(|l| same(l)) {
+                Some(l) => l.event = l.event.max(e.event),
+                None => last.push(*e),
+            }
+        }
+    }
+    last.into_iter().for_each(deliver);
+}
+
 /// Move whatever is queued now into `batch` (up to [`MAX_BATCH`]), without waiting.
 fn drain_queued(rx: &Receiver<Msg>, batch: &mut Vec<Msg>) {
     while batch.len() < MAX_BATCH
@@ -366,17 +392,18 @@ fn drain_queued(rx: &Receiver<Msg>, batch: &mut Vec<Msg>) {
     }
 }
 
-/// Gather messages into `batch` until `window` has passed since now, a barrier arrives or the
-/// batch is full. The thread sleeps between drains instead of waiting on the queue, so an
-/// append never wakes it: on a core shared with the server, waking per append cost two
-/// context switches per event. A barrier waits at most [`BATCH_POLL`], and whatever is queued
-/// behind it joins the group (concurrent waiters share one sync).
+/// Gather messages into `batch` until `window` has passed since now, somebody waits (a
+/// barrier, or writes with a waiter) or the batch is full. The thread sleeps between drains
+/// instead of waiting on the queue, so an append never wakes it: on a core shared with the
+/// server, waking per append cost two context switches per event. A waiter that arrives
+/// during a window waits at most [`BATCH_POLL`], and whatever is queued behind it joins the
+/// group (concurrent waiters share one sync).
 fn gather_window(rx: &Receiver<Msg>, batch: &mut Vec<Msg>, window: Duration) {
     let deadline = Instant::now() + window;
     loop {
         loop {
             match rx.try_recv() {
-                Ok(m @ Msg::Barrier(_)) => {
+                Ok(m) if m.is_urgent() => {
                     batch.push(m);
                     drain_queued(rx, batch);
                     return;

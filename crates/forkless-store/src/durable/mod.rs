@@ -47,6 +47,17 @@ use self::journal::{EVENTS, META, META_LOG_KEY, META_LSN, Msg, Op, Poison, SESSI
 use crate::engine::{Effect, Engine};
 use crate::{Error, Orphan, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
 
+/// The writer's acknowledgement of one mutation's writes (or of a barrier).
+type Durable = tokio::sync::oneshot::Receiver<Result<(), String>>;
+
+async fn durable(done: Durable) -> Result<()> {
+    match done.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(why)) => Err(Error::Poisoned(why)),
+        Err(_) => Err(Error::Poisoned("the durable store's writer thread stopped".into())),
+    }
+}
+
 /// When appends are durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
@@ -217,10 +228,11 @@ impl RedbStore {
         Ok((store, recovery))
     }
 
-    /// **Testing only**: the same store delivering every appended event at once, before it is
-    /// durable (as this store did before durable-before-delivery). Negative-control tests use
-    /// it to show that their oracle catches what the rule prevents. Call before the store is
-    /// shared.
+    /// **Testing only**: the same store making every appended event visible to readers at
+    /// once, before it is durable (as this store did before durable-before-delivery; answers
+    /// still wait for their sync, so a history still has sync points). Negative-control tests
+    /// use it to show that their oracle catches what the rule prevents. Call before the store
+    /// is shared.
     #[doc(hidden)]
     pub fn break_durable_before_delivery_for_negative_control(mut self) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
@@ -261,24 +273,45 @@ impl RedbStore {
     async fn barrier(&self) -> Result<()> {
         let (ack, done) = tokio::sync::oneshot::channel();
         self.send(Msg::Barrier(ack));
+        durable(done).await
+    }
+
+    /// A waiter for one mutation's writes when `waits` (see [`Self::journal_for`]), and what to
+    /// await for it: [`Self::settled`].
+    fn waiter(waits: bool) -> (Option<journal::Ack>, Option<Durable>) {
+        if !waits {
+            return (None, None);
+        }
+        let (ack, done) = tokio::sync::oneshot::channel();
+        (Some(ack), Some(done))
+    }
+
+    /// Whether a record change must be durable before it returns (the mode requires it).
+    fn waits_for_records(&self) -> bool {
+        matches!(self.inner.durability, Durability::Immediate)
+    }
+
+    /// Wait for a mutation's writes when they had a waiter; otherwise only check for poison.
+    async fn settled(&self, durable_writes: Option<Durable>) -> Result<()> {
+        let Some(done) = durable_writes else { return self.check() };
         match done.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(why)) => Err(Error::Poisoned(why)),
-            Err(_) => Err(Error::Poisoned("the durable store's writer thread stopped".into())),
-        }
-    }
-
-    /// Wait for durability when the mode requires it.
-    async fn settle(&self) -> Result<()> {
-        match self.inner.durability {
-            Durability::Immediate => self.barrier().await,
-            Durability::Batched { .. } => self.check(),
+            // Dropped unsent: the mutation wrote nothing (a refused compare-and-set, removing
+            // an unknown session), or the writer stopped; a barrier tells which.
+            Err(_) => self.barrier().await,
         }
     }
 
     /// A persist callback that collects one mutation's effects and sends them as one message
     /// (while the engine still holds the session lock).
     fn journal(&self) -> impl FnMut(Effect<'_>) + '_ {
+        self.journal_for(None)
+    }
+
+    /// [`Self::journal`], with `waiter` acknowledged once the mutation's writes are durable
+    /// (it travels with them, so the writer commits their group at once).
+    fn journal_for(&self, mut waiter: Option<journal::Ack>) -> impl FnMut(Effect<'_>) + '_ {
         let mut ops = Vec::new();
         let mut deliver = Vec::new();
         move |effect| match effect {
@@ -312,7 +345,9 @@ impl RedbStore {
             Effect::End => {
                 if !ops.is_empty() {
                     let (ops, deliver) = (std::mem::take(&mut ops), std::mem::take(&mut deliver));
-                    self.send(Msg::Ops { ops, deliver });
+                    self.send(Msg::Ops { ops, deliver, waiter: waiter.take() });
+                } else if let Some(ack) = waiter.take() {
+                    self.send(Msg::Barrier(ack));
                 }
             }
         }
@@ -509,8 +544,9 @@ fn replay(db: Database, log_key: u64, log: impl redb::StorageBackend) -> Result<
 impl Store for RedbStore {
     async fn create(&self, record: SessionRecord) -> Result<Version> {
         self.check()?;
-        let v = self.inner.engine.create(record, self.journal())?;
-        self.settle().await?;
+        let (waiter, done) = Self::waiter(self.waits_for_records());
+        let v = self.inner.engine.create(record, self.journal_for(waiter))?;
+        self.settled(done).await?;
         Ok(v)
     }
 
@@ -521,9 +557,10 @@ impl Store for RedbStore {
 
     async fn compare_and_set(&self, expected: Version, record: SessionRecord) -> Result<Option<Version>> {
         self.check()?;
-        let v = self.inner.engine.compare_and_set(expected, record, self.journal())?;
+        let (waiter, done) = Self::waiter(self.waits_for_records());
+        let v = self.inner.engine.compare_and_set(expected, record, self.journal_for(waiter))?;
         if v.is_some() {
-            self.settle().await?;
+            self.settled(done).await?;
         }
         Ok(v)
     }
@@ -539,6 +576,12 @@ impl Store for RedbStore {
     ) -> Result<EventId> {
         self.check()?;
         let visible = self.inner.early_delivery;
+        // The writer thread delivers the event after its group's sync. Wait for that in
+        // immediate mode (every append is acknowledged durable), and for an answer, which its
+        // caller sends at once: the waiter travels with the writes, so the writer syncs their
+        // group now, not at the end of a window.
+        let waits = self.waits_for_records() || matches!(target, AppendTarget::Answer(_));
+        let (waiter, done) = Self::waiter(waits);
         let id = self.inner.engine.append(
             session,
             target,
@@ -547,16 +590,9 @@ impl Store for RedbStore {
             now,
             limits,
             visible,
-            self.journal(),
+            self.journal_for(waiter),
         )?;
-        // The writer thread delivers the event after its group's sync. Wait for that in
-        // immediate mode (every append is acknowledged durable), and for an answer, which its
-        // caller sends at once: the barrier makes the writer sync now, not at the window's end.
-        let waits = matches!(self.inner.durability, Durability::Immediate)
-            || matches!(target, AppendTarget::Answer(_));
-        if waits {
-            self.barrier().await?;
-        }
+        self.settled(done).await?;
         Ok(id)
     }
 
@@ -579,8 +615,9 @@ impl Store for RedbStore {
 
     async fn remove(&self, id: SessionId) -> Result<()> {
         self.check()?;
-        self.inner.engine.remove(id, self.journal())?;
-        self.settle().await
+        let (waiter, done) = Self::waiter(self.waits_for_records());
+        self.inner.engine.remove(id, self.journal_for(waiter))?;
+        self.settled(done).await
     }
 
     async fn sessions(&self) -> Result<Vec<SessionId>> {
