@@ -9,9 +9,11 @@
 //! A barrier ends a batch window early: somebody waits, so the group commits at once, with
 //! everything queued by then.
 //!
-//! Only after a group's sync does this thread deliver the group's events (the engine makes
-//! them visible to readers and wakes their writers), and only then does it acknowledge the
-//! group's barriers: durable before delivery, in both modes. A failed write delivers nothing.
+//! Only after a group's sync are the group's events delivered (the engine makes them visible
+//! to readers and wakes their writers), and only then are the group's waiters acknowledged:
+//! durable before delivery, in both modes. A failed write delivers nothing. Both happen in
+//! one [`Settled`] handed to the store, which applies it on a task of the async runtime when
+//! there is one: a group then costs one wake-up across threads, not one per waiter.
 //!
 //! The writes since the last checkpoint are also kept in memory; a checkpoint applies them
 //! to redb in one transaction, with the LSN of the last log entry in the META table, and the
@@ -164,6 +166,9 @@ pub(crate) struct Writer {
     /// When the oldest pending write was logged.
     pending_since: Option<Instant>,
     crash_hook: CrashHook,
+    /// How long a log write and its sync took lately (a moving average): a batch window
+    /// closes this much early, so that window and sync together stay within the window.
+    sync_time: Duration,
 }
 
 /// A test hook for crash tests over real processes: with `FORKLESS_TEST_ABORT_IN_SYNC=N` in
@@ -194,7 +199,14 @@ impl CrashHook {
 impl Writer {
     /// A writer over a log whose entries are all checkpointed.
     pub(crate) fn new(db: Database, log: Log) -> Self {
-        Self { db, log, pending: Vec::new(), pending_since: None, crash_hook: CrashHook::from_env() }
+        Self {
+            db,
+            log,
+            pending: Vec::new(),
+            pending_since: None,
+            crash_hook: CrashHook::from_env(),
+            sync_time: Duration::ZERO,
+        }
     }
 
     /// The redb database (read at recovery, before the writer thread starts).
@@ -238,7 +250,9 @@ impl Writer {
             self.checkpoint()?;
         }
         self.crash_hook.before_sync();
+        let started = Instant::now();
         self.log.append().map_err(|e| format!("writing the write-ahead log: {e}"))?;
+        self.sync_time = (self.sync_time * 7 + started.elapsed()) / 8;
         self.pending.extend(group);
         self.pending_since.get_or_insert_with(Instant::now);
         Ok(())
@@ -275,20 +289,23 @@ pub(crate) fn run(
     rx: Receiver<Msg>,
     durability: Durability,
     poison: &Poison,
-    deliver: &dyn Fn(EventId),
+    settle: &dyn Fn(Settled),
 ) {
     let window = match durability {
         Durability::Immediate => None,
         Durability::Batched { window } => Some(window),
     };
+    // How many waited on the last group: 0, 1, or more (then the next sync waits for company).
+    let mut waited_on = 0;
     loop {
-        // In immediate mode, an emitter that waits for each append is back within tens of
-        // microseconds: catching its next message awake spares this thread a sleep and the
-        // wake-up that follows, which on an idle virtual CPU costs about as much as a sync.
-        if window.is_none()
+        // When somebody waited on the last group (every group in immediate mode), the next
+        // waiter is back within tens of microseconds: catching its message awake spares this
+        // thread a sleep and the wake-up that follows, which on an idle virtual CPU costs
+        // about as much as a sync.
+        if (window.is_none() || waited_on > 0)
             && let Some(msg) = poll_briefly(&rx, IMMEDIATE_POLL)
         {
-            handle(&mut writer, &rx, msg, window, poison, deliver);
+            waited_on = handle(&mut writer, &rx, msg, window, poison, settle, waited_on > 1);
             continue;
         }
         // Wait for work; with writes pending, no longer than until their checkpoint is due.
@@ -304,7 +321,7 @@ pub(crate) fn run(
             }
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        handle(&mut writer, &rx, first, window, poison, deliver);
+        waited_on = handle(&mut writer, &rx, first, window, poison, settle, waited_on > 1);
     }
     // Closing: checkpoint, so the next open has nothing to replay.
     writer.checkpoint_or_poison(poison);
@@ -327,21 +344,30 @@ fn poll_briefly(rx: &Receiver<Msg>, within: Duration) -> Option<Msg> {
 }
 
 /// Gather a group starting with `first`, write it with one sync, deliver its events,
-/// acknowledge its barriers, and checkpoint if one is due.
+/// acknowledge its waiters, and checkpoint if one is due. `company`: several waited on the
+/// last group, so a sync somebody waits for holds back briefly for more. Returns how many
+/// waited on this one.
 fn handle(
     writer: &mut Writer,
     rx: &Receiver<Msg>,
     first: Msg,
     window: Option<Duration>,
     poison: &Poison,
-    deliver: &dyn Fn(EventId),
-) {
+    settle: &dyn Fn(Settled),
+    company: bool,
+) -> usize {
     let mut batch = vec![first];
     match window {
         // Batched: gather until the window ends, unless somebody waits.
-        Some(window) if !batch[0].is_urgent() => gather_window(rx, &mut batch, window),
-        // Immediate, or a barrier: whatever is queued joins this group (that is what makes
-        // commits shared, and what lets concurrent waiters share one sync).
+        Some(window) if !batch[0].is_urgent() => {
+            // An event waits for the window, then for the sync and its delivery: the window
+            // makes room for both, so an event is delivered within the window of its append.
+            let early = (writer.sync_time + DELIVERY_ALLOWANCE).min(window / 2);
+            gather_window(rx, &mut batch, window - early);
+        }
+        // Immediate, or somebody waits: whatever is queued joins this group, and so does what
+        // arrives while writes keep coming (that is what makes commits shared).
+        _ if company => gather_waiters(rx, &mut batch),
         _ => drain_queued(rx, &mut batch),
     }
     let result = if poison.check().is_err() {
@@ -350,25 +376,52 @@ fn handle(
         writer.write(&mut batch)
     };
     fail_on(poison, result.clone());
-    if result.is_ok() {
-        deliver_group(&batch, deliver);
-    }
-    for msg in batch {
-        if let Msg::Barrier(ack) | Msg::Ops { waiter: Some(ack), .. } = msg {
-            let _ = ack.send(result.clone());
-        }
-    }
+    let events = if result.is_ok() { coalesce(&batch) } else { Vec::new() };
+    let acks = batch
+        .into_iter()
+        .filter_map(|msg| match msg {
+            Msg::Barrier(ack) | Msg::Ops { waiter: Some(ack), .. } => Some(ack),
+            Msg::Ops { waiter: None, .. } => None,
+        })
+        .collect::<Vec<_>>();
+    let waited_on = acks.len();
+    settle(Settled { events, acks, result });
     if writer.checkpoint_due().is_some_and(|due| due <= Instant::now()) {
         writer.checkpoint_or_poison(poison);
     }
+    waited_on
 }
+
+/// What a batch window keeps free beside the usual sync time: a slow sync (the tail of its
+/// latency), the writer thread's sleep overshooting its deadline, and handing the group to
+/// the runtime and on to the connections' writers.
+const DELIVERY_ALLOWANCE: Duration = Duration::from_micros(800);
 
 /// How often a batched writer drains its queue while a window is open.
 const BATCH_POLL: Duration = Duration::from_millis(1);
 
-/// Deliver a durable group's events: each stream up to its last event in the group, once (a
-/// window of appends to one stream wakes its writer once, not once per event).
-fn deliver_group(batch: &[Msg], deliver: &dyn Fn(EventId)) {
+/// What a group's sync settled: the events to deliver (empty if it failed) and the waiters to
+/// acknowledge, with the outcome. The events are delivered before the waiters hear.
+#[derive(Debug)]
+pub(crate) struct Settled {
+    pub(crate) events: Vec<EventId>,
+    pub(crate) acks: Vec<Ack>,
+    pub(crate) result: Result<(), String>,
+}
+
+impl Settled {
+    /// Deliver the events through `deliver`, then acknowledge every waiter.
+    pub(crate) fn apply(self, deliver: impl Fn(EventId)) {
+        self.events.into_iter().for_each(deliver);
+        for ack in self.acks {
+            let _ = ack.send(self.result.clone());
+        }
+    }
+}
+
+/// A durable group's events to deliver: each stream up to its last event in the group, once
+/// (a window of appends to one stream wakes its writer once, not once per event).
+fn coalesce(batch: &[Msg]) -> Vec<EventId> {
     let mut last: Vec<EventId> = Vec::new();
     for msg in batch {
         let Msg::Ops { deliver: events, .. } = msg else { continue };
@@ -380,7 +433,39 @@ fn deliver_group(batch: &[Msg], deliver: &dyn Fn(EventId)) {
             }
         }
     }
-    last.into_iter().for_each(deliver);
+    last
+}
+
+/// The longest a sync somebody waits for is held back for more writes to join it.
+const GROUP_GATHER: Duration = Duration::from_micros(400);
+/// A group stops gathering once no write arrived for this long.
+const GROUP_QUIET: Duration = Duration::from_micros(60);
+
+/// Group commit for writes somebody waits on, when several waited on the last sync: take what
+/// is queued, then keep taking writes while they arrive within [`GROUP_QUIET`] of each other
+/// (at most [`GROUP_GATHER`] in all), yielding the CPU between polls so the threads producing
+/// them can run. Concurrent requests then share one sync instead of paying one each (a sync
+/// costs the kernel tens of microseconds of CPU). A lone waiter does not wait for company.
+fn gather_waiters(rx: &Receiver<Msg>, batch: &mut Vec<Msg>) {
+    drain_queued(rx, batch);
+    let start = Instant::now();
+    let mut last = start;
+    while batch.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(m) => {
+                batch.push(m);
+                last = Instant::now();
+            }
+            Err(std::sync::mpsc::TryRecvError::Empty) => {
+                let now = Instant::now();
+                if now - last >= GROUP_QUIET || now - start >= GROUP_GATHER {
+                    return;
+                }
+                std::thread::yield_now();
+            }
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => return,
+        }
+    }
 }
 
 /// Move whatever is queued now into `batch` (up to [`MAX_BATCH`]), without waiting.

@@ -47,6 +47,23 @@ use self::journal::{EVENTS, META, META_LOG_KEY, META_LSN, Msg, Op, Poison, SESSI
 use crate::engine::{Effect, Engine};
 use crate::{Error, Orphan, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
 
+/// Where the writer thread hands what a group's sync settled: a task on the async runtime the
+/// store was opened in, which delivers the events and acknowledges the waiters. Waking that one
+/// task costs one wake-up across threads per group; waking every waiter from the writer
+/// thread cost one per waiter (and, on a core shared with the runtime, two context switches
+/// each). `None` outside a runtime: the writer thread settles groups itself.
+fn courier(engine: &Arc<Engine>) -> Option<tokio::sync::mpsc::UnboundedSender<journal::Settled>> {
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<journal::Settled>();
+    let engine = Arc::clone(engine);
+    runtime.spawn(async move {
+        while let Some(settled) = rx.recv().await {
+            settled.apply(|e| engine.deliver(e.session, e.event.stream, e.event.seq));
+        }
+    });
+    Some(tx)
+}
+
 /// The writer's acknowledgement of one mutation's writes (or of a barrier).
 type Durable = tokio::sync::oneshot::Receiver<Result<(), String>>;
 
@@ -215,11 +232,20 @@ impl RedbStore {
             }),
         };
         let recovery = Recovery { replayed, ..store.recover(writer.db(), now)? };
+        let courier = courier(&engine);
         let writer = std::thread::Builder::new()
             .name("forkless-redb-writer".into())
             .spawn(move || {
-                let deliver = |e: journal::EventId| engine.deliver(e.session, e.event.stream, e.event.seq);
-                journal::run(writer, rx, durability, &poison, &deliver);
+                let settle = |settled: journal::Settled| match &courier {
+                    Some(tx) => {
+                        // If the runtime went away, settle here instead.
+                        if let Err(back) = tx.send(settled) {
+                            back.0.apply(|e| engine.deliver(e.session, e.event.stream, e.event.seq));
+                        }
+                    }
+                    None => settled.apply(|e| engine.deliver(e.session, e.event.stream, e.event.seq)),
+                };
+                journal::run(writer, rx, durability, &poison, &settle);
             })
             .map_err(|e| Error::Backend(format!("spawning the writer thread: {e}")))?;
         if let Ok(mut w) = store.inner.writer.lock() {
