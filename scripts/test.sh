@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: what a new user runs, and exactly what CI runs (.ci/run calls this).
 #
-# 1. Installs the official MCP peers (Python SDK v1, TypeScript SDK v1, the conformance
+# 1. Installs the official MCP peers (Python SDK v1 and v2, TypeScript SDK v1 and v2, the conformance
 #    suite and the Node.js 22 it needs) into the git-ignored .peers/ folder; idempotent.
 # 2. Runs every Rust test: unit, property and model-check tests of the core and stores,
 #    end-to-end tests over real sockets, crash/restart tests over real processes, interop
