@@ -546,25 +546,41 @@ pub(crate) fn commit(db: &Database, ops: &[Op], lsn: u64) -> Result<(), redb::Er
 }
 
 /// Which of `ops` a transaction applying them all can skip: a header or stream row written
-/// again or deleted by a later op. Every append rewrites its session's header and its
-/// stream's row, so a checkpoint of many appends writes each once instead of once per
-/// append. (Event ops all apply, in order: their effects depend on each other.)
+/// again or deleted by a later op, and events (and trims) of a stream or session whose events
+/// a later op deletes. Every append rewrites its session's header and its stream's row, so a
+/// checkpoint of many appends writes each once instead of once per append; and a session
+/// answering every request over SSE drops its oldest answered streams within the second that
+/// opened them (retention by count), so their events are never written at all. The skipped
+/// writes change nothing the later ops leave behind, and a group is one log entry, applied
+/// whole or not at all, so the log may skip them too. (The remaining event ops apply in order:
+/// their effects depend on each other.)
 fn superseded(ops: &[Op]) -> Vec<bool> {
     // Keys are CSPRNG ids: no need for SipHash.
-    let mut sessions = std::collections::HashSet::<_, forkless_core::IdHashBuilder>::default();
-    let mut streams = std::collections::HashSet::<_, forkless_core::IdHashBuilder>::default();
+    type Set<K> = std::collections::HashSet<K, forkless_core::IdHashBuilder>;
+    let (mut sessions, mut streams) = (Set::<[u8; 16]>::default(), Set::<[u8; 28]>::default());
+    let (mut gone_sessions, mut gone_streams) = (Set::<[u8; 16]>::default(), Set::<[u8; 28]>::default());
+    let gone = |prefix: &[u8], gone_sessions: &Set<[u8; 16]>, gone_streams: &Set<[u8; 28]>| {
+        let (session, stream) = (<[u8; 16]>::try_from(&prefix[..16]), <[u8; 28]>::try_from(&prefix[..28]));
+        session.is_ok_and(|s| gone_sessions.contains(&s)) || stream.is_ok_and(|s| gone_streams.contains(&s))
+    };
     let mut skip = vec![false; ops.len()];
     for (op, skip) in ops.iter().zip(&mut skip).rev() {
         match op {
             Op::PutHeader { session, .. } => *skip = !sessions.insert(*session),
             Op::PutStream { prefix, .. } => *skip = !streams.insert(*prefix),
+            Op::PutEvent { key, .. } => *skip = gone(key, &gone_sessions, &gone_streams),
+            Op::Trim { prefix, .. } => *skip = gone(prefix, &gone_sessions, &gone_streams),
             Op::DropStream { prefix } => {
                 streams.insert(*prefix);
+                gone_streams.insert(*prefix);
             }
             Op::DropSession { session } => {
                 sessions.insert(*session);
+                gone_sessions.insert(*session);
             }
-            _ => {}
+            Op::DropEvents { session } => {
+                gone_sessions.insert(*session);
+            }
         }
     }
     skip
@@ -625,12 +641,19 @@ impl NewEvents {
         Ok(())
     }
 
+    /// Forget gathered rows and trims under `prefix` (a session, or a session and stream) that a
+    /// deletion makes moot.
+    fn discard(&mut self, prefix: &[u8]) {
+        self.open.retain(|p, _| !p.starts_with(prefix));
+        self.trims.retain(|p, _| !p.starts_with(prefix));
+    }
+
     fn trim(&mut self, prefix: &[u8; 28], low_water: u64) {
         let low = self.trims.entry(*prefix).or_default();
         *low = (*low).max(low_water);
     }
 
-    /// Store the rows gathered so far (before a deletion that must see them).
+    /// Store the rows gathered so far.
     fn flush(
         &mut self,
         events: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
@@ -698,22 +721,23 @@ fn apply(op: &Op, t: &mut Tables<'_>, events: &mut NewEvents) -> Result<(), redb
         }
         Op::PutEvent { key, payload } => events.add(key, payload, &mut t.events)?,
         Op::Trim { prefix, low_water } => events.trim(prefix, *low_water),
-        // The deletions below apply to what is stored, so the rows gathered go first.
+        // The deletions below apply to what is stored. No row of what they delete is still
+        // gathered (`superseded` skipped those events), so the other streams' rows stay open.
         Op::DropStream { prefix } => {
-            events.flush(&mut t.events)?;
+            events.discard(prefix);
             t.streams.remove(&prefix[..])?;
             let (lo, hi) = stream_range(prefix, 0, u64::MAX);
             t.events.retain_in(&lo[..]..=&hi[..], |_, _| false)?;
         }
         Op::DropSession { session } => {
-            events.flush(&mut t.events)?;
+            events.discard(session);
             t.sessions.remove(&session[..])?;
             let (lo, hi) = session_range::<28>(session);
             t.streams.retain_in(&lo[..]..=&hi[..], |_, _| false)?;
             drop_events(&mut t.events, session)?;
         }
         Op::DropEvents { session } => {
-            events.flush(&mut t.events)?;
+            events.discard(session);
             drop_events(&mut t.events, session)?;
         }
     }
@@ -749,4 +773,54 @@ pub(crate) fn is_empty(
     table: &impl ReadableTable<&'static [u8], &'static [u8]>,
 ) -> Result<bool, redb::Error> {
     Ok(table.first()?.is_none())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(session: u8, stream: u8, seq: u64) -> [u8; 36] {
+        let mut k = [0u8; 36];
+        k[0] = session;
+        k[16] = stream;
+        k[28..].copy_from_slice(&seq.to_be_bytes());
+        k
+    }
+
+    fn prefix(session: u8, stream: u8) -> [u8; 28] {
+        let mut p = [0u8; 28];
+        p.copy_from_slice(&key(session, stream, 0)[..28]);
+        p
+    }
+
+    fn event(session: u8, stream: u8, seq: u64) -> Op {
+        Op::PutEvent { key: key(session, stream, seq), payload: Bytes::from_static(b"{}") }
+    }
+
+    /// Writes a later op deletes are skipped; everything else applies.
+    #[test]
+    fn superseded_skips_only_what_a_later_op_deletes() {
+        let mut session_one = [0u8; 16];
+        session_one[0] = 1;
+        let ops = vec![
+            event(1, 1, 1),                                          // 0: its stream is dropped below
+            Op::Trim { prefix: prefix(1, 1), low_water: 1 },         // 1: likewise
+            event(1, 2, 1),                                          // 2: kept: stream 2 stays
+            Op::PutStream { prefix: prefix(1, 1), stream: vec![1] }, // 3: its row is dropped below
+            Op::DropStream { prefix: prefix(1, 1) },                 // 4
+            event(2, 1, 1),                                          // 5: its session's events go below
+            Op::DropEvents {
+                session: {
+                    let mut s = [0u8; 16];
+                    s[0] = 2;
+                    s
+                },
+            }, // 6
+            event(2, 1, 2),                                          // 7: after the drop: kept
+            Op::PutHeader { session: session_one, header: vec![1] }, // 8: rewritten below
+            Op::PutHeader { session: session_one, header: vec![2] }, // 9
+        ];
+        let skip = superseded(&ops);
+        assert_eq!(skip, [true, true, false, true, false, true, false, false, true, false]);
+    }
 }
