@@ -19,6 +19,16 @@ use tokio::sync::watch;
 
 use crate::{Error, Reader, Result, StoredEvent, StreamSignal, StreamWatch, Version, Versioned};
 
+/// Whether a stream a mutation wrote existed before it: a journal that sees a new stream
+/// deleted again before it ever stored it can skip both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// The stream was created by this mutation (its id was never used before).
+    New,
+    /// The stream existed before.
+    Existing,
+}
+
 /// What a mutation changed, for a journal to persist.
 #[derive(Debug)]
 pub(crate) enum Effect<'a> {
@@ -26,10 +36,11 @@ pub(crate) enum Effect<'a> {
     Record(&'a SessionRecord),
     /// The session's header (everything but its streams) changed.
     Header(&'a SessionRecord),
-    /// One stream's metadata was added or changed.
-    Stream { session: SessionId, meta: &'a forkless_core::Stream },
-    /// An event was appended (the record changed too).
-    Event { record: &'a SessionRecord, id: EventId, payload: &'a Bytes },
+    /// One stream's metadata was added (`Origin::New`) or changed.
+    Stream { session: SessionId, meta: &'a forkless_core::Stream, origin: Origin },
+    /// An event was appended (the record changed too); `origin` is its stream's (`New` for an
+    /// answer, which opens its stream).
+    Event { record: &'a SessionRecord, id: EventId, payload: &'a Bytes, origin: Origin },
     /// Events of `stream` below `low_water` are gone.
     Trim { session: SessionId, stream: StreamId, low_water: Seq },
     /// All events of `stream` are gone, and so is the stream.
@@ -133,7 +144,9 @@ impl Slot {
                 StreamChange::Added(meta) => (Seq::FIRST, meta),
                 StreamChange::Changed { before, after } => (before.low_water(), after),
             };
-            persist(Effect::Stream { session, meta });
+            let origin =
+                if matches!(change, StreamChange::Added(_)) { Origin::New } else { Origin::Existing };
+            persist(Effect::Stream { session, meta, origin });
             if meta.low_water() > low_before {
                 persist(Effect::Trim { session, stream: meta.id(), low_water: meta.low_water() });
             }
@@ -249,7 +262,8 @@ impl Engine {
             slot.record.append(target, size, complete, now, limits)?
         };
         let low_before = slot.record.stream(id.stream).map(forkless_core::Stream::low_water);
-        persist(Effect::Event { record: &slot.record, id, payload: &payload });
+        let origin = if matches!(target, AppendTarget::Answer(_)) { Origin::New } else { Origin::Existing };
+        persist(Effect::Event { record: &slot.record, id, payload: &payload, origin });
         // Everything before this event is already visible.
         let log = slot.logs.entry(id.stream).or_insert_with(|| Log::new(Seq::new(id.seq.get() - 1)));
         log.events.push_back(StoredEvent { seq: id.seq, payload });
@@ -261,7 +275,7 @@ impl Engine {
         if low_before.is_some_and(|before| meta.low_water() > before) {
             persist(Effect::Trim { session, stream: id.stream, low_water: meta.low_water() });
             persist(Effect::Header(&slot.record));
-            persist(Effect::Stream { session, meta });
+            persist(Effect::Stream { session, meta, origin });
         }
         persist(Effect::End);
         if visible {

@@ -32,7 +32,8 @@
 //!    | 3 prefix[28]                     (DropStream: its row and its events)
 //!    | 4 session[16]                    (DropSession)
 //!    | 5 session[16]                    (DropEvents)
-//!    | 6 prefix[28] len:u32 stream      (PutStream)
+//!    | 6 prefix[28] len:u32 stream      (PutStream, of a stream that existed before)
+//!    | 7 prefix[28] len:u32 stream      (PutStream, of a stream the write created)
 //! ```
 
 use forkless_core::{
@@ -45,6 +46,7 @@ use bytes::Bytes;
 
 use super::journal::Op;
 use crate::Error;
+use crate::engine::Origin;
 
 /// The format version this code writes. Version 1 had no write-ahead log; version 2 kept a
 /// session's streams inside its record, rewritten whole on every write; version 3 did not keep
@@ -107,8 +109,11 @@ pub(crate) fn encode_op(op: &Op, out: &mut Vec<u8>) {
             w.bytes(session);
             w.len_bytes(header);
         }
-        Op::PutStream { prefix, stream } => {
-            w.u8(6);
+        Op::PutStream { prefix, stream, origin } => {
+            w.u8(match origin {
+                Origin::Existing => 6,
+                Origin::New => 7,
+            });
             w.bytes(prefix);
             w.len_bytes(stream);
         }
@@ -155,7 +160,11 @@ fn decode_op(r: &mut R<'_>) -> Result<Op, Error> {
         3 => Op::DropStream { prefix: r.array()? },
         4 => Op::DropSession { session: r.array()? },
         5 => Op::DropEvents { session: r.array()? },
-        6 => Op::PutStream { prefix: r.array()?, stream: r.len_bytes()?.to_vec() },
+        tag @ (6 | 7) => Op::PutStream {
+            prefix: r.array()?,
+            stream: r.len_bytes()?.to_vec(),
+            origin: if tag == 7 { Origin::New } else { Origin::Existing },
+        },
         _ => return Err(Error::Corrupt("bad write tag".into())),
     })
 }

@@ -30,6 +30,7 @@ use redb::{Database, ReadableTable, TableDefinition};
 use super::Durability;
 use super::codec;
 use super::wal::Log;
+use crate::engine::Origin;
 
 /// Longest a write waits in the log before a checkpoint copies it into redb. Bounds the
 /// replay after a crash (at most this long's writes) and the memory holding them.
@@ -53,10 +54,12 @@ pub(crate) enum Op {
         session: [u8; 16],
         header: Vec<u8>,
     },
-    /// Write one stream's row (`prefix` = session + stream).
+    /// Write one stream's row (`prefix` = session + stream); `origin`: whether the write that
+    /// logged it created the stream.
     PutStream {
         prefix: [u8; 28],
         stream: Vec<u8>,
+        origin: Origin,
     },
     PutEvent {
         key: [u8; 36],
@@ -275,8 +278,10 @@ impl Writer {
         if self.pending.is_empty() && !self.log.has_entries() {
             return Ok(());
         }
+        let started = Instant::now();
         commit(&self.db, &self.pending, self.log.last_lsn())
             .map_err(|e| format!("checkpointing the write-ahead log into redb: {e}"))?;
+        tracing::debug!(writes = self.pending.len(), took = ?started.elapsed(), "checkpoint");
         self.pending.clear();
         self.pending_since = None;
         self.log.restart();
@@ -298,11 +303,11 @@ pub(crate) fn run(
     // How many waited on the last group: 0, 1, or more (then the next sync waits for company).
     let mut waited_on = 0;
     loop {
-        // When somebody waited on the last group (every group in immediate mode), the next
-        // waiter is back within tens of microseconds: catching its message awake spares this
-        // thread a sleep and the wake-up that follows, which on an idle virtual CPU costs
-        // about as much as a sync.
-        if (window.is_none() || waited_on > 0)
+        // In immediate mode, an emitter that waits for each append is back within tens of
+        // microseconds: catching its next message awake spares this thread a sleep and the
+        // wake-up that follows, which on an idle virtual CPU costs about as much as a sync.
+        // (Polling after batched groups that had waiters measured no gain: not done.)
+        if window.is_none()
             && let Some(msg) = poll_briefly(&rx, IMMEDIATE_POLL)
         {
             waited_on = handle(&mut writer, &rx, msg, window, poison, settle, waited_on > 1);
@@ -563,16 +568,27 @@ fn superseded(ops: &[Op]) -> Vec<bool> {
         let (session, stream) = (<[u8; 16]>::try_from(&prefix[..16]), <[u8; 28]>::try_from(&prefix[..28]));
         session.is_ok_and(|s| gone_sessions.contains(&s)) || stream.is_ok_and(|s| gone_streams.contains(&s))
     };
+    // The last deletion of each stream: a stream created and deleted within `ops` never
+    // reaches the store, so its deletion has nothing to delete either.
+    let mut drops = std::collections::HashMap::<[u8; 28], usize, forkless_core::IdHashBuilder>::default();
     let mut skip = vec![false; ops.len()];
-    for (op, skip) in ops.iter().zip(&mut skip).rev() {
+    for (i, op) in ops.iter().enumerate().rev() {
         match op {
-            Op::PutHeader { session, .. } => *skip = !sessions.insert(*session),
-            Op::PutStream { prefix, .. } => *skip = !streams.insert(*prefix),
-            Op::PutEvent { key, .. } => *skip = gone(key, &gone_sessions, &gone_streams),
-            Op::Trim { prefix, .. } => *skip = gone(prefix, &gone_sessions, &gone_streams),
+            Op::PutHeader { session, .. } => skip[i] = !sessions.insert(*session),
+            Op::PutStream { prefix, origin, .. } => {
+                skip[i] = !streams.insert(*prefix);
+                if *origin == Origin::New
+                    && let Some(&drop) = drops.get(prefix)
+                {
+                    skip[drop] = true;
+                }
+            }
+            Op::PutEvent { key, .. } => skip[i] = gone(key, &gone_sessions, &gone_streams),
+            Op::Trim { prefix, .. } => skip[i] = gone(prefix, &gone_sessions, &gone_streams),
             Op::DropStream { prefix } => {
                 streams.insert(*prefix);
                 gone_streams.insert(*prefix);
+                drops.entry(*prefix).or_insert(i);
             }
             Op::DropSession { session } => {
                 sessions.insert(*session);
@@ -716,7 +732,7 @@ fn apply(op: &Op, t: &mut Tables<'_>, events: &mut NewEvents) -> Result<(), redb
         Op::PutHeader { session, header } => {
             t.sessions.insert(&session[..], &header[..])?;
         }
-        Op::PutStream { prefix, stream } => {
+        Op::PutStream { prefix, stream, .. } => {
             t.streams.insert(&prefix[..], &stream[..])?;
         }
         Op::PutEvent { key, payload } => events.add(key, payload, &mut t.events)?,
@@ -803,12 +819,12 @@ mod tests {
         let mut session_one = [0u8; 16];
         session_one[0] = 1;
         let ops = vec![
-            event(1, 1, 1),                                          // 0: its stream is dropped below
-            Op::Trim { prefix: prefix(1, 1), low_water: 1 },         // 1: likewise
-            event(1, 2, 1),                                          // 2: kept: stream 2 stays
-            Op::PutStream { prefix: prefix(1, 1), stream: vec![1] }, // 3: its row is dropped below
-            Op::DropStream { prefix: prefix(1, 1) },                 // 4
-            event(2, 1, 1),                                          // 5: its session's events go below
+            event(1, 1, 1),                                  // 0: its stream is dropped below
+            Op::Trim { prefix: prefix(1, 1), low_water: 1 }, // 1: likewise
+            event(1, 2, 1),                                  // 2: kept: stream 2 stays
+            Op::PutStream { prefix: prefix(1, 1), stream: vec![1], origin: Origin::Existing }, // 3: dropped below
+            Op::DropStream { prefix: prefix(1, 1) },                                           // 4
+            event(2, 1, 1), // 5: its session's events go below
             Op::DropEvents {
                 session: {
                     let mut s = [0u8; 16];
@@ -816,11 +832,26 @@ mod tests {
                     s
                 },
             }, // 6
-            event(2, 1, 2),                                          // 7: after the drop: kept
+            event(2, 1, 2), // 7: after the drop: kept
             Op::PutHeader { session: session_one, header: vec![1] }, // 8: rewritten below
             Op::PutHeader { session: session_one, header: vec![2] }, // 9
         ];
         let skip = superseded(&ops);
         assert_eq!(skip, [true, true, false, true, false, true, false, false, true, false]);
+    }
+
+    /// A stream created and deleted within one list of writes never reaches the store: its
+    /// deletion is skipped too. One that existed before keeps its deletion.
+    #[test]
+    fn a_stream_created_and_dropped_in_one_checkpoint_is_never_stored() {
+        let put = |stream, origin| Op::PutStream { prefix: prefix(1, stream), stream: vec![0], origin };
+        let ops = vec![
+            put(1, Origin::New),
+            event(1, 1, 1),
+            Op::DropStream { prefix: prefix(1, 1) },
+            put(2, Origin::Existing),
+            Op::DropStream { prefix: prefix(1, 2) },
+        ];
+        assert_eq!(superseded(&ops), [true, true, true, true, false]);
     }
 }

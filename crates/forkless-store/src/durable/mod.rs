@@ -44,7 +44,7 @@ use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord
 use redb::{Database, ReadableDatabase, ReadableTable};
 
 use self::journal::{EVENTS, META, META_LOG_KEY, META_LSN, Msg, Op, Poison, SESSIONS, STREAMS};
-use crate::engine::{Effect, Engine};
+use crate::engine::{Effect, Engine, Origin};
 use crate::{Error, Orphan, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
 
 /// Where the writer thread hands what a group's sync settled: a task on the async runtime the
@@ -343,11 +343,11 @@ impl RedbStore {
         move |effect| match effect {
             Effect::Record(r) => {
                 ops.push(put_header(r));
-                ops.extend(r.streams().map(|st| put_stream(r.id(), st)));
+                ops.extend(r.streams().map(|st| put_stream(r.id(), st, Origin::Existing)));
             }
             Effect::Header(r) => ops.push(put_header(r)),
-            Effect::Stream { session, meta } => ops.push(put_stream(session, meta)),
-            Effect::Event { record, id, payload } => {
+            Effect::Stream { session, meta, origin } => ops.push(put_stream(session, meta, origin)),
+            Effect::Event { record, id, payload, origin } => {
                 deliver.push(journal::EventId { session: record.id(), event: id });
                 ops.push(Op::PutEvent {
                     key: codec::event_key(record.id(), id.stream, id.seq),
@@ -355,7 +355,7 @@ impl RedbStore {
                 });
                 ops.push(put_header(record));
                 if let Some(meta) = record.stream(id.stream) {
-                    ops.push(put_stream(record.id(), meta));
+                    ops.push(put_stream(record.id(), meta, origin));
                 }
                 if record.session().ended().is_some() {
                     ops.push(Op::DropEvents { session: *record.id().as_bytes() });
@@ -455,8 +455,8 @@ fn put_header(record: &SessionRecord) -> Op {
     Op::PutHeader { session: *record.id().as_bytes(), header: codec::encode_header(record) }
 }
 
-fn put_stream(session: SessionId, meta: &forkless_core::Stream) -> Op {
-    Op::PutStream { prefix: prefix(session, meta.id()), stream: codec::encode_stream(meta) }
+fn put_stream(session: SessionId, meta: &forkless_core::Stream, origin: Origin) -> Op {
+    Op::PutStream { prefix: prefix(session, meta.id()), stream: codec::encode_stream(meta), origin }
 }
 
 fn prefix(session: SessionId, stream: StreamId) -> [u8; 28] {
