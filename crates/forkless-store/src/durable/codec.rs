@@ -447,10 +447,7 @@ pub(crate) fn decode_stream(bytes: &[u8]) -> Result<StreamParts, Error> {
     let retained_bytes = r.u64()?;
     let epoch = Epoch::new(r.u64()?);
     let ever_attached = r.u8()? != 0;
-    let label = match r.opt()? {
-        Some(b) => Some(Label::new(&b)),
-        None => None,
-    };
+    let label = r.opt()?.map(|b| Label::new(&b));
     let state = match r.u8()? {
         0 => StreamState::Open(Open { attachment: r.attachment()? }),
         1 => {

@@ -700,9 +700,9 @@ pub(crate) async fn churn(ctx: &mut Ctx) -> Outcome {
     .await
 }
 
-/// 11. A restart between two reads: every id seen before it must name the same event after
-/// it, and the resumed stream must continue and end (PROTOCOL section 6, durable before
-/// delivery).
+/// Scenario 11, a restart between two reads: every id seen before it must name the same event
+/// after it, and the resumed stream must continue and end (PROTOCOL section 6, durable
+/// before delivery).
 pub(crate) async fn crash_restart(ctx: &mut Ctx) -> Outcome {
     let mut ev = Ev::default();
     let Some(command) = ctx.restart.clone() else {
