@@ -44,7 +44,7 @@ use forkless_core::{
 
 use bytes::Bytes;
 
-use super::journal::Op;
+use super::checkpoint::Op;
 use crate::Error;
 use crate::engine::Origin;
 

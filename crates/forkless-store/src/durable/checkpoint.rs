@@ -1,0 +1,396 @@
+//! Checkpoints: applying a list of logged writes to redb in one transaction.
+//!
+//! This module owns the tables, the write ops a log entry holds ([`Op`]), which ops a list can
+//! skip because later ones delete or rewrite what they write ([`superseded`]), and how events
+//! are stored as rows of consecutive events. It does not decide when to checkpoint (the
+//! writer thread, [`super::journal`]) nor encode anything for the log ([`super::codec`]).
+
+use bytes::Bytes;
+use redb::{Database, ReadableTable, TableDefinition};
+
+use super::codec;
+use crate::engine::Origin;
+
+pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+
+/// META key of the LSN of the last log entry applied to redb.
+pub(crate) const META_LSN: &str = "lsn";
+
+/// META key of the random number that ties the log to this data file (see [`super::wal`]).
+pub(crate) const META_LOG_KEY: &str = "log_key";
+
+pub(crate) const SESSIONS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("sessions");
+
+pub(crate) const EVENTS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("events");
+
+/// One row per stream, keyed by session and stream id (see [`super::codec`]).
+pub(crate) const STREAMS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("streams");
+
+/// One write.
+#[derive(Debug)]
+pub(crate) enum Op {
+    /// Write a session's header row.
+    PutHeader {
+        session: [u8; 16],
+        header: Vec<u8>,
+    },
+    /// Write one stream's row (`prefix` = session + stream); `origin`: whether the write that
+    /// logged it created the stream.
+    PutStream {
+        prefix: [u8; 28],
+        stream: Vec<u8>,
+        origin: Origin,
+    },
+    PutEvent {
+        key: [u8; 36],
+        payload: Bytes,
+    },
+    /// Delete events of a stream (`prefix` = session + stream) with seq below `low_water`.
+    Trim {
+        prefix: [u8; 28],
+        low_water: u64,
+    },
+    /// Delete a stream's row and all its events.
+    DropStream {
+        prefix: [u8; 28],
+    },
+    /// Delete a session's header, stream rows and events.
+    DropSession {
+        session: [u8; 16],
+    },
+    /// Delete a session's events, keeping its record.
+    DropEvents {
+        session: [u8; 16],
+    },
+}
+
+/// Apply `ops` to redb in one durable transaction that also records `lsn` as the last log
+/// entry applied.
+pub(crate) fn commit(db: &Database, ops: &[Op], lsn: u64) -> Result<(), redb::Error> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(redb::Durability::Immediate)?;
+    {
+        let mut tables = Tables {
+            sessions: txn.open_table(SESSIONS)?,
+            streams: txn.open_table(STREAMS)?,
+            events: txn.open_table(EVENTS)?,
+        };
+        let mut events = NewEvents::default();
+        for (op, skip) in ops.iter().zip(superseded(ops)) {
+            if !skip {
+                apply(op, &mut tables, &mut events)?;
+            }
+        }
+        events.finish(&mut tables.events)?;
+        txn.open_table(META)?.insert(META_LSN, lsn)?;
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+/// Which of `ops` a transaction applying them all can skip: a header or stream row written
+/// again or deleted by a later op, and events (and trims) of a stream or session whose events
+/// a later op deletes. Every append rewrites its session's header and its stream's row, so a
+/// checkpoint of many appends writes each once instead of once per append; and a session
+/// answering every request over SSE drops its oldest answered streams within the second that
+/// opened them (retention by count), so their events are never written at all. The skipped
+/// writes change nothing the later ops leave behind, and a group is one log entry, applied
+/// whole or not at all, so the log may skip them too. (The remaining event ops apply in order:
+/// their effects depend on each other.)
+pub(crate) fn superseded(ops: &[Op]) -> Vec<bool> {
+    // Keys are CSPRNG ids: no need for SipHash.
+    type Set<K> = std::collections::HashSet<K, forkless_core::IdHashBuilder>;
+    let (mut sessions, mut streams) = (Set::<[u8; 16]>::default(), Set::<[u8; 28]>::default());
+    let (mut gone_sessions, mut gone_streams) = (Set::<[u8; 16]>::default(), Set::<[u8; 28]>::default());
+    let gone = |prefix: &[u8], gone_sessions: &Set<[u8; 16]>, gone_streams: &Set<[u8; 28]>| {
+        let (session, stream) = (<[u8; 16]>::try_from(&prefix[..16]), <[u8; 28]>::try_from(&prefix[..28]));
+        session.is_ok_and(|s| gone_sessions.contains(&s)) || stream.is_ok_and(|s| gone_streams.contains(&s))
+    };
+    // The last deletion of each stream: a stream created and deleted within `ops` never
+    // reaches the store, so its deletion has nothing to delete either.
+    let mut drops = std::collections::HashMap::<[u8; 28], usize, forkless_core::IdHashBuilder>::default();
+    let mut skip = vec![false; ops.len()];
+    for (i, op) in ops.iter().enumerate().rev() {
+        match op {
+            Op::PutHeader { session, .. } => skip[i] = !sessions.insert(*session),
+            Op::PutStream { prefix, origin, .. } => {
+                skip[i] = !streams.insert(*prefix);
+                if *origin == Origin::New
+                    && let Some(&drop) = drops.get(prefix)
+                {
+                    skip[drop] = true;
+                }
+            }
+            Op::PutEvent { key, .. } => skip[i] = gone(key, &gone_sessions, &gone_streams),
+            Op::Trim { prefix, .. } => skip[i] = gone(prefix, &gone_sessions, &gone_streams),
+            Op::DropStream { prefix } => {
+                streams.insert(*prefix);
+                gone_streams.insert(*prefix);
+                drops.entry(*prefix).or_insert(i);
+            }
+            Op::DropSession { session } => {
+                sessions.insert(*session);
+                gone_sessions.insert(*session);
+            }
+            Op::DropEvents { session } => {
+                gone_sessions.insert(*session);
+            }
+        }
+    }
+    skip
+}
+
+/// Most events in one stored row.
+const CHUNK_EVENTS: usize = 256;
+
+/// Most payload bytes in one stored row (a larger event gets a row of its own).
+const CHUNK_BYTES: usize = 64 << 10;
+
+/// A checkpoint's new events, gathered per stream into rows of consecutive events: one B-tree
+/// insert per row instead of one per event (inserting each event was most of a checkpoint's
+/// cost, and the checkpoint shares the server's CPU).
+///
+/// Trims wait for the end: they only ever drop events below a low-water mark, and every event
+/// appended after a trim is above it, so applying each stream's highest trim last gives the
+/// same result and lets a stream's events form one row even while retention evicts one event
+/// per append.
+#[derive(Default)]
+struct NewEvents {
+    open: std::collections::HashMap<[u8; 28], Chunk>,
+    trims: std::collections::HashMap<[u8; 28], u64>,
+}
+
+/// Consecutive events of one stream, keyed by the first one's event key.
+struct Chunk {
+    key: [u8; 36],
+    next_seq: u64,
+    count: usize,
+    bytes: Vec<u8>,
+}
+
+impl NewEvents {
+    fn add(
+        &mut self,
+        key: &[u8; 36],
+        payload: &[u8],
+        events: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+    ) -> Result<(), redb::Error> {
+        let mut prefix = [0u8; 28];
+        prefix.copy_from_slice(&key[..28]);
+        let seq = u64::from_be_bytes(key[28..].try_into().unwrap_or_default());
+        if let Some(chunk) = self.open.get_mut(&prefix) {
+            let fits = chunk.count < CHUNK_EVENTS && chunk.bytes.len() + payload.len() <= CHUNK_BYTES;
+            if chunk.next_seq == seq && fits {
+                codec::put_chunk_event(&mut chunk.bytes, payload);
+                chunk.count += 1;
+                chunk.next_seq += 1;
+                return Ok(());
+            }
+            if let Some(full) = self.open.remove(&prefix) {
+                full.store(events)?;
+            }
+        }
+        let mut bytes = Vec::with_capacity(payload.len() + 4);
+        codec::put_chunk_event(&mut bytes, payload);
+        self.open.insert(prefix, Chunk { key: *key, next_seq: seq + 1, count: 1, bytes });
+        Ok(())
+    }
+
+    /// Forget gathered rows and trims under `prefix` (a session, or a session and stream) that a
+    /// deletion makes moot.
+    fn discard(&mut self, prefix: &[u8]) {
+        self.open.retain(|p, _| !p.starts_with(prefix));
+        self.trims.retain(|p, _| !p.starts_with(prefix));
+    }
+
+    fn trim(&mut self, prefix: &[u8; 28], low_water: u64) {
+        let low = self.trims.entry(*prefix).or_default();
+        *low = (*low).max(low_water);
+    }
+
+    /// Store the rows gathered so far.
+    fn flush(
+        &mut self,
+        events: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+    ) -> Result<(), redb::Error> {
+        for (_, chunk) in self.open.drain() {
+            chunk.store(events)?;
+        }
+        Ok(())
+    }
+
+    /// Store the remaining rows, then apply the trims.
+    fn finish(
+        mut self,
+        events: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+    ) -> Result<(), redb::Error> {
+        self.flush(events)?;
+        for (prefix, low_water) in self.trims {
+            trim_rows(events, &prefix, low_water)?;
+        }
+        Ok(())
+    }
+}
+
+/// Drop a stream's stored rows below `low_water`. Rows hold runs of events, so the row that
+/// starts last below the mark may still hold retained events: it stays, and the rows before
+/// it go. (Recovery ignores events below the low-water mark.)
+fn trim_rows(
+    events: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+    prefix: &[u8; 28],
+    low_water: u64,
+) -> Result<(), redb::Error> {
+    let (lo, hi) = stream_range(prefix, 0, low_water);
+    let straddling = events.range(&lo[..]..&hi[..])?.next_back().transpose()?.map(|(k, _)| {
+        let mut key = [0u8; 36];
+        key.copy_from_slice(k.value());
+        key
+    });
+    if let Some(last) = straddling {
+        events.retain_in(&lo[..]..&last[..], |_, _| false)?;
+    }
+    Ok(())
+}
+
+impl Chunk {
+    fn store(self, events: &mut redb::Table<'_, &'static [u8], &'static [u8]>) -> Result<(), redb::Error> {
+        events.insert(&self.key[..], &self.bytes[..])?;
+        Ok(())
+    }
+}
+
+/// The tables a checkpoint writes.
+struct Tables<'t> {
+    sessions: redb::Table<'t, &'static [u8], &'static [u8]>,
+    streams: redb::Table<'t, &'static [u8], &'static [u8]>,
+    events: redb::Table<'t, &'static [u8], &'static [u8]>,
+}
+
+fn apply(op: &Op, t: &mut Tables<'_>, events: &mut NewEvents) -> Result<(), redb::Error> {
+    match op {
+        Op::PutHeader { session, header } => {
+            t.sessions.insert(&session[..], &header[..])?;
+        }
+        Op::PutStream { prefix, stream, .. } => {
+            t.streams.insert(&prefix[..], &stream[..])?;
+        }
+        Op::PutEvent { key, payload } => events.add(key, payload, &mut t.events)?,
+        Op::Trim { prefix, low_water } => events.trim(prefix, *low_water),
+        // The deletions below apply to what is stored. No row of what they delete is still
+        // gathered (`superseded` skipped those events), so the other streams' rows stay open.
+        Op::DropStream { prefix } => {
+            events.discard(prefix);
+            t.streams.remove(&prefix[..])?;
+            let (lo, hi) = stream_range(prefix, 0, u64::MAX);
+            t.events.retain_in(&lo[..]..=&hi[..], |_, _| false)?;
+        }
+        Op::DropSession { session } => {
+            events.discard(session);
+            t.sessions.remove(&session[..])?;
+            let (lo, hi) = session_range::<28>(session);
+            t.streams.retain_in(&lo[..]..=&hi[..], |_, _| false)?;
+            drop_events(&mut t.events, session)?;
+        }
+        Op::DropEvents { session } => {
+            events.discard(session);
+            drop_events(&mut t.events, session)?;
+        }
+    }
+    Ok(())
+}
+
+/// The first and last keys of `N` bytes that start with `session`.
+pub(crate) fn session_range<const N: usize>(session: &[u8; 16]) -> ([u8; N], [u8; N]) {
+    let mut lo = [0u8; N];
+    lo[..16].copy_from_slice(session);
+    let mut hi = [0xffu8; N];
+    hi[..16].copy_from_slice(session);
+    (lo, hi)
+}
+
+fn drop_events(events: &mut redb::Table<'_, &[u8], &[u8]>, session: &[u8; 16]) -> Result<(), redb::Error> {
+    let (lo, hi) = session_range::<36>(session);
+    events.retain_in(&lo[..]..=&hi[..], |_, _| false)?;
+    Ok(())
+}
+
+fn stream_range(prefix: &[u8; 28], from: u64, to: u64) -> ([u8; 36], [u8; 36]) {
+    let mut lo = [0u8; 36];
+    lo[..28].copy_from_slice(prefix);
+    lo[28..].copy_from_slice(&from.to_be_bytes());
+    let mut hi = lo;
+    hi[28..].copy_from_slice(&to.to_be_bytes());
+    (lo, hi)
+}
+
+/// Whether a table is empty (used to tell a new data file from one of an unknown format).
+pub(crate) fn is_empty(
+    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+) -> Result<bool, redb::Error> {
+    Ok(table.first()?.is_none())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(session: u8, stream: u8, seq: u64) -> [u8; 36] {
+        let mut k = [0u8; 36];
+        k[0] = session;
+        k[16] = stream;
+        k[28..].copy_from_slice(&seq.to_be_bytes());
+        k
+    }
+
+    fn prefix(session: u8, stream: u8) -> [u8; 28] {
+        let mut p = [0u8; 28];
+        p.copy_from_slice(&key(session, stream, 0)[..28]);
+        p
+    }
+
+    fn event(session: u8, stream: u8, seq: u64) -> Op {
+        Op::PutEvent { key: key(session, stream, seq), payload: Bytes::from_static(b"{}") }
+    }
+
+    /// Writes a later op deletes are skipped; everything else applies.
+    #[test]
+    fn superseded_skips_only_what_a_later_op_deletes() {
+        let mut session_one = [0u8; 16];
+        session_one[0] = 1;
+        let ops = vec![
+            event(1, 1, 1),                                  // 0: its stream is dropped below
+            Op::Trim { prefix: prefix(1, 1), low_water: 1 }, // 1: likewise
+            event(1, 2, 1),                                  // 2: kept: stream 2 stays
+            Op::PutStream { prefix: prefix(1, 1), stream: vec![1], origin: Origin::Existing }, // 3: dropped below
+            Op::DropStream { prefix: prefix(1, 1) },                                           // 4
+            event(2, 1, 1), // 5: its session's events go below
+            Op::DropEvents {
+                session: {
+                    let mut s = [0u8; 16];
+                    s[0] = 2;
+                    s
+                },
+            }, // 6
+            event(2, 1, 2), // 7: after the drop: kept
+            Op::PutHeader { session: session_one, header: vec![1] }, // 8: rewritten below
+            Op::PutHeader { session: session_one, header: vec![2] }, // 9
+        ];
+        let skip = superseded(&ops);
+        assert_eq!(skip, [true, true, false, true, false, true, false, false, true, false]);
+    }
+
+    /// A stream created and deleted within one list of writes never reaches the store: its
+    /// deletion is skipped too. One that existed before keeps its deletion.
+    #[test]
+    fn a_stream_created_and_dropped_in_one_checkpoint_is_never_stored() {
+        let put = |stream, origin| Op::PutStream { prefix: prefix(1, stream), stream: vec![0], origin };
+        let ops = vec![
+            put(1, Origin::New),
+            event(1, 1, 1),
+            Op::DropStream { prefix: prefix(1, 1) },
+            put(2, Origin::Existing),
+            Op::DropStream { prefix: prefix(1, 2) },
+        ];
+        assert_eq!(superseded(&ops), [true, true, true, true, false]);
+    }
+}
