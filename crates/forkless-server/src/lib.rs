@@ -40,27 +40,44 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `handler` | the [`Handler`] trait and the handles a handler talks back through |
-//! | `server` | routing, POST/GET/DELETE, the sweeper, graceful shutdown |
+//! | `server` | the router and [`Server`]: endpoints, the sweeper task, graceful shutdown |
+//! | `request` | header names and checks, the session a request names, reading a body |
+//! | `post` | POST on a session: initialize, requests, notifications, responses |
+//! | `stateless` | POST in 2026-07-28 (no session) |
+//! | `get` | GET (the resume decision, applied) and DELETE |
+//! | `dispatch` | running one call's handler; keeping requests running detached |
+//! | `answer` | answering as JSON, as a finished SSE body, or through a writer; every SSE head |
 //! | `writer` | the one SSE writer per attachment (replay and live on one path) |
+//! | `common` | state shared by endpoints, writers and the sweeper; the clock |
+//! | `outbox` | the store operations handles need, for one concrete store |
+//! | `sweeper` | time-driven transitions, tombstones, vanished sessions |
+//! | `handler` | the [`Handler`] trait and the handles a handler talks back through |
 //! | `sse` | the SSE wire encoding |
 //! | `jsonrpc` | classifying POST bodies |
 //! | `error` | the crate's error enum and its (HTTP status, JSON-RPC code) mapping |
 //! | `config` | [`ServerConfig`] and its validation |
 //! | `metrics` | the Prometheus counters of `/metrics` |
 
+mod answer;
+mod common;
 mod config;
+mod dispatch;
 mod error;
+mod get;
 mod handler;
 mod jsonrpc;
 mod metrics;
+mod outbox;
+mod post;
+mod request;
 mod server;
 mod sse;
+mod stateless;
+mod sweeper;
 mod writer;
 
 pub use config::{AllowedOrigins, AnswerMode, ConfigError, PrincipalClosure, PrincipalFn, ServerConfig};
 pub use error::{Error, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SESSION_ENDED, STREAM_CONFLICT};
 pub use handler::{Handler, RequestContext, RpcError, SendError, ServerInfo, SessionHandle};
-pub use server::{
-    LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED, Server,
-};
+pub use request::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};
+pub use server::Server;

@@ -34,8 +34,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
+use crate::common::{Common, now};
+use crate::dispatch::start_detached;
 use crate::metrics::Metrics;
-use crate::server::{Common, now, start_detached};
 use crate::sse;
 
 /// What kind of preamble the body starts with.

@@ -1,0 +1,117 @@
+//! Dispatch of one call: running a request's handler to its outcome (a panic becomes an
+//! internal error), and the task helpers that keep requests running whatever happens to the
+//! connection that asked.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use forkless_store::Store;
+use futures::FutureExt as _;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use crate::handler::{Handler, Outlet, RequestContext, RpcError, SessionHandle, SessionShared};
+
+use crate::server::App;
+
+/// One client request's identity and input.
+pub(crate) struct Call {
+    pub(crate) id: Value,
+    pub(crate) method: String,
+    pub(crate) params: Option<Value>,
+}
+
+impl<S: Store, H: Handler> App<S, H> {
+    /// Run one request to its outcome (a panicking handler becomes an internal error, never a
+    /// crashed server). Callers run this in a task of its own already, so the panic is caught
+    /// here rather than by spawning yet another task per request.
+    pub(crate) async fn run(
+        &self,
+        shared: Arc<SessionShared>,
+        call: &mut Call,
+        cancel: CancellationToken,
+        outlet: Outlet,
+    ) -> Result<Value, RpcError> {
+        if call.method == "ping" {
+            return Ok(json!({}));
+        }
+        // Two lookups rather than `Value::pointer`, which allocates for every path segment.
+        let progress_token = call.params.as_ref().and_then(|p| p.get("_meta")?.get("progressToken")).cloned();
+        let ctx = RequestContext {
+            session: SessionHandle { shared: shared.clone() },
+            request_id: call.id.clone(),
+            progress_token,
+            cancel,
+            outlet,
+        };
+        let handler = self.handler.clone();
+        let span = tracing::info_span!("request", session = %shared.id, id = %call.id, method = %call.method);
+        // Moved, not cloned: after this only the call's id is needed (for the response).
+        let (method, params) = (std::mem::take(&mut call.method), call.params.take());
+        let started = tokio::time::Instant::now();
+        let handling = async move { handler.handle_request(&method, params, ctx).await }.instrument(span);
+        let out = AssertUnwindSafe(handling).catch_unwind().await.unwrap_or_else(|panic| {
+            let why = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("a panic");
+            tracing::warn!(session = %shared.id, error = why, "handler panicked");
+            Err(RpcError::internal("the handler failed"))
+        });
+        self.common.metrics.request_took(started.elapsed().as_secs_f64());
+        out
+    }
+
+    /// Whether a request was cancelled by the client (rather than by the end of its session or
+    /// of the server, which answer it with an error).
+    pub(crate) fn withdrawn(&self, shared: &SessionShared, cancel: &CancellationToken) -> bool {
+        cancel.is_cancelled() && shared.ended().is_none() && !self.common.shutdown.is_cancelled()
+    }
+}
+
+/// A future started by [`start_detached`].
+pub(crate) enum Detached<T> {
+    /// It finished on its first poll.
+    Done(T),
+    /// It is running in a task of its own.
+    Running(tokio::task::JoinHandle<T>),
+}
+
+impl<T> Detached<T> {
+    /// Wait for the outcome (an error if the task panicked or was aborted).
+    pub(crate) async fn finish(self) -> Result<T, tokio::task::JoinError> {
+        match self {
+            Self::Done(v) => Ok(v),
+            Self::Running(task) => task.await,
+        }
+    }
+}
+
+/// Poll `fut` once here and, if it is not done, finish it in a task of its own, so that it
+/// runs to the end whatever happens to the caller. Most requests are done on their first poll
+/// and so cost no task, no wake-up and no hand-off between tasks.
+pub(crate) fn start_detached<F>(fut: F) -> Detached<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let mut fut = Box::pin(fut);
+    match (&mut fut).now_or_never() {
+        Some(v) => Detached::Done(v),
+        None => Detached::Running(tokio::spawn(fut)),
+    }
+}
+
+/// Run `fut`, and say whether it was done on its first poll.
+pub(crate) async fn first_poll<F: Future>(fut: F) -> (F::Output, bool) {
+    let mut fut = std::pin::pin!(fut);
+    let mut first = true;
+    std::future::poll_fn(move |cx| {
+        let at_once = std::mem::replace(&mut first, false);
+        fut.as_mut().poll(cx).map(|out| (out, at_once))
+    })
+    .await
+}

@@ -1,0 +1,70 @@
+//! The store-facing outbox: the store operations a handler's handles need, for one concrete
+//! store (handles are not generic; they reach the store through [`Outbox`]).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use forkless_core::{AppendTarget, EventId, Grant, SessionId, SessionRecord, StreamId};
+use forkless_store::{Store, transact};
+
+use crate::handler::{BoxFuture, Outbox, RequestStream, SendError};
+use crate::metrics::Metrics;
+
+use crate::common::now;
+
+/// The store operations handles need, for one concrete store.
+pub(crate) struct StoreOutbox<S> {
+    pub(crate) store: Arc<S>,
+    pub(crate) cfg: forkless_core::Config,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+impl<S: Store> Outbox for StoreOutbox<S> {
+    fn append(
+        &self,
+        session: SessionId,
+        target: AppendTarget,
+        payload: Bytes,
+        complete: bool,
+    ) -> BoxFuture<'_, Result<EventId, SendError>> {
+        Box::pin(async move {
+            let id = self
+                .store
+                .append(session, target, payload, complete, now(), &self.cfg.limits)
+                .await
+                .map_err(SendError::from_store)?;
+            Metrics::inc(&self.metrics.events_appended);
+            Ok(id)
+        })
+    }
+
+    fn complete(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<(), SendError>> {
+        Box::pin(async move {
+            transact(&*self.store, session, |r| r.on_complete(stream, now()))
+                .await
+                .map(|_| ())
+                .map_err(SendError::from_store)
+        })
+    }
+
+    fn open(
+        &self,
+        session: SessionId,
+        stream: &RequestStream,
+    ) -> BoxFuture<'_, Result<Option<Grant>, SendError>> {
+        let (id, label) = (stream.id, stream.label.clone());
+        Box::pin(async move {
+            let cfg = &self.cfg;
+            let open = |r: &mut SessionRecord| r.open_labeled_request_stream(id, label.clone(), now(), cfg);
+            match transact(&*self.store, session, open).await {
+                Ok((grant, _)) => Ok(Some(grant)),
+                // Stream ids are 96 random bits: an existing stream with this id was opened for
+                // this very request, by a POST that stopped waiting (its client went away)
+                // after the store had applied the opening. The answer still belongs on it, or
+                // the stream would stay open, counting against the session's limit, forever.
+                Err(forkless_store::Error::Core(forkless_core::Error::StreamExists)) => Ok(None),
+                Err(e) => Err(SendError::from_store(e)),
+            }
+        })
+    }
+}

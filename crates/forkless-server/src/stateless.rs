@@ -1,0 +1,96 @@
+//! POST in the 2026-07-28 revision: no session, no resumption; closing the response stream
+//! cancels the request.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use forkless_core::{OsEntropy, Revision, SessionId};
+use forkless_store::Store;
+use http::{HeaderName, HeaderValue, StatusCode, header};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::config::AnswerMode;
+use crate::error::Error;
+use crate::handler::{Handler, Outlet, SessionShared};
+use crate::jsonrpc::{self, Message};
+
+use crate::answer::json_response;
+use crate::dispatch::Call;
+use crate::server::App;
+
+impl<S: Store, H: Handler> App<S, H> {
+    pub(crate) async fn post_stateless(&self, body: jsonrpc::Body) -> Result<Response, Error> {
+        if body.batch {
+            return Err(Error::BatchNotAllowed(Revision::V2026_07_28.as_str()));
+        }
+        let Some(message) = body.messages.into_iter().next() else {
+            return Err(Error::InvalidMessage("empty body".into()));
+        };
+        let shared = Arc::new(SessionShared::new(
+            SessionId::generate(&mut OsEntropy),
+            Revision::V2026_07_28,
+            Value::Null,
+            Value::Null,
+            None,
+            self.common.shutdown.child_token(),
+        ));
+        let mut call = match message {
+            Message::Response { .. } => {
+                return Err(Error::InvalidMessage("clients send no responses in 2026-07-28".into()));
+            }
+            Message::Notification { method, params } => {
+                if method != "notifications/cancelled" && method != "notifications/initialized" {
+                    self.on_notification(&shared, method, params);
+                }
+                return Ok(StatusCode::ACCEPTED.into_response());
+            }
+            Message::Request { id, method, params } => Call { id, method, params },
+        };
+        // Closing the response cancels the request in this revision.
+        let cancel = shared.cancel.child_token();
+        match self.common.cfg.answer {
+            AnswerMode::Json => {
+                let guard = cancel.clone().drop_guard();
+                let out = self.run(shared, &mut call, cancel, Outlet::Nowhere).await;
+                guard.disarm();
+                Ok(json_response(jsonrpc::response_payload(&call.id, &out)))
+            }
+            AnswerMode::Sse => {
+                let (tx, rx) = mpsc::channel::<Value>(64);
+                let app = self.clone();
+                let task_cancel = cancel.clone();
+                tokio::spawn(async move {
+                    let out =
+                        app.run(shared, &mut call, task_cancel.clone(), Outlet::Direct(tx.clone())).await;
+                    if !task_cancel.is_cancelled() {
+                        let _ = tx.send(jsonrpc::respond(&call.id, out)).await;
+                    }
+                });
+                let state = (rx, Some(cancel.drop_guard()));
+                let stream = futures::stream::unfold(state, |(mut rx, guard)| async move {
+                    guard.as_ref()?;
+                    let message = rx.recv().await?;
+                    // The response (the one message with an id) ends the stream.
+                    let guard = if message.get("id").is_some() {
+                        if let Some(g) = guard {
+                            g.disarm();
+                        }
+                        None
+                    } else {
+                        guard
+                    };
+                    let chunk = crate::sse::event(None, message.to_string().as_bytes());
+                    Some((Ok::<_, std::convert::Infallible>(chunk), (rx, guard)))
+                });
+                let mut response = Response::new(Body::from_stream(stream));
+                let h = response.headers_mut();
+                h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+                h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+                h.insert(HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no"));
+                Ok(response)
+            }
+        }
+    }
+}
