@@ -18,9 +18,12 @@ use forkless_store::{Store, transact};
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 use serde_json::Value;
 
+use crate::context::Outlet;
 use crate::error::Error;
-use crate::handler::{Handler, Outlet, RequestStream, RpcError, SessionShared};
+use crate::handler::Handler;
+use crate::jsonrpc::RpcError;
 use crate::jsonrpc::{self};
+use crate::session::{RequestStream, SessionShared};
 use crate::writer::{self, Preamble, WriterOptions};
 
 use crate::common::now;

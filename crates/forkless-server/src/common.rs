@@ -17,8 +17,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
-use crate::handler::{Outbox, SessionShared};
 use crate::metrics::Metrics;
+use crate::session::{Outbox, SessionShared};
 
 /// The wall clock as the core sees it.
 pub(crate) fn now() -> Timestamp {

@@ -12,7 +12,10 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::handler::{Handler, Outlet, RequestContext, RpcError, SessionHandle, SessionShared};
+use crate::context::{Outlet, RequestContext, SessionHandle};
+use crate::handler::Handler;
+use crate::jsonrpc::RpcError;
+use crate::session::SessionShared;
 
 use crate::server::App;
 

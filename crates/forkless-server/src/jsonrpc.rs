@@ -4,10 +4,86 @@
 //! This module owns classifying a body into requests, notifications and responses (or a
 //! typed error). It does not dispatch anything.
 
+use std::fmt;
+
 use serde_json::{Value, json};
 
 use crate::error::Error;
-use crate::handler::RpcError;
+
+/// A JSON-RPC error object, as a handler returns it and as the client may answer with it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RpcError {
+    /// The JSON-RPC error code.
+    pub code: i64,
+    /// A short description.
+    pub message: String,
+    /// Optional structured detail.
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// JSON-RPC: the method does not exist.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// JSON-RPC: invalid method parameters.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// JSON-RPC: internal error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+
+    /// An error with `code` and `message` and no data.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), data: None }
+    }
+
+    /// The same error carrying `data`.
+    pub fn with_data(self, data: Value) -> Self {
+        Self { data: Some(data), ..self }
+    }
+
+    /// -32601 for `method`.
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(Self::METHOD_NOT_FOUND, format!("method not found: {method}"))
+    }
+
+    /// -32602.
+    pub fn invalid_params(msg: impl Into<String>) -> Self {
+        Self::new(Self::INVALID_PARAMS, msg)
+    }
+
+    /// -32603.
+    pub fn internal(msg: impl Into<String>) -> Self {
+        Self::new(Self::INTERNAL_ERROR, msg)
+    }
+
+    /// The JSON-RPC `error` object.
+    pub fn to_json(&self) -> Value {
+        let mut obj = json!({ "code": self.code, "message": self.message });
+        if let Some(data) = &self.data {
+            obj["data"] = data.clone();
+        }
+        obj
+    }
+
+    /// Read an `error` object sent by the client; anything malformed becomes an internal error
+    /// that says so.
+    pub(crate) fn from_json(v: &Value) -> Self {
+        let code = v.get("code").and_then(Value::as_i64);
+        let message = v.get("message").and_then(Value::as_str);
+        match (code, message) {
+            (Some(code), Some(message)) => {
+                Self { code, message: message.to_owned(), data: v.get("data").cloned() }
+            }
+            _ => Self::internal("the client answered with a malformed error object").with_data(v.clone()),
+        }
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JSON-RPC error {}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for RpcError {}
 
 /// One incoming message.
 #[derive(Clone, Debug, PartialEq)]

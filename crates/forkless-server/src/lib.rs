@@ -51,7 +51,9 @@
 //! | `common` | state shared by endpoints, writers and the sweeper; the clock |
 //! | `outbox` | the store operations handles need, for one concrete store |
 //! | `sweeper` | time-driven transitions, tombstones, vanished sessions |
-//! | `handler` | the [`Handler`] trait and the handles a handler talks back through |
+//! | `handler` | the [`Handler`] trait, [`RpcError`], [`ServerInfo`], [`SendError`] |
+//! | `context` | the handles a handler talks back through: [`SessionHandle`], [`RequestContext`] |
+//! | `session` | the in-process state of a session behind those handles |
 //! | `sse` | the SSE wire encoding |
 //! | `jsonrpc` | classifying POST bodies |
 //! | `error` | the crate's error enum and its (HTTP status, JSON-RPC code) mapping |
@@ -61,6 +63,7 @@
 mod answer;
 mod common;
 mod config;
+mod context;
 mod dispatch;
 mod error;
 mod get;
@@ -71,13 +74,17 @@ mod outbox;
 mod post;
 mod request;
 mod server;
+mod session;
 mod sse;
 mod stateless;
 mod sweeper;
 mod writer;
 
 pub use config::{AllowedOrigins, AnswerMode, ConfigError, PrincipalClosure, PrincipalFn, ServerConfig};
+pub use context::{RequestContext, SessionHandle};
 pub use error::{Error, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SESSION_ENDED, STREAM_CONFLICT};
-pub use handler::{Handler, RequestContext, RpcError, SendError, ServerInfo, SessionHandle};
+pub use handler::{Handler, ServerInfo};
+pub use jsonrpc::RpcError;
 pub use request::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};
 pub use server::Server;
+pub use session::SendError;

@@ -7,8 +7,9 @@ use bytes::Bytes;
 use forkless_core::{AppendTarget, EventId, Grant, SessionId, SessionRecord, StreamId};
 use forkless_store::{Store, transact};
 
-use crate::handler::{BoxFuture, Outbox, RequestStream, SendError};
 use crate::metrics::Metrics;
+use crate::session::SendError;
+use crate::session::{BoxFuture, Outbox, RequestStream};
 
 use crate::common::now;
 

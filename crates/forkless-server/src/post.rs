@@ -16,10 +16,12 @@ use serde_json::{Value, json};
 use tracing::Instrument as _;
 
 use crate::config::AnswerMode;
+use crate::context::SessionHandle;
 use crate::error::Error;
-use crate::handler::{Handler, SessionHandle, SessionShared};
+use crate::handler::Handler;
 use crate::jsonrpc::{self, Message};
 use crate::metrics::Metrics;
+use crate::session::SessionShared;
 
 use crate::common::{lock, millis, now};
 use crate::dispatch::Call;

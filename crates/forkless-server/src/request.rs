@@ -15,7 +15,8 @@ use http::{HeaderMap, HeaderName, HeaderValue, header};
 use http_body_util::BodyExt as _;
 
 use crate::error::Error;
-use crate::handler::{Handler, SessionShared};
+use crate::handler::Handler;
+use crate::session::SessionShared;
 
 use crate::server::App;
 

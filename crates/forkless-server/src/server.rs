@@ -24,9 +24,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigError, ServerConfig};
 use crate::error::Error;
-use crate::handler::{Handler, Outbox, RpcError};
+use crate::handler::Handler;
+use crate::jsonrpc::RpcError;
 use crate::jsonrpc::{self};
 use crate::metrics::Metrics;
+use crate::session::Outbox;
 
 use crate::common::{Common, millis, now};
 use crate::outbox::StoreOutbox;

@@ -12,9 +12,11 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::config::AnswerMode;
+use crate::context::Outlet;
 use crate::error::Error;
-use crate::handler::{Handler, Outlet, SessionShared};
+use crate::handler::Handler;
 use crate::jsonrpc::{self, Message};
+use crate::session::SessionShared;
 
 use crate::answer::json_response;
 use crate::dispatch::Call;

@@ -1,0 +1,187 @@
+//! The handles a handler gets to talk back to its client: [`SessionHandle`] (the session and
+//! its standalone stream) and [`RequestContext`] (one request: its stream, progress, logs,
+//! server-to-client requests, cancellation).
+//!
+//! Every event a handle emits is appended to the store, and the core decides whether that is
+//! allowed (a fenced stream or ended session is a typed [`SendError`], never a redirect and
+//! never a silent drop).
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::session::SendError;
+use crate::session::{RequestStream, SessionShared, notification_payload};
+use forkless_core::{AppendTarget, EndReason, Revision, SessionId};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// A session, as a handler sees it: who the client is, and its standalone stream.
+#[derive(Clone)]
+pub struct SessionHandle {
+    pub(crate) shared: Arc<SessionShared>,
+}
+
+impl fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("SessionHandle").field(&self.shared).finish()
+    }
+}
+
+impl SessionHandle {
+    /// The session id (for a stateless 2026-07-28 request: a fresh id that names nothing).
+    pub fn id(&self) -> SessionId {
+        self.shared.id
+    }
+
+    /// The negotiated revision.
+    pub fn revision(&self) -> Revision {
+        self.shared.revision
+    }
+
+    /// The client's `capabilities` from initialize (`null` when not known).
+    pub fn client_capabilities(&self) -> &Value {
+        &self.shared.client_capabilities
+    }
+
+    /// The client's `clientInfo` from initialize (`null` when not known).
+    pub fn client_info(&self) -> &Value {
+        &self.shared.client_info
+    }
+
+    /// Why the session ended, if this process knows it did.
+    pub fn ended(&self) -> Option<EndReason> {
+        self.shared.ended()
+    }
+
+    /// A notification on the session's standalone GET stream (kept until the client opens or
+    /// resumes it).
+    pub async fn notify(&self, method: &str, params: Value) -> Result<(), SendError> {
+        let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+        self.shared.append(AppendTarget::Standalone, &message, false).await
+    }
+
+    /// A server-to-client request on the standalone stream; resolves with the client's result.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, SendError> {
+        let cancel = self.shared.cancel.clone();
+        self.shared.request(AppendTarget::Standalone, method, params, &cancel).await
+    }
+}
+
+/// Where a request's own messages go.
+#[derive(Clone, Debug)]
+pub(crate) enum Outlet {
+    /// The request is answered with SSE: its stream in the store, opened on first use.
+    Stream(Arc<RequestStream>),
+    /// The request is answered with JSON: the session's standalone stream.
+    Standalone,
+    /// A stateless (2026-07-28) request answered with SSE: straight to its connection.
+    Direct(mpsc::Sender<Value>),
+    /// A stateless request answered with JSON: nowhere to send anything before the answer.
+    Nowhere,
+}
+
+/// One client request, as its handler sees it.
+#[derive(Clone)]
+pub struct RequestContext {
+    pub(crate) session: SessionHandle,
+    pub(crate) request_id: Value,
+    pub(crate) progress_token: Option<Value>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) outlet: Outlet,
+}
+
+impl fmt::Debug for RequestContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestContext")
+            .field("session", &self.session.id())
+            .field("request_id", &self.request_id)
+            .field("outlet", &self.outlet)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RequestContext {
+    /// The session this request belongs to.
+    pub fn session(&self) -> &SessionHandle {
+        &self.session
+    }
+
+    /// The JSON-RPC id of the request.
+    pub fn request_id(&self) -> &Value {
+        &self.request_id
+    }
+
+    /// `params._meta.progressToken`, if the client sent one.
+    pub fn progress_token(&self) -> Option<&Value> {
+        self.progress_token.as_ref()
+    }
+
+    /// Cancelled by `notifications/cancelled` for this request, by the end of the session, by
+    /// server shutdown, and (2026-07-28 only) by the client closing the response stream.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// A notification on this request's stream (its SSE stream; when the request is answered
+    /// as JSON it goes to the session's standalone stream).
+    pub async fn notify(&self, method: &str, params: Value) -> Result<(), SendError> {
+        let target = match &self.outlet {
+            Outlet::Stream(stream) => {
+                self.session.shared.open_stream(stream).await?;
+                AppendTarget::Stream(stream.id)
+            }
+            Outlet::Standalone => AppendTarget::Standalone,
+            Outlet::Direct(tx) => {
+                if self.cancel.is_cancelled() {
+                    return Err(SendError::Cancelled);
+                }
+                let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+                return tx.send(message).await.map_err(|_| SendError::Cancelled);
+            }
+            Outlet::Nowhere => return Err(SendError::Stateless),
+        };
+        // Serialized straight into the payload: no envelope object is built per notification.
+        let payload = notification_payload(method, &params);
+        self.session.shared.append_payload(target, payload, false).await.map(|_| ())
+    }
+
+    /// `notifications/progress` with this request's progressToken; `Ok(())` and nothing sent
+    /// when the request had none.
+    pub async fn progress(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<&str>,
+    ) -> Result<(), SendError> {
+        let Some(token) = &self.progress_token else { return Ok(()) };
+        let mut params = json!({ "progressToken": token, "progress": progress });
+        if let Some(total) = total {
+            params["total"] = json!(total);
+        }
+        if let Some(message) = message {
+            params["message"] = json!(message);
+        }
+        self.notify("notifications/progress", params).await
+    }
+
+    /// `notifications/message` with `level` and `data`.
+    pub async fn log(&self, level: &str, data: Value) -> Result<(), SendError> {
+        self.notify("notifications/message", json!({ "level": level, "data": data })).await
+    }
+
+    /// A server-to-client request (sampling/createMessage, elicitation/create, roots/list) on
+    /// this request's stream; resolves with the client's result (the client POSTs the
+    /// JSON-RPC response).
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, SendError> {
+        let target = match &self.outlet {
+            Outlet::Stream(stream) => {
+                self.session.shared.open_stream(stream).await?;
+                AppendTarget::Stream(stream.id)
+            }
+            Outlet::Standalone => AppendTarget::Standalone,
+            Outlet::Direct(_) | Outlet::Nowhere => return Err(SendError::Stateless),
+        };
+        self.session.shared.request(target, method, params, &self.cancel).await
+    }
+}

@@ -1,0 +1,415 @@
+//! The in-process state of one session, as the handles reach it: pending server-to-client
+//! requests, cancellation tokens, the session's end, and its request streams as they are
+//! opened on first use.
+//!
+//! This module owns that state and the type-erased store operations handles need
+//! ([`Outbox`]). It does not own the handler API ([`crate::handler`], [`crate::context`]) nor
+//! any decision about streams: every event a handle emits is appended to the store, and the
+//! core decides whether that is allowed.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::jsonrpc::RpcError;
+use bytes::Bytes;
+use forkless_core::{AppendTarget, EndReason, EventId, Grant, Label, Revision, SessionId, StreamId};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+/// Why a message from the handler could not be delivered (or a server-to-client request
+/// got no result).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The session has ended; nothing more reaches this client.
+    #[error("session ended ({})", reason.as_str())]
+    SessionEnded {
+        /// Why it ended.
+        reason: EndReason,
+    },
+    /// The target stream was fenced; events are never redirected to another stream.
+    #[error("stream is fenced")]
+    StreamFenced,
+    /// The target stream already carried its final event (the response).
+    #[error("stream is completed")]
+    StreamCompleted,
+    /// The store refused or failed the append (limits, backend failure).
+    #[error("store: {0}")]
+    Store(String),
+    /// The client answered the server-to-client request with an error.
+    #[error("client answered with {0}")]
+    Rejected(RpcError),
+    /// The request this context belongs to was cancelled (or its connection closed, 2026).
+    #[error("request cancelled")]
+    Cancelled,
+    /// 2026-07-28: no sessions, no standalone stream, no server-to-client requests.
+    #[error("not available in the stateless revision")]
+    Stateless,
+}
+
+impl SendError {
+    /// The typed error for a store failure on an append.
+    pub(crate) fn from_store(e: forkless_store::Error) -> Self {
+        use forkless_core::Error as Core;
+        match e {
+            forkless_store::Error::Core(Core::SessionEnded { reason }) => Self::SessionEnded { reason },
+            forkless_store::Error::Core(Core::StreamFenced) => Self::StreamFenced,
+            forkless_store::Error::Core(Core::StreamCompleted) => Self::StreamCompleted,
+            forkless_store::Error::Core(Core::Stateless) => Self::Stateless,
+            other => Self::Store(other.to_string()),
+        }
+    }
+}
+
+/// A boxed, sendable future (the type-erased store calls handles make).
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The store operations a handle needs, erased over the store type so that handles are not
+/// generic. Implemented by the server for every `S: Store`.
+pub(crate) trait Outbox: Send + Sync + 'static {
+    /// Append one serialized message; `complete` makes it the stream's final event.
+    fn append(
+        &self,
+        session: SessionId,
+        target: AppendTarget,
+        payload: Bytes,
+        complete: bool,
+    ) -> BoxFuture<'_, Result<EventId, SendError>>;
+    /// Complete a request stream without a final event (its request was cancelled).
+    fn complete(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<(), SendError>>;
+    /// Open a request stream labelled with its request's id, attached to the POST that asked
+    /// (see [`RequestStream`]); `None` if it exists already: opened for this request by a POST
+    /// that stopped waiting after the store applied the opening.
+    fn open(
+        &self,
+        session: SessionId,
+        stream: &RequestStream,
+    ) -> BoxFuture<'_, Result<Option<Grant>, SendError>>;
+}
+
+/// The SSE stream of a POST's request (or batch), opened in the store when first needed:
+/// when its handler first sends something on it, or when the POST's answer has to wait for
+/// the handler. A handler that answers at once without sending anything never needs it open:
+/// its answer opens, fills and releases the stream in one append
+/// ([`AppendTarget::Answer`]), and the POST carries the whole stream as a finished body.
+#[derive(Debug)]
+pub(crate) struct RequestStream {
+    pub(crate) id: StreamId,
+    /// The request's JSON-RPC id, serialized, kept with the stream so that a restart can still
+    /// answer the request; `None` for a batch's stream (answered with id `null` then).
+    pub(crate) label: Option<Label>,
+    state: tokio::sync::OnceCell<Claim>,
+}
+
+/// What became of a [`RequestStream`], decided once.
+#[derive(Clone, Copy, Debug)]
+enum Claim {
+    /// Opened, attached to the POST's connection; `None` where the opener holds no grant
+    /// (its opening was applied, but whoever made it stopped waiting before it was confirmed).
+    Open(Option<Grant>),
+    /// Taken by the POST for an answer-at-once: it is (or is being) opened, filled and
+    /// released in one append, and nothing more can go on it.
+    Answered,
+}
+
+impl RequestStream {
+    pub(crate) fn new(id: StreamId, label: Option<Label>) -> Arc<Self> {
+        Arc::new(Self { id, label, state: tokio::sync::OnceCell::new() })
+    }
+
+    /// Claim the stream for an answer-at-once; false if it is open or being opened.
+    pub(crate) fn claim_for_answer(&self) -> bool {
+        self.state.set(Claim::Answered).is_ok()
+    }
+
+    /// Its grant, opening the stream with `open` unless that was decided already. Whoever
+    /// comes first opens it; anyone else waits for that and gets the same grant (if the
+    /// opening fails, the next caller tries again). `None` if it was claimed for an answer, or
+    /// is open without a grant here.
+    pub(crate) async fn open<E, Fut>(&self, open: impl FnOnce() -> Fut) -> Result<Option<Grant>, E>
+    where
+        Fut: Future<Output = Result<Option<Grant>, E>>,
+    {
+        let claim = self.state.get_or_try_init(|| async { open().await.map(Claim::Open) }).await?;
+        Ok(match claim {
+            Claim::Open(grant) => *grant,
+            Claim::Answered => None,
+        })
+    }
+}
+
+/// The in-process state of one session: what handles reach and what teardown clears.
+pub(crate) struct SessionShared {
+    pub(crate) id: SessionId,
+    pub(crate) revision: Revision,
+    pub(crate) client_capabilities: Value,
+    pub(crate) client_info: Value,
+    /// `None` for a stateless (2026-07-28) request.
+    pub(crate) outbox: Option<Arc<dyn Outbox>>,
+    /// Cancelled when the session ends here (or the server shuts down); every request's token
+    /// is a child of it.
+    pub(crate) cancel: CancellationToken,
+    ended: OnceLock<EndReason>,
+    next_outgoing_id: AtomicU64,
+    /// Server-to-client requests awaiting the client's response, by JSON id.
+    pending: Mutex<HashMap<IdKey, Pending>>,
+    /// Client requests in flight, by JSON id, for `notifications/cancelled`.
+    in_flight: Mutex<HashMap<IdKey, CancellationToken>>,
+}
+
+impl fmt::Debug for SessionShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionShared")
+            .field("id", &self.id)
+            .field("revision", &self.revision)
+            .field("ended", &self.ended.get())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A server-to-client request awaiting the client's response.
+struct Pending {
+    /// The stream the request was appended to (known once the append returned).
+    stream: Option<StreamId>,
+    tx: oneshot::Sender<Result<Value, SendError>>,
+}
+
+/// A JSON-RPC id as a key of the maps above. Ids are strings or numbers, and `1` and `"1"`
+/// are different ids; the common integer ids are keys without an allocation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum IdKey {
+    Int(i64),
+    Uint(u64),
+    Text(String),
+    /// Any other JSON (a float, or what a peer should not send), by its serialization.
+    Other(String),
+}
+
+pub(crate) fn id_key(id: &Value) -> IdKey {
+    match id {
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => IdKey::Int(i),
+            (None, Some(u)) => IdKey::Uint(u),
+            (None, None) => IdKey::Other(n.to_string()),
+        },
+        Value::String(s) => IdKey::Text(s.clone()),
+        other => IdKey::Other(other.to_string()),
+    }
+}
+
+impl SessionShared {
+    pub(crate) fn new(
+        id: SessionId,
+        revision: Revision,
+        client_capabilities: Value,
+        client_info: Value,
+        outbox: Option<Arc<dyn Outbox>>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            id,
+            revision,
+            client_capabilities,
+            client_info,
+            outbox,
+            cancel,
+            ended: OnceLock::new(),
+            next_outgoing_id: AtomicU64::new(1),
+            pending: Mutex::default(),
+            in_flight: Mutex::default(),
+        }
+    }
+
+    /// Why the session ended in this process, if it did.
+    pub(crate) fn ended(&self) -> Option<EndReason> {
+        self.ended.get().copied()
+    }
+
+    /// Tear down: record the reason, cancel every request, fail every pending
+    /// server-to-client request. Idempotent; the first reason wins.
+    pub(crate) fn end(&self, reason: EndReason) {
+        let _ = self.ended.set(reason);
+        let reason = self.ended().unwrap_or(reason);
+        self.cancel.cancel();
+        let pending: Vec<_> = lock(&self.pending).drain().collect();
+        for (_, p) in pending {
+            let _ = p.tx.send(Err(SendError::SessionEnded { reason }));
+        }
+        lock(&self.in_flight).clear();
+    }
+
+    /// A client request starts: its cancellation token, registered under its id.
+    pub(crate) fn begin_request(&self, id: &Value) -> CancellationToken {
+        let token = self.cancel.child_token();
+        lock(&self.in_flight).insert(id_key(id), token.clone());
+        token
+    }
+
+    /// A client request finished.
+    pub(crate) fn finish_request(&self, id: &Value) {
+        lock(&self.in_flight).remove(&id_key(id));
+    }
+
+    /// `notifications/cancelled` for `id`; false if no such request is in flight.
+    pub(crate) fn cancel_request(&self, id: &Value) -> bool {
+        match lock(&self.in_flight).get(&id_key(id)) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The client answered a server-to-client request; false if nobody waits for `id`.
+    pub(crate) fn resolve(&self, id: &Value, outcome: Result<Value, RpcError>) -> bool {
+        let Some(p) = lock(&self.pending).remove(&id_key(id)) else { return false };
+        let _ = p.tx.send(outcome.map_err(SendError::Rejected));
+        true
+    }
+
+    /// `stream` was fenced: requests sent on it can never be answered by a client that saw
+    /// them, so they fail instead of waiting forever.
+    pub(crate) fn fail_pending_on(&self, stream: StreamId) {
+        let mut pending = lock(&self.pending);
+        let keys: Vec<IdKey> =
+            pending.iter().filter(|(_, p)| p.stream == Some(stream)).map(|(k, _)| k.clone()).collect();
+        for key in keys {
+            if let Some(p) = pending.remove(&key) {
+                let _ = p.tx.send(Err(SendError::StreamFenced));
+            }
+        }
+    }
+
+    fn check_open(&self) -> Result<&Arc<dyn Outbox>, SendError> {
+        if let Some(reason) = self.ended() {
+            return Err(SendError::SessionEnded { reason });
+        }
+        self.outbox.as_ref().ok_or(SendError::Stateless)
+    }
+
+    pub(crate) async fn append(
+        &self,
+        target: AppendTarget,
+        message: &Value,
+        complete: bool,
+    ) -> Result<(), SendError> {
+        self.append_event(target, message, complete).await.map(|_| ())
+    }
+
+    async fn append_event(
+        &self,
+        target: AppendTarget,
+        message: &Value,
+        complete: bool,
+    ) -> Result<EventId, SendError> {
+        self.append_payload(target, to_payload(message), complete).await
+    }
+
+    /// Open `stream` through the outbox unless that was decided already (see
+    /// [`RequestStream::open`]).
+    pub(crate) async fn open_stream(&self, stream: &RequestStream) -> Result<(), SendError> {
+        let outbox = self.check_open()?;
+        stream.open(|| outbox.open(self.id, stream)).await.map(|_| ())
+    }
+
+    /// Append an already serialized message.
+    pub(crate) async fn append_payload(
+        &self,
+        target: AppendTarget,
+        payload: Bytes,
+        complete: bool,
+    ) -> Result<EventId, SendError> {
+        let outbox = self.check_open()?;
+        let out = outbox.append(self.id, target, payload, complete).await;
+        if let Err(SendError::SessionEnded { reason }) = &out {
+            self.end(*reason);
+        }
+        out
+    }
+
+    /// Send a server-to-client request on `target` and wait for the client's answer (or
+    /// `cancel`).
+    pub(crate) async fn request(
+        &self,
+        target: AppendTarget,
+        method: &str,
+        params: Value,
+        cancel: &CancellationToken,
+    ) -> Result<Value, SendError> {
+        self.check_open()?;
+        let id = Value::from(self.next_outgoing_id.fetch_add(1, Ordering::Relaxed));
+        let key = id_key(&id);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(key.clone(), Pending { stream: None, tx });
+        // Registered before the append: the client may answer before the append returns.
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        match self.append_event(target, &message, false).await {
+            Ok(event) => {
+                if let Some(p) = lock(&self.pending).get_mut(&key) {
+                    p.stream = Some(event.stream);
+                }
+            }
+            Err(e) => {
+                lock(&self.pending).remove(&key);
+                return Err(e);
+            }
+        }
+        tokio::select! {
+            outcome = rx => outcome.unwrap_or_else(|_| Err(self.ended_error())),
+            () = cancel.cancelled() => {
+                lock(&self.pending).remove(&key);
+                Err(self.ended().map_or(SendError::Cancelled, |reason| SendError::SessionEnded { reason }))
+            }
+        }
+    }
+
+    fn ended_error(&self) -> SendError {
+        self.ended().map_or(SendError::Cancelled, |reason| SendError::SessionEnded { reason })
+    }
+}
+
+/// A poisoned map only means another task panicked mid-insert; the map itself is still sound.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A message as an event payload (`serde_json::to_vec` skips the `fmt` machinery that
+/// `Value`'s `Display` goes through).
+pub(crate) fn to_payload(message: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(message).unwrap_or_else(|_| message.to_string().into_bytes()))
+}
+
+/// `{"jsonrpc":"2.0","method":<method>,"params":<params>}`, serialized in one buffer.
+pub(crate) fn notification_payload(method: &str, params: &Value) -> Bytes {
+    let mut out = Vec::with_capacity(64 + method.len());
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","method":"#);
+    // Serializing a str or a Value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, method);
+    out.extend_from_slice(br#","params":"#);
+    let _ = serde_json::to_writer(&mut out, params);
+    out.push(b'}');
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_keys_tell_apart_what_json_rpc_tells_apart() {
+        let ids =
+            [json!(1), json!("1"), json!(1.5), json!(-1), json!(u64::MAX), json!("u"), json!(null), json!(0)];
+        for (i, a) in ids.iter().enumerate() {
+            assert_eq!(id_key(a), id_key(&a.clone()), "{a} is its own key");
+            for b in &ids[i + 1..] {
+                assert_ne!(id_key(a), id_key(b), "{a} and {b} are different ids");
+            }
+        }
+    }
+}
