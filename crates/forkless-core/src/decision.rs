@@ -7,8 +7,12 @@
 //! names its row.
 
 use crate::config::{Config, ResumeMode};
+use crate::error::{EndReason, Error};
+use crate::id::EntropySource;
 use crate::id::{EventId, Seq, StreamId};
-use crate::session::SessionRecord;
+pub use crate::reason::{ConflictReason, RejectReason};
+use crate::session::{GetOutcome, SessionRecord};
+use crate::stream::{Stream, StreamKind};
 use crate::time::Timestamp;
 
 /// The resume-relevant headers of a GET, as received (unparsed).
@@ -18,72 +22,6 @@ pub struct GetRequest<'a> {
     pub last_event_id: Option<&'a str>,
     /// `Mcp-Stream-Id`.
     pub stream_token: Option<&'a str>,
-}
-
-/// Why a reconnect is refused and the session ended (decision (b)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RejectReason {
-    /// Row 1: the standalone log the client never saw was partly evicted. Row 10: events
-    /// after the cursor were evicted.
-    CursorEvicted,
-    /// Row 4: no cursor, yet the client may have seen content and made no reset promise.
-    CursorMissing,
-    /// Row 5: `Last-Event-ID` is not `<stream>.<seq>`.
-    CursorMalformed,
-    /// Row 6: the cursor's stream is not a stream of this session.
-    StreamUnknown,
-    /// Row 7: `Mcp-Stream-Id` disagrees with the cursor's stream.
-    TokenMismatch,
-    /// Row 7, strict mode: `Mcp-Stream-Id` is absent.
-    TokenMissing,
-    /// Row 8: the stream is fenced.
-    StreamFenced,
-    /// Row 9: the cursor is beyond the stream's high-water mark.
-    CursorAhead,
-}
-
-impl RejectReason {
-    /// Every reason.
-    pub const ALL: [Self; 8] = [
-        Self::CursorEvicted,
-        Self::CursorMissing,
-        Self::CursorMalformed,
-        Self::StreamUnknown,
-        Self::TokenMismatch,
-        Self::TokenMissing,
-        Self::StreamFenced,
-        Self::CursorAhead,
-    ];
-
-    /// The wire code (`error.data.reason`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::CursorEvicted => "cursor_evicted",
-            Self::CursorMissing => "cursor_missing",
-            Self::CursorMalformed => "cursor_malformed",
-            Self::StreamUnknown => "stream_unknown",
-            Self::TokenMismatch => "token_mismatch",
-            Self::TokenMissing => "token_missing",
-            Self::StreamFenced => "stream_fenced",
-            Self::CursorAhead => "cursor_ahead",
-        }
-    }
-}
-
-/// Why a reconnect is refused while the session and the live connection stay untouched.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ConflictReason {
-    /// Row 2: the standalone stream has a live connection.
-    StreamAttached,
-}
-
-impl ConflictReason {
-    /// The wire code.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::StreamAttached => "stream_attached",
-        }
-    }
 }
 
 /// How a new (not resumed) standalone attachment comes about.
@@ -173,4 +111,37 @@ fn decide_without_cursor(record: &SessionRecord, has_token: bool, now: Timestamp
     }
     // Row 4.
     Decision::Reject(RejectReason::CursorMissing)
+}
+
+// ===== applying the decision =====
+
+impl SessionRecord {
+    /// A GET arrived: decide (PROTOCOL section 4) and apply the decision in one step.
+    /// A rejection ends the session; a conflict changes nothing.
+    pub fn on_get(
+        &mut self,
+        req: &GetRequest<'_>,
+        now: Timestamp,
+        cfg: &Config,
+        entropy: &mut impl EntropySource,
+    ) -> Result<GetOutcome, Error> {
+        self.check_active()?;
+        let outcome = match decide_get(self, req, now, cfg) {
+            Decision::Conflict(reason) => return Ok(GetOutcome::Conflict(reason)),
+            Decision::Reject(reason) => {
+                self.on_end(EndReason::Rejected(reason), now)?;
+                return Ok(GetOutcome::Rejected(reason));
+            }
+            Decision::Resume { stream, after } => self.attach(stream, after, true, None, now, cfg)?,
+            Decision::OpenNew(OpenNew::Standalone(stream)) => {
+                self.attach(stream, Seq::PRIMING, false, None, now, cfg)?
+            }
+            Decision::OpenNew(OpenNew::Reset(old)) => {
+                let fresh = Stream::new(StreamId::generate(entropy), StreamKind::Standalone, now);
+                self.reset_standalone(old, fresh, now, cfg)?
+            }
+        };
+        self.touch(now);
+        Ok(GetOutcome::Attached(outcome))
+    }
 }

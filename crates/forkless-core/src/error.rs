@@ -1,7 +1,7 @@
 //! The core's one error type: every transition that is illegal in the current state says why.
 
-use crate::decision::RejectReason;
 use crate::id::Epoch;
+use crate::reason::RejectReason;
 
 /// Why a session ended. Carried by [`Error::SessionEnded`] and reported on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -62,6 +62,7 @@ pub mod config;
 pub mod decision;
 pub mod error;
 pub mod id;
+pub mod reason;
 pub mod revision;
 pub mod session;
 pub mod stream;

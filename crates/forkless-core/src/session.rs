@@ -12,9 +12,9 @@
 //! ```
 
 use crate::config::{Config, Limits};
-use crate::decision::{ConflictReason, Decision, GetRequest, OpenNew, RejectReason, decide_get};
 use crate::error::{EndReason, Error};
 use crate::id::{EntropySource, Epoch, EventId, Seq, SessionId, StreamId};
+use crate::reason::{ConflictReason, RejectReason};
 use crate::revision::Revision;
 use crate::stream::{FenceCause, Label, Stream, StreamKind, StreamState};
 use crate::stream_map::{StreamChange, StreamMap};
@@ -263,43 +263,6 @@ impl SessionRecord {
     }
 
     // ===== events =====
-
-    /// A GET arrived: decide (PROTOCOL section 4) and apply the decision in one step.
-    /// A rejection ends the session; a conflict changes nothing.
-    pub fn on_get(
-        &mut self,
-        req: &GetRequest<'_>,
-        now: Timestamp,
-        cfg: &Config,
-        entropy: &mut impl EntropySource,
-    ) -> Result<GetOutcome, Error> {
-        self.check_active()?;
-        let outcome = match decide_get(self, req, now, cfg) {
-            Decision::Conflict(reason) => return Ok(GetOutcome::Conflict(reason)),
-            Decision::Reject(reason) => {
-                self.on_end(EndReason::Rejected(reason), now)?;
-                return Ok(GetOutcome::Rejected(reason));
-            }
-            Decision::Resume { stream, after } => self.attach(stream, after, true, None, now, cfg)?,
-            Decision::OpenNew(OpenNew::Standalone(stream)) => {
-                self.attach(stream, Seq::PRIMING, false, None, now, cfg)?
-            }
-            Decision::OpenNew(OpenNew::Reset(old)) => {
-                let fresh = Stream::new(StreamId::generate(entropy), StreamKind::Standalone, now);
-                self.check_room(&cfg.limits)?;
-                self.stream_mut(old)?.on_fence(now, FenceCause::Reset)?;
-                self.drop_bytes_of(old);
-                let fresh_id = fresh.id();
-                if !self.streams.insert(fresh) {
-                    return Err(Error::StreamExists);
-                }
-                self.standalone = fresh_id;
-                self.attach(fresh_id, Seq::PRIMING, false, Some(old), now, cfg)?
-            }
-        };
-        self.touch(now);
-        Ok(GetOutcome::Attached(outcome))
-    }
 
     /// A POST request is answered with SSE: a new request stream, attached to that POST's
     /// connection.
@@ -608,7 +571,27 @@ impl SessionRecord {
 
     // ===== helpers =====
 
-    fn attach(
+    /// Row 3 applied: fence the standalone stream `old` and make `fresh` the standalone
+    /// stream, attached, in one step.
+    pub(crate) fn reset_standalone(
+        &mut self,
+        old: StreamId,
+        fresh: Stream,
+        now: Timestamp,
+        cfg: &Config,
+    ) -> Result<Grant, Error> {
+        self.check_room(&cfg.limits)?;
+        self.stream_mut(old)?.on_fence(now, FenceCause::Reset)?;
+        self.drop_bytes_of(old);
+        let fresh_id = fresh.id();
+        if !self.streams.insert(fresh) {
+            return Err(Error::StreamExists);
+        }
+        self.standalone = fresh_id;
+        self.attach(fresh_id, Seq::PRIMING, false, Some(old), now, cfg)
+    }
+
+    pub(crate) fn attach(
         &mut self,
         stream: StreamId,
         after: Seq,
@@ -634,7 +617,7 @@ impl SessionRecord {
         self.streams.get_mut(id).ok_or(Error::StreamUnknown)
     }
 
-    fn check_active(&self) -> Result<(), Error> {
+    pub(crate) fn check_active(&self) -> Result<(), Error> {
         match self.session.state {
             SessionState::Active(_) => Ok(()),
             SessionState::Ended(e) => Err(Error::SessionEnded { reason: e.reason }),
@@ -674,7 +657,7 @@ impl SessionRecord {
         Ok(())
     }
 
-    fn touch(&mut self, now: Timestamp) {
+    pub(crate) fn touch(&mut self, now: Timestamp) {
         if let SessionState::Active(a) = &mut self.session.state {
             a.last_activity = a.last_activity.max(now);
         }

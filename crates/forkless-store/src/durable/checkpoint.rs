@@ -5,10 +5,10 @@
 //! are stored as rows of consecutive events. It does not decide when to checkpoint (the
 //! writer thread, [`super::journal`]) nor encode anything for the log ([`super::codec`]).
 
-use bytes::Bytes;
 use redb::{Database, ReadableTable, TableDefinition};
 
 use super::codec;
+use super::op::Op;
 use crate::engine::Origin;
 
 pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
@@ -25,44 +25,6 @@ pub(crate) const EVENTS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::ne
 
 /// One row per stream, keyed by session and stream id (see [`super::codec`]).
 pub(crate) const STREAMS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("streams");
-
-/// One write.
-#[derive(Debug)]
-pub(crate) enum Op {
-    /// Write a session's header row.
-    PutHeader {
-        session: [u8; 16],
-        header: Vec<u8>,
-    },
-    /// Write one stream's row (`prefix` = session + stream); `origin`: whether the write that
-    /// logged it created the stream.
-    PutStream {
-        prefix: [u8; 28],
-        stream: Vec<u8>,
-        origin: Origin,
-    },
-    PutEvent {
-        key: [u8; 36],
-        payload: Bytes,
-    },
-    /// Delete events of a stream (`prefix` = session + stream) with seq below `low_water`.
-    Trim {
-        prefix: [u8; 28],
-        low_water: u64,
-    },
-    /// Delete a stream's row and all its events.
-    DropStream {
-        prefix: [u8; 28],
-    },
-    /// Delete a session's header, stream rows and events.
-    DropSession {
-        session: [u8; 16],
-    },
-    /// Delete a session's events, keeping its record.
-    DropEvents {
-        session: [u8; 16],
-    },
-}
 
 /// Apply `ops` to redb in one durable transaction that also records `lsn` as the last log
 /// entry applied.
@@ -349,7 +311,7 @@ mod tests {
     }
 
     fn event(session: u8, stream: u8, seq: u64) -> Op {
-        Op::PutEvent { key: key(session, stream, seq), payload: Bytes::from_static(b"{}") }
+        Op::PutEvent { key: key(session, stream, seq), payload: bytes::Bytes::from_static(b"{}") }
     }
 
     /// Writes a later op deletes are skipped; everything else applies.

@@ -44,7 +44,7 @@ use forkless_core::{
 
 use bytes::Bytes;
 
-use super::checkpoint::Op;
+use super::op::Op;
 use crate::Error;
 use crate::engine::Origin;
 

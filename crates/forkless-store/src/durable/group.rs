@@ -15,7 +15,7 @@
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use super::checkpoint::Op;
+use super::op::Op;
 
 /// Acknowledges a write (or a barrier) once it is durable, or with the failure.
 pub(crate) type Ack = tokio::sync::oneshot::Sender<Result<(), String>>;

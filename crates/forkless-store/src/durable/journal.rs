@@ -20,12 +20,13 @@ use std::time::{Duration, Instant};
 use redb::Database;
 
 use super::Durability;
-use super::checkpoint::{Op, commit, superseded};
+use super::checkpoint::{commit, superseded};
 use super::codec;
 use super::group::{
     DELIVERY_ALLOWANCE, IMMEDIATE_POLL, Msg, Settled, coalesce, drain_queued, gather_waiters, gather_window,
     poll_briefly,
 };
+use super::op::Op;
 use super::wal::Log;
 
 /// Longest a write waits in the log before a checkpoint copies it into redb. Bounds the

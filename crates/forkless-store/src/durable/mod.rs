@@ -33,6 +33,7 @@ mod checkpoint;
 mod codec;
 mod group;
 mod journal;
+mod op;
 mod recovery;
 mod wal;
 
@@ -45,9 +46,10 @@ use bytes::Bytes;
 use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, Timestamp};
 use redb::{Database, ReadableDatabase};
 
-use self::checkpoint::{META, Op};
+use self::checkpoint::META;
 use self::group::{Ack, Msg, Settled};
 use self::journal::Poison;
+use self::op::Op;
 use self::recovery::{check_format, log_path, refuse_other_format, replay};
 use crate::engine::{Effect, Engine, Origin};
 use crate::{Error, Orphan, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
