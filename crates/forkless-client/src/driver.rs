@@ -17,10 +17,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Inner, SessionView, lock};
 use crate::error::Error;
 use crate::events::{ClientEvent, StreamOrigin};
 use crate::http::{self, BodyKind, IdleGuarded};
+use crate::inner::{Inner, SessionView, lock};
 use crate::jsonrpc;
 use crate::resume::{Opened, Step, StreamTracker};
 use crate::stats::StreamStats;

@@ -54,17 +54,20 @@
 //! tests can point the client at a fault-injecting proxy.
 
 pub mod backoff;
+mod builder;
 mod client;
 mod driver;
 mod error;
 mod events;
 pub mod http;
+mod inner;
 mod jsonrpc;
 pub mod resume;
 pub mod stats;
 
 pub use backoff::RetryPolicy;
-pub use client::{Client, ClientBuilder, RESUME_CAPABILITY};
+pub use builder::{ClientBuilder, RESUME_CAPABILITY};
+pub use client::Client;
 pub use driver::StreamControl;
 pub use error::Error;
 pub use events::{
