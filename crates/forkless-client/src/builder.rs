@@ -14,24 +14,7 @@ use crate::backoff::RetryPolicy;
 use crate::client::Client;
 use crate::error::Error;
 use crate::events::{RejectAll, ServerRequestHandler};
-use crate::inner::{Inner, Session, Streams};
-
-/// The capability key this client declares in `initialize` (PROTOCOL section 7).
-pub const RESUME_CAPABILITY: &str = "forkless/resume";
-
-/// Settings, with their defaults; see [`ClientBuilder`].
-#[derive(Clone, Debug)]
-pub(crate) struct Settings {
-    pub(crate) retry: RetryPolicy,
-    pub(crate) reinit_on_404: bool,
-    pub(crate) request_timeout: Option<Duration>,
-    pub(crate) idle_timeout: Option<Duration>,
-    pub(crate) revision: Revision,
-    pub(crate) client_name: String,
-    pub(crate) client_version: String,
-    pub(crate) capabilities: Map<String, Value>,
-    pub(crate) declare_resume: bool,
-}
+use crate::inner::{Inner, Session, Settings, Streams};
 
 /// Configures and creates a [`Client`].
 ///
@@ -215,5 +198,17 @@ impl ClientBuilder {
         let client = self.build()?;
         client.inner.ensure_session().await?;
         Ok(client)
+    }
+}
+
+impl Client {
+    /// Connect to `url` with default settings and initialize a session.
+    pub async fn connect(url: impl Into<String>) -> Result<Self, Error> {
+        ClientBuilder::new(url).connect().await
+    }
+
+    /// A [`ClientBuilder`] for `url`.
+    pub fn builder(url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder::new(url)
     }
 }

@@ -12,7 +12,6 @@ use std::time::Duration;
 use forkless_core::Revision;
 use serde_json::{Value, json};
 
-use crate::builder::ClientBuilder;
 use crate::driver::{self, StreamControl};
 use crate::error::Error;
 use crate::events::{Notifications, Progress};
@@ -33,16 +32,6 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connect to `url` with default settings and initialize a session.
-    pub async fn connect(url: impl Into<String>) -> Result<Self, Error> {
-        ClientBuilder::new(url).connect().await
-    }
-
-    /// A [`ClientBuilder`] for `url`.
-    pub fn builder(url: impl Into<String>) -> ClientBuilder {
-        ClientBuilder::new(url)
-    }
-
     /// The current `Mcp-Session-Id`, if a session is active and the server assigned one.
     pub fn session_id(&self) -> Option<String> {
         let s = lock(&self.inner.session);

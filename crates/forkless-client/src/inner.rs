@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::builder::{RESUME_CAPABILITY, Settings};
 use crate::driver::{self, StreamShared};
 use crate::error::Error;
 use crate::events::{ClientEvent, Progress, ServerRequestHandler, StreamOrigin};
@@ -25,6 +24,23 @@ use crate::http::{self, BodyKind};
 use crate::jsonrpc::{self, Incoming};
 use crate::resume::{ResumeHeaders, check_grace};
 use crate::stats::StreamStats;
+
+/// The capability key this client declares in `initialize` (PROTOCOL section 7).
+pub const RESUME_CAPABILITY: &str = "forkless/resume";
+
+/// Settings, with their defaults; see [`crate::ClientBuilder`].
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) retry: crate::backoff::RetryPolicy,
+    pub(crate) reinit_on_404: bool,
+    pub(crate) request_timeout: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) revision: Revision,
+    pub(crate) client_name: String,
+    pub(crate) client_version: String,
+    pub(crate) capabilities: serde_json::Map<String, Value>,
+    pub(crate) declare_resume: bool,
+}
 
 /// A snapshot of the session the caller works in. Streams keep the one they were opened in,
 /// so a stream of an ended session never talks to its successor.

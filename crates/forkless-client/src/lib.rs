@@ -66,7 +66,7 @@ pub mod resume;
 pub mod stats;
 
 pub use backoff::RetryPolicy;
-pub use builder::{ClientBuilder, RESUME_CAPABILITY};
+pub use builder::ClientBuilder;
 pub use client::Client;
 pub use driver::StreamControl;
 pub use error::Error;
@@ -75,5 +75,6 @@ pub use events::{
     StreamOrigin, handler_fn,
 };
 pub use forkless_core::{EventId, Revision, Seq, StreamId};
+pub use inner::RESUME_CAPABILITY;
 pub use resume::{Continuity, Cursor, Opened, ResponseHead, ResumeHeaders, Step, StreamTracker};
 pub use stats::{Latency, StreamStats};
