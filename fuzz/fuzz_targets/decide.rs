@@ -4,8 +4,8 @@
 #![no_main]
 
 use forkless_core::{
-    AppendTarget, Config, Decision, EventId, GetRequest, Limits, NewSession, Revision, SeededEntropy, SessionId,
-    SessionRecord, Timestamp,
+    AppendTarget, Config, Decision, EventId, EventKind, GetRequest, Limits, NewSession, Revision, SeededEntropy,
+    SessionId, SessionRecord, Timestamp,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -17,7 +17,9 @@ fuzz_target!(|data: &[u8]| {
     let t = Timestamp::from_millis(1);
     let mut record = SessionRecord::create(new, t, &mut e).expect("create");
     for _ in 0..3 {
-        record.append(AppendTarget::Standalone, 1, false, t, &Limits::default()).expect("append");
+        record
+            .append(AppendTarget::Standalone, 1, EventKind::Intermediate, t, &Limits::default())
+            .expect("append");
     }
     let req = GetRequest { last_event_id: lei, stream_token: token };
     if let Decision::Resume { stream, after } = forkless_core::decide_get(&record, &req, t, &Config::default()) {

@@ -3,6 +3,7 @@
 //!
 //! `cargo bench -p forkless-core --bench core`; under `cargo test` each runs once, untimed.
 
+use forkless_core::EventKind;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -36,7 +37,9 @@ fn busy_session(requests: usize) -> (SessionRecord, Vec<StreamId>) {
     }
     for &id in &ids {
         for _ in 0..41 {
-            record.append(AppendTarget::Stream(id), 64, false, T0, &Limits::default()).expect("append");
+            record
+                .append(AppendTarget::Stream(id), 64, EventKind::Intermediate, T0, &Limits::default())
+                .expect("append");
         }
     }
     (record, ids)
@@ -72,14 +75,15 @@ fn append(c: &mut Criterion) {
     let (mut record, ids) = busy_session(3);
     let target = AppendTarget::Stream(ids[2]);
     for _ in 0..1_000 {
-        record.append(target, 64, false, T0, &limits).expect("fill");
+        record.append(target, 64, EventKind::Intermediate, T0, &limits).expect("fill");
         while record.must_evict(ids[2], &limits) {
             record.on_evict_oldest(ids[2], 64).expect("evict");
         }
     }
     c.bench_function("SessionRecord::append + retention (4 streams)", |b| {
         b.iter(|| {
-            let id = record.append(black_box(target), 64, false, T0, &limits).expect("append");
+            let id =
+                record.append(black_box(target), 64, EventKind::Intermediate, T0, &limits).expect("append");
             while record.must_evict(id.stream, &limits) {
                 record.on_evict_oldest(id.stream, 64).expect("evict");
             }

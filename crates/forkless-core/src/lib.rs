@@ -84,8 +84,8 @@ pub use session::{
     SessionState, Tick,
 };
 pub use stream::{
-    Attached, Attachment, Completed, Detached, FenceCause, Fenced, Label, Open, Stream, StreamKind,
-    StreamState,
+    Attached, Attachment, Completed, Detached, EventKind, FenceCause, Fenced, Label, Open, Stream,
+    StreamKind, StreamState,
 };
 pub use stream_map::StreamChange;
 pub use time::Timestamp;

@@ -16,7 +16,7 @@ use crate::error::{EndReason, Error};
 use crate::id::{EntropySource, Epoch, EventId, Seq, SessionId, StreamId};
 use crate::reason::{ConflictReason, RejectReason};
 use crate::revision::Revision;
-use crate::stream::{FenceCause, Label, Stream, StreamKind, StreamState};
+use crate::stream::{EventKind, FenceCause, Label, Stream, StreamKind, StreamState};
 use crate::stream_map::{StreamChange, StreamMap};
 use crate::time::Timestamp;
 
@@ -161,7 +161,7 @@ pub enum AppendTarget {
     /// given this event as its final one and released again, in one step. The connection then
     /// carries a finished body and no writer ever serves the stream; a client that loses that
     /// body resumes it like any other completed stream. The event must complete the stream
-    /// (`complete`), or the append is refused with [`Error::AnswerNotFinal`].
+    /// ([`EventKind::Final`]), or the append is refused with [`Error::AnswerNotFinal`].
     Answer(StreamId),
 }
 
@@ -293,13 +293,13 @@ impl SessionRecord {
         self.attach(id, Seq::PRIMING, false, None, now, cfg)
     }
 
-    /// Append an event of `size` bytes; `complete` makes it the stream's final event.
+    /// Append an event of `size` bytes; a [`EventKind::Final`] one completes its stream.
     /// Sequence assignment and the fencing/ended checks happen in this one step.
     pub fn append(
         &mut self,
         target: AppendTarget,
         size: u64,
-        complete: bool,
+        kind: EventKind,
         now: Timestamp,
         limits: &Limits,
     ) -> Result<EventId, Error> {
@@ -313,9 +313,9 @@ impl SessionRecord {
         let id = match target {
             AppendTarget::Standalone => self.standalone,
             AppendTarget::Stream(id) => id,
-            AppendTarget::Answer(id) => return self.answer(id, size, complete, now, limits),
+            AppendTarget::Answer(id) => return self.answer(id, size, kind, now, limits),
         };
-        let appended = self.stream_mut(id)?.on_append(size, complete, now)?;
+        let appended = self.stream_mut(id)?.on_append(size, kind, now)?;
         self.retained_bytes += size;
         Ok(EventId::new(id, appended.seq))
     }
@@ -326,11 +326,11 @@ impl SessionRecord {
         &mut self,
         id: StreamId,
         size: u64,
-        complete: bool,
+        kind: EventKind,
         now: Timestamp,
         limits: &Limits,
     ) -> Result<EventId, Error> {
-        if !complete {
+        if kind != EventKind::Final {
             return Err(Error::AnswerNotFinal);
         }
         if self.streams.get(id).is_some() {
@@ -342,7 +342,7 @@ impl SessionRecord {
         // The connection that asked holds the stream for the instant it takes to hand it the
         // whole answer: the epoch counts that attachment, as it would for a writer.
         let epoch = stream.on_attach(now, core::time::Duration::ZERO)?;
-        let appended = stream.on_append(size, true, now)?;
+        let appended = stream.on_append(size, EventKind::Final, now)?;
         stream.on_detach(epoch, now)?;
         self.streams.insert(stream);
         self.retained_bytes += size;

@@ -160,6 +160,22 @@ pub struct Stream {
     label: Option<Label>,
 }
 
+/// Whether an event ends its stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// More events may follow.
+    Intermediate,
+    /// The stream's final event (a request's response): appending it completes the stream.
+    Final,
+}
+
+impl EventKind {
+    /// [`Self::Final`] when `last`, else [`Self::Intermediate`] (for callers that count).
+    pub const fn ending_if(last: bool) -> Self {
+        if last { Self::Final } else { Self::Intermediate }
+    }
+}
+
 /// What a successful append assigned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Appended {
@@ -271,9 +287,9 @@ impl Stream {
         }
     }
 
-    /// Append an event of `size` bytes; `complete` makes it the final event.
+    /// Append an event of `size` bytes; a [`EventKind::Final`] one completes the stream.
     /// Seq assignment and the state check are one step, so nothing lands on a fenced stream.
-    pub fn on_append(&mut self, size: u64, complete: bool, now: Timestamp) -> Result<Appended, Error> {
+    pub fn on_append(&mut self, size: u64, kind: EventKind, now: Timestamp) -> Result<Appended, Error> {
         let attachment = match self.state {
             StreamState::Open(s) => s.attachment,
             StreamState::Completed(_) => return Err(Error::StreamCompleted),
@@ -281,10 +297,11 @@ impl Stream {
         };
         self.high_water = self.high_water.next();
         self.retained_bytes = self.retained_bytes.saturating_add(size);
-        if complete {
+        let completed = kind == EventKind::Final;
+        if completed {
             self.state = StreamState::Completed(Completed { at: now, attachment });
         }
-        Ok(Appended { seq: self.high_water, completed: complete })
+        Ok(Appended { seq: self.high_water, completed })
     }
 
     /// Complete the stream without a final event.
@@ -447,8 +464,8 @@ mod tests {
     fn append_assigns_consecutive_seqs_from_one() {
         let mut s = stream();
         let t = Timestamp::ZERO;
-        assert_eq!(s.on_append(3, false, t).map(|a| a.seq), Ok(Seq::new(1)));
-        assert_eq!(s.on_append(3, false, t).map(|a| a.seq), Ok(Seq::new(2)));
+        assert_eq!(s.on_append(3, EventKind::Intermediate, t).map(|a| a.seq), Ok(Seq::new(1)));
+        assert_eq!(s.on_append(3, EventKind::Intermediate, t).map(|a| a.seq), Ok(Seq::new(2)));
         assert_eq!(s.retained_events(), 2);
         assert_eq!(s.retained_bytes(), 6);
     }
@@ -458,7 +475,7 @@ mod tests {
         let mut s = stream();
         let t = Timestamp::ZERO;
         s.on_fence(t, FenceCause::Reset).unwrap();
-        assert_eq!(s.on_append(1, false, t), Err(Error::StreamFenced));
+        assert_eq!(s.on_append(1, EventKind::Intermediate, t), Err(Error::StreamFenced));
         assert_eq!(s.on_attach(t, GRACE), Err(Error::StreamFenced));
         assert_eq!(s.on_fence(t, FenceCause::Reset), Err(Error::StreamFenced));
     }
@@ -467,9 +484,9 @@ mod tests {
     fn completed_stream_refuses_append_but_allows_attach() {
         let mut s = stream();
         let t = Timestamp::ZERO;
-        let a = s.on_append(1, true, t).unwrap();
+        let a = s.on_append(1, EventKind::Final, t).unwrap();
         assert!(a.completed);
-        assert_eq!(s.on_append(1, false, t), Err(Error::StreamCompleted));
+        assert_eq!(s.on_append(1, EventKind::Intermediate, t), Err(Error::StreamCompleted));
         assert!(s.on_attach(t, GRACE).is_ok());
     }
 
@@ -508,7 +525,7 @@ mod tests {
     fn eviction_raises_low_water() {
         let mut s = stream();
         for _ in 0..3 {
-            s.on_append(10, false, Timestamp::ZERO).unwrap();
+            s.on_append(10, EventKind::Intermediate, Timestamp::ZERO).unwrap();
         }
         s.on_evict_oldest(10);
         assert_eq!(s.low_water(), Seq::new(2));

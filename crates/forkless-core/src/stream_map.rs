@@ -349,7 +349,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::stream::StreamKind;
+    use crate::stream::{EventKind, StreamKind};
     use crate::time::Timestamp;
 
     fn stream(n: u64, high_water: u64) -> Stream {
@@ -357,7 +357,7 @@ mod tests {
         bytes[..8].copy_from_slice(&n.to_be_bytes());
         let mut s = Stream::new(StreamId::from_bytes(bytes), StreamKind::Request, Timestamp::from_millis(0));
         for _ in 0..high_water {
-            let _ = s.on_append(1, false, Timestamp::from_millis(0));
+            let _ = s.on_append(1, EventKind::Intermediate, Timestamp::from_millis(0));
         }
         s
     }
@@ -431,10 +431,10 @@ mod tests {
                     Op::Touch(k) => {
                         let id = stream(k, 0).id();
                         if let Some(s) = map.get_mut(id) {
-                            let _ = s.on_append(1, false, Timestamp::from_millis(1));
+                            let _ = s.on_append(1, EventKind::Intermediate, Timestamp::from_millis(1));
                         }
                         if let Some(s) = model.get_mut(&k) {
-                            let _ = s.on_append(1, false, Timestamp::from_millis(1));
+                            let _ = s.on_append(1, EventKind::Intermediate, Timestamp::from_millis(1));
                         }
                     }
                     Op::Snapshot => {
@@ -468,7 +468,9 @@ mod tests {
             a.chunks.iter().zip(b.chunks.iter()).filter(|(x, y)| Arc::ptr_eq(x, y)).count()
         };
         assert_eq!(shared(&map, &before), map.chunks.len());
-        let _ = map.get_mut(stream(500, 0).id()).map(|s| s.on_append(1, false, Timestamp::from_millis(1)));
+        let _ = map
+            .get_mut(stream(500, 0).id())
+            .map(|s| s.on_append(1, EventKind::Intermediate, Timestamp::from_millis(1)));
         assert_eq!(shared(&map, &before), map.chunks.len() - 1);
         let changes: Vec<_> = map.changes_since(&before).map(|c| c.id()).collect();
         assert_eq!(changes, vec![stream(500, 0).id()]);
@@ -476,7 +478,9 @@ mod tests {
         map.mark_clean();
         let clean = map.clone();
         for k in [3, 700, 701] {
-            let _ = map.get_mut(stream(k, 0).id()).map(|s| s.on_append(1, false, Timestamp::from_millis(2)));
+            let _ = map
+                .get_mut(stream(k, 0).id())
+                .map(|s| s.on_append(1, EventKind::Intermediate, Timestamp::from_millis(2)));
         }
         assert!(matches!(map.changes_since(&clean), Changes::Touched { n: 3, .. }));
         let ids: Vec<_> = map.changes_since(&clean).map(|c| c.id()).collect();

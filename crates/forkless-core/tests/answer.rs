@@ -3,6 +3,7 @@
 //! indistinguishable, for every later decision, from the long way round (open, attach,
 //! append, complete, detach), and a refused answer must leave the record untouched.
 
+use forkless_core::EventKind;
 use forkless_core::{
     AppendTarget, Attachment, Config, Decision, Epoch, Error, EventId, GetOutcome, GetRequest, Limits,
     SeededEntropy, Seq, SessionRecord, StreamId, StreamKind, decide_get,
@@ -19,7 +20,7 @@ fn cfg_max(session_max_streams: usize) -> Config {
 /// The long way round: open (attached), final event, detach.
 fn answered_long_way(r: &mut SessionRecord, id: StreamId, size: u64, t: u64, cfg: &Config) {
     let grant = r.open_request_stream(id, at(t), cfg).unwrap();
-    r.append(AppendTarget::Stream(id), size, true, at(t), &cfg.limits).unwrap();
+    r.append(AppendTarget::Stream(id), size, EventKind::Final, at(t), &cfg.limits).unwrap();
     r.on_detach(id, grant.epoch, at(t)).unwrap();
 }
 
@@ -31,7 +32,7 @@ fn an_answer_equals_open_append_complete_detach() {
     let id = StreamId::generate(&mut e);
 
     let mut short = base.clone();
-    let event = short.append(AppendTarget::Answer(id), 42, true, at(5), &cfg.limits).unwrap();
+    let event = short.append(AppendTarget::Answer(id), 42, EventKind::Final, at(5), &cfg.limits).unwrap();
     let mut long = base;
     answered_long_way(&mut long, id, 42, 5, &cfg);
 
@@ -51,7 +52,7 @@ fn a_lost_answer_is_resumed_from_the_priming_event() {
     let mut e = SeededEntropy::new(8);
     let mut r = session(&mut e);
     let id = StreamId::generate(&mut e);
-    r.append(AppendTarget::Answer(id), 10, true, at(1), &cfg.limits).unwrap();
+    r.append(AppendTarget::Answer(id), 10, EventKind::Final, at(1), &cfg.limits).unwrap();
 
     let cursor = EventId::new(id, Seq::PRIMING).to_string();
     let token = id.to_string();
@@ -91,14 +92,14 @@ fn a_refused_answer_changes_nothing() {
         (AppendTarget::Answer(fresh), 1, true, Error::TooManyStreams { max: 1 }),
     ];
     for (target, size, complete, why) in cases {
-        assert_eq!(r.append(target, size, complete, at(2), limits), Err(why));
+        assert_eq!(r.append(target, size, EventKind::ending_if(complete), at(2), limits), Err(why));
         assert_eq!(r, before, "refused with {why}, and nothing changed");
     }
 
     r.on_end(forkless_core::EndReason::Deleted, at(3)).unwrap();
     let ended = r.clone();
     assert!(matches!(
-        r.append(AppendTarget::Answer(fresh), 1, true, at(4), limits),
+        r.append(AppendTarget::Answer(fresh), 1, EventKind::Final, at(4), limits),
         Err(Error::SessionEnded { .. })
     ));
     assert_eq!(r, ended);
@@ -112,13 +113,13 @@ fn answers_take_the_place_of_old_answers_at_the_limit() {
     let first: Vec<StreamId> = (0..8)
         .map(|i| {
             let id = StreamId::generate(&mut e);
-            r.append(AppendTarget::Answer(id), 1, true, at(i), &cfg.limits).unwrap();
+            r.append(AppendTarget::Answer(id), 1, EventKind::Final, at(i), &cfg.limits).unwrap();
             id
         })
         .collect();
     assert_eq!(r.stream_count(), 9, "standalone plus eight answers: full");
     let next = StreamId::generate(&mut e);
-    r.append(AppendTarget::Answer(next), 1, true, at(100), &cfg.limits).unwrap();
+    r.append(AppendTarget::Answer(next), 1, EventKind::Final, at(100), &cfg.limits).unwrap();
     assert!(r.stream(first[0]).is_none(), "the oldest answer made room");
     assert!(r.stream(next).is_some());
 }
@@ -157,12 +158,12 @@ proptest! {
                     }
                 }
                 Step::Answer => {
-                    let got = r.append(AppendTarget::Answer(id), 1, true, at(t), &cfg.limits);
+                    let got = r.append(AppendTarget::Answer(id), 1, EventKind::Final, at(t), &cfg.limits);
                     prop_assert_eq!(predicted, got.map(|_| ()));
                 }
                 Step::Finish(n) if !open.is_empty() => {
                     let (id, epoch) = open.remove(n % open.len());
-                    r.append(AppendTarget::Stream(id), 1, true, at(t), &cfg.limits).unwrap();
+                    r.append(AppendTarget::Stream(id), 1, EventKind::Final, at(t), &cfg.limits).unwrap();
                     r.on_detach(id, epoch, at(t)).unwrap();
                 }
                 Step::Finish(_) => {}

@@ -9,6 +9,7 @@
 //! allocates nothing, with a per-thread counting global allocator (`allocation-counter`).
 
 use core::time::Duration;
+use forkless_core::EventKind;
 
 use forkless_core::{
     AppendTarget, Config, ConflictReason, Decision, EndReason, Epoch, FenceCause, GetOutcome, GetRequest,
@@ -49,7 +50,7 @@ fn emit(record: &mut SessionRecord, target: AppendTarget, n: u64) {
 
 fn emit_with(record: &mut SessionRecord, target: AppendTarget, n: u64, limits: &Limits) {
     for _ in 0..n {
-        let id = record.append(target, 10, false, T0, limits).expect("append");
+        let id = record.append(target, 10, EventKind::Intermediate, T0, limits).expect("append");
         // Retention, as a store applies it after every append.
         while record.must_evict(id.stream, limits) {
             record.on_evict_oldest(id.stream, 10).expect("evict");
@@ -145,7 +146,8 @@ fn assert_rejected(
     assert!(after.streams().all(|s| s.retained_events() == 0), "stored events dropped");
     assert_eq!(after.retained_bytes(), 0);
     // Nothing more lands anywhere.
-    let err = after.clone().append(AppendTarget::Standalone, 1, false, T0, &Limits::default());
+    let err =
+        after.clone().append(AppendTarget::Standalone, 1, EventKind::Intermediate, T0, &Limits::default());
     assert_eq!(err, Err(forkless_core::Error::SessionEnded { reason: EndReason::Rejected(reason) }));
 }
 
@@ -326,9 +328,10 @@ fn row_03_reset_contract_fences_and_opens_new_stream() {
     assert_eq!(after.session().ended(), None);
     // Emits now go to the new stream; the old one refuses.
     let mut emitter = after.clone();
-    let id = emitter.append(AppendTarget::Standalone, 1, false, T0, &Limits::default()).unwrap();
+    let id =
+        emitter.append(AppendTarget::Standalone, 1, EventKind::Intermediate, T0, &Limits::default()).unwrap();
     assert_eq!((id.stream, id.seq), (g.stream, Seq::FIRST));
-    let err = emitter.append(AppendTarget::Stream(old), 1, false, T0, &Limits::default());
+    let err = emitter.append(AppendTarget::Stream(old), 1, EventKind::Intermediate, T0, &Limits::default());
     assert_eq!(err, Err(forkless_core::Error::StreamFenced));
 }
 
@@ -513,7 +516,7 @@ fn row_11_resume_of_completed_stream() {
     let mut record = session(26, false);
     let g = open_request(&mut record, 260);
     emit(&mut record, AppendTarget::Stream(g.stream), 2);
-    record.append(AppendTarget::Stream(g.stream), 10, true, T0, &Limits::default()).unwrap();
+    record.append(AppendTarget::Stream(g.stream), 10, EventKind::Final, T0, &Limits::default()).unwrap();
     record.on_detach(g.stream, g.epoch, T0).unwrap();
     assert!(record.stream(g.stream).unwrap().is_completed());
     let grant = assert_resumed(&record, &format!("{}.1", g.stream), None, &cfg(), false);
@@ -648,7 +651,7 @@ fn decide_get_allocates_nothing_on_any_row() {
     );
     let mut completed = session(45, false);
     let req = open_request(&mut completed, 450);
-    completed.append(AppendTarget::Stream(req.stream), 1, true, T0, &Limits::default()).unwrap();
+    completed.append(AppendTarget::Stream(req.stream), 1, EventKind::Final, T0, &Limits::default()).unwrap();
     let (_, foreign) = seen_and_dropped(46, true, 1);
 
     // Every header string is built before measuring.

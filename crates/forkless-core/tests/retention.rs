@@ -3,6 +3,7 @@
 //! to seven eighths of the limit at once); open or attached streams are never dropped, and
 //! the session is refused with a typed error when nothing can go.
 
+use forkless_core::EventKind;
 use forkless_core::{AppendTarget, Config, Error, Limits, SeededEntropy, SessionRecord, StreamId};
 
 mod support;
@@ -24,7 +25,7 @@ fn answered(r: &mut SessionRecord, e: &mut SeededEntropy, t: u64) -> StreamId {
 fn answered_under(r: &mut SessionRecord, e: &mut SeededEntropy, t: u64, cfg: &Config) -> StreamId {
     let id = StreamId::generate(e);
     let grant = r.open_request_stream(id, at(t), cfg).unwrap();
-    r.append(AppendTarget::Stream(id), 10, true, at(t), &cfg.limits).unwrap();
+    r.append(AppendTarget::Stream(id), 10, EventKind::Final, at(t), &cfg.limits).unwrap();
     r.on_detach(id, grant.epoch, at(t + 1)).unwrap();
     id
 }
@@ -75,6 +76,6 @@ fn open_or_attached_streams_are_never_dropped() {
     assert_eq!(r.open_request_stream(c, at(2), &cfg()), Err(Error::TooManyStreams { max: 2 }));
     assert!(r.stream(a).is_some() && r.stream(b).is_some() && r.stream(c).is_none());
     // A completed stream whose client is still attached is not dropped either.
-    r.append(AppendTarget::Stream(a), 1, true, at(3), &cfg().limits).unwrap();
+    r.append(AppendTarget::Stream(a), 1, EventKind::Final, at(3), &cfg().limits).unwrap();
     assert_eq!(r.open_request_stream(c, at(4), &cfg()), Err(Error::TooManyStreams { max: 2 }));
 }

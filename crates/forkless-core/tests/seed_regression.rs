@@ -11,6 +11,7 @@
 //! this contract's form (`<stream>.41`) the dropped header does not matter in compat mode
 //! (resume exactly from 42), and is `token_missing` in strict mode.
 
+use forkless_core::EventKind;
 use forkless_core::{
     AppendTarget, Config, EndReason, Error, GetOutcome, GetRequest, Grant, Limits, NewSession, RejectReason,
     ResumeMode, Revision, SeededEntropy, Seq, SessionId, SessionRecord, StreamId, Timestamp,
@@ -41,7 +42,9 @@ fn seed_session(detected: bool) -> (SessionRecord, Grant) {
         panic!("the first GET attaches the standalone stream");
     };
     for n in 1..=41 {
-        let id = record.append(AppendTarget::Standalone, 32, false, T0, &Limits::default()).unwrap();
+        let id = record
+            .append(AppendTarget::Standalone, 32, EventKind::Intermediate, T0, &Limits::default())
+            .unwrap();
         assert_eq!((id.stream, id.seq), (grant.stream, Seq::new(n)));
     }
     if detected {
@@ -61,7 +64,7 @@ fn background_emits_land_nowhere(record: &mut SessionRecord, old: StreamId, expe
     let before = record.clone();
     for _n in 42..=44 {
         for target in [AppendTarget::Stream(old), AppendTarget::Standalone] {
-            let got = record.append(target, 32, false, RECONNECT, &Limits::default());
+            let got = record.append(target, 32, EventKind::Intermediate, RECONNECT, &Limits::default());
             assert_eq!(got, Err(expected), "emit to {target:?}");
         }
     }
@@ -140,8 +143,9 @@ fn contract_cursor_with_dropped_header_resumes_exactly_from_42_in_compat_mode() 
         );
         // The background emits land on the one stream, right after the cursor.
         for n in 42..=44 {
-            let id =
-                record.append(AppendTarget::Standalone, 32, false, RECONNECT, &Limits::default()).unwrap();
+            let id = record
+                .append(AppendTarget::Standalone, 32, EventKind::Intermediate, RECONNECT, &Limits::default())
+                .unwrap();
             assert_eq!((id.stream, id.seq), (old.stream, Seq::new(n)));
         }
         let s = record.stream(old.stream).unwrap();

@@ -7,6 +7,8 @@
 //! ([`forkless_core::AppendTarget::Answer`]), and the answer leaves as a finished body. Every
 //! SSE response head is built by [`App::sse_headers`].
 
+use forkless_core::EventKind;
+use forkless_store::Append;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,7 +111,14 @@ impl<S: Store, H: Handler> App<S, H> {
             let event = self
                 .common
                 .store
-                .append(sid, AppendTarget::Answer(stream.id), payload.clone(), true, now(), limits)
+                .append(Append {
+                    session: sid,
+                    target: AppendTarget::Answer(stream.id),
+                    payload: payload.clone(),
+                    kind: EventKind::Final,
+                    now: now(),
+                    limits,
+                })
                 .await
                 .map_err(|e| self.store_error(sid, e))?;
             self.common.metrics.stream_opened("request");

@@ -1,6 +1,8 @@
 //! The store-facing outbox: the store operations a handler's handles need, for one concrete
 //! store (handles are not generic; they reach the store through [`Outbox`]).
 
+use forkless_core::EventKind;
+use forkless_store::Append;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -31,7 +33,14 @@ impl<S: Store> Outbox for StoreOutbox<S> {
         Box::pin(async move {
             let id = self
                 .store
-                .append(session, target, payload, complete, now(), &self.cfg.limits)
+                .append(Append {
+                    session,
+                    target,
+                    payload,
+                    kind: EventKind::ending_if(complete),
+                    now: now(),
+                    limits: &self.cfg.limits,
+                })
                 .await
                 .map_err(SendError::from_store)?;
             Metrics::inc(&self.metrics.events_appended);

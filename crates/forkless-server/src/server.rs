@@ -8,6 +8,8 @@
 //! [`crate::answer`] (JSON, finished SSE body, or [`crate::writer`]), with shared state in
 //! [`crate::common`], the store-facing [`crate::outbox`] and the [`crate::sweeper`].
 
+use forkless_core::EventKind;
+use forkless_store::Append;
 use std::future::{Future, IntoFuture as _};
 use std::sync::{Arc, Mutex};
 
@@ -128,7 +130,19 @@ impl<S: Store, H: Handler> Server<S, H> {
             let error = RpcError::internal("the server restarted while handling this request; it was lost");
             let payload = jsonrpc::response_payload(&id, &Err(error));
             let target = AppendTarget::Stream(orphan.stream);
-            match self.common.store.append(orphan.session, target, payload, true, now(), &limits).await {
+            match self
+                .common
+                .store
+                .append(Append {
+                    session: orphan.session,
+                    target,
+                    payload,
+                    kind: EventKind::Final,
+                    now: now(),
+                    limits: &limits,
+                })
+                .await
+            {
                 Ok(event) => {
                     answered += 1;
                     tracing::info!(session = %orphan.session, %event, request = %id, "lost request answered");

@@ -4,6 +4,8 @@
 //!
 //! `cargo bench -p forkless-store --bench durable`
 
+use forkless_core::EventKind;
+use forkless_store::Append;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,14 +64,14 @@ async fn append_round<S: Store>(store: &Arc<S>, targets: &[(SessionId, StreamId)
                 let limits = limits();
                 for _ in 0..PER_STREAM {
                     store
-                        .append(
-                            sid,
-                            AppendTarget::Stream(stream),
-                            Bytes::from_static(PAYLOAD),
-                            false,
-                            T0,
-                            &limits,
-                        )
+                        .append(Append {
+                            session: sid,
+                            target: AppendTarget::Stream(stream),
+                            payload: Bytes::from_static(PAYLOAD),
+                            kind: EventKind::Intermediate,
+                            now: T0,
+                            limits: &limits,
+                        })
                         .await
                         .expect("append");
                 }
@@ -110,7 +112,14 @@ fn bench_store<S: Store>(c: &mut Criterion, name: &str, make: impl Fn() -> S) {
         let t = setup(&store, 1, 99).await[0];
         for _ in 0..10_000 {
             store
-                .append(t.0, AppendTarget::Stream(t.1), Bytes::from_static(PAYLOAD), false, T0, &limits())
+                .append(Append {
+                    session: t.0,
+                    target: AppendTarget::Stream(t.1),
+                    payload: Bytes::from_static(PAYLOAD),
+                    kind: EventKind::Intermediate,
+                    now: T0,
+                    limits: &limits(),
+                })
                 .await
                 .unwrap();
         }

@@ -4,6 +4,8 @@
 //!
 //! `cargo bench -p forkless-store --bench store`; under `cargo test` each runs once, untimed.
 
+use forkless_core::EventKind;
+use forkless_store::Append;
 use std::hint::black_box;
 
 use bytes::Bytes;
@@ -43,7 +45,17 @@ fn filled(rt: &tokio::runtime::Runtime, events: u64, limits: &Limits) -> (Memory
     rt.block_on(async {
         store.create(record.clone()).await.expect("create");
         for _ in 0..events {
-            store.append(id, AppendTarget::Standalone, payload(), false, T0, limits).await.expect("append");
+            store
+                .append(Append {
+                    session: id,
+                    target: AppendTarget::Standalone,
+                    payload: payload(),
+                    kind: EventKind::Intermediate,
+                    now: T0,
+                    limits,
+                })
+                .await
+                .expect("append");
         }
     });
     (store, record)
@@ -59,7 +71,14 @@ fn append(c: &mut Criterion) {
     group.bench_function("append (stream at its 10,000-event limit)", |b| {
         b.to_async(&rt).iter(|| async {
             store
-                .append(record.id(), AppendTarget::Standalone, payload(), false, T0, &limits)
+                .append(Append {
+                    session: record.id(),
+                    target: AppendTarget::Standalone,
+                    payload: payload(),
+                    kind: EventKind::Intermediate,
+                    now: T0,
+                    limits: &limits,
+                })
                 .await
                 .expect("append")
         });

@@ -8,6 +8,8 @@
 //!
 //! `cargo run --release -p forkless-store --example commit_cost -- DIR [APPENDS] [both|store|raw]`
 
+use forkless_core::EventKind;
+use forkless_store::Append;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -159,7 +161,14 @@ impl Emitter {
             let payload = Bytes::from(format!("{{\"n\":{}}}", self.next));
             self.next += 1;
             self.store
-                .append(self.sid, AppendTarget::Standalone, payload, false, t, &limits)
+                .append(Append {
+                    session: self.sid,
+                    target: AppendTarget::Standalone,
+                    payload,
+                    kind: EventKind::Intermediate,
+                    now: t,
+                    limits: &limits,
+                })
                 .await
                 .expect("append");
         }

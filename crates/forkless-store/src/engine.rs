@@ -12,12 +12,11 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
 use forkless_core::{
-    AppendTarget, EventId, IdHashBuilder, Limits, Seq, SessionId, SessionRecord, StreamChange, StreamId,
-    Timestamp,
+    AppendTarget, EventId, IdHashBuilder, Seq, SessionId, SessionRecord, StreamChange, StreamId,
 };
 use tokio::sync::watch;
 
-use crate::{Error, Reader, Result, StoredEvent, StreamSignal, StreamWatch, Version, Versioned};
+use crate::{Append, Error, Reader, Result, StoredEvent, StreamSignal, StreamWatch, Version, Versioned};
 
 /// Whether a stream a mutation wrote existed before it: a journal that sees a new stream
 /// deleted again before it ever stored it can skip both.
@@ -230,18 +229,13 @@ impl Engine {
     }
 
     /// Append; the event is delivered at once if `visible`, else after [`Self::deliver`].
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn append(
         &self,
-        session: SessionId,
-        target: AppendTarget,
-        payload: Bytes,
-        complete: bool,
-        now: Timestamp,
-        limits: &Limits,
+        event: Append<'_>,
         visible: bool,
         mut persist: impl FnMut(Effect<'_>),
     ) -> Result<EventId> {
+        let Append { session, target, payload, kind, now, limits } = event;
         let slot = self.slot(session)?;
         let mut guard = lock(&slot)?;
         let slot = &mut *guard;
@@ -254,12 +248,12 @@ impl Engine {
             // only its own new stream, which the event's effect carries, and the core refuses
             // it before changing anything.)
             let mut next = slot.record.clone();
-            let id = next.append(target, size, complete, now, limits)?;
+            let id = next.append(target, size, kind, now, limits)?;
             let old = std::mem::replace(&mut slot.record, next);
             slot.sync_logs(&old, &mut persist);
             id
         } else {
-            slot.record.append(target, size, complete, now, limits)?
+            slot.record.append(target, size, kind, now, limits)?
         };
         let low_before = slot.record.stream(id.stream).map(forkless_core::Stream::low_water);
         let origin = if matches!(target, AppendTarget::Answer(_)) { Origin::New } else { Origin::Existing };

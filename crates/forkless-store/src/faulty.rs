@@ -4,10 +4,9 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, Timestamp};
+use forkless_core::{EventId, Seq, SessionId, SessionRecord, StreamId};
 
-use crate::{Error, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
+use crate::{Append, Error, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
 
 /// A failure to inject into the next matching call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,22 +86,14 @@ impl<S: Store> Store for FaultyStore<S> {
         }
     }
 
-    async fn append(
-        &self,
-        session: SessionId,
-        target: AppendTarget,
-        payload: Bytes,
-        complete: bool,
-        now: Timestamp,
-        limits: &Limits,
-    ) -> Result<EventId> {
+    async fn append(&self, event: Append<'_>) -> Result<EventId> {
         match self.take(&[Fault::Append, Fault::AppendUnacknowledged]) {
             Some(Fault::Append) => Err(injected("append")),
             Some(_) => {
-                self.inner.append(session, target, payload, complete, now, limits).await?;
+                self.inner.append(event).await?;
                 Err(injected("append acknowledgement"))
             }
-            None => self.inner.append(session, target, payload, complete, now, limits).await,
+            None => self.inner.append(event).await,
         }
     }
 

@@ -49,6 +49,7 @@ use core::fmt;
 use core::future::Future;
 
 use bytes::Bytes;
+pub use forkless_core::EventKind;
 use forkless_core::{
     AppendTarget, EndReason, Epoch, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, StreamState,
     Timestamp,
@@ -107,6 +108,23 @@ pub struct StoredEvent {
     pub seq: Seq,
     /// The serialized JSON-RPC message.
     pub payload: Bytes,
+}
+
+/// One event to append, and what the append is judged by: [`Store::append`]'s argument.
+#[derive(Clone, Debug)]
+pub struct Append<'a> {
+    /// The session.
+    pub session: SessionId,
+    /// Where the event goes (never redirected).
+    pub target: AppendTarget,
+    /// The serialized JSON-RPC message.
+    pub payload: Bytes,
+    /// Whether it ends its stream.
+    pub kind: EventKind,
+    /// When (retention and liveness deadlines count from it).
+    pub now: Timestamp,
+    /// The retention limits the append is checked against.
+    pub limits: &'a Limits,
 }
 
 /// How a stream's delivery ends, as seen by a watcher.
@@ -259,16 +277,8 @@ pub trait Store: Send + Sync + 'static {
         record: SessionRecord,
     ) -> impl Future<Output = Result<Option<Version>>> + Send;
 
-    /// Append `payload` to `target` (see promise 2); `complete` makes it the final event.
-    fn append(
-        &self,
-        session: SessionId,
-        target: AppendTarget,
-        payload: Bytes,
-        complete: bool,
-        now: Timestamp,
-        limits: &Limits,
-    ) -> impl Future<Output = Result<EventId>> + Send;
+    /// Append one event (see promise 2); a [`EventKind::Final`] one completes its stream.
+    fn append(&self, event: Append<'_>) -> impl Future<Output = Result<EventId>> + Send;
 
     /// Up to `max` delivered events of `stream` with seq greater than `after`, in order, as
     /// `reader` (see promises 3 and 5).

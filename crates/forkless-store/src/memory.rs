@@ -2,11 +2,10 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, Timestamp};
+use forkless_core::{EventId, Seq, SessionId, SessionRecord, StreamId};
 
 use crate::engine::Engine;
-use crate::{Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
+use crate::{Append, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
 
 /// A [`Store`] in process memory: one mutex per session, logs as ring buffers, wake-ups
 /// through `tokio::sync::watch`. Cheap to clone (shared state).
@@ -35,16 +34,8 @@ impl Store for MemoryStore {
         self.engine.compare_and_set(expected, record, |_| {})
     }
 
-    async fn append(
-        &self,
-        session: SessionId,
-        target: AppendTarget,
-        payload: Bytes,
-        complete: bool,
-        now: Timestamp,
-        limits: &Limits,
-    ) -> Result<EventId> {
-        self.engine.append(session, target, payload, complete, now, limits, true, |_| {})
+    async fn append(&self, event: Append<'_>) -> Result<EventId> {
+        self.engine.append(event, true, |_| {})
     }
 
     async fn read(

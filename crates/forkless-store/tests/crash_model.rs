@@ -23,6 +23,8 @@
 
 mod support;
 
+use forkless_core::EventKind;
+use forkless_store::Append;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -177,28 +179,28 @@ impl Sim {
                     };
                     let payload = self.payload();
                     // Refused once the session ended or the request stream completed: fine.
-                    let _ = self.rt.block_on(self.store().append(
-                        self.session,
+                    let _ = self.rt.block_on(self.store().append(Append {
+                        session: self.session,
                         target,
                         payload,
-                        false,
-                        self.now,
-                        &Limits::default(),
-                    ));
+                        kind: EventKind::Intermediate,
+                        now: self.now,
+                        limits: &Limits::default(),
+                    }));
                 }
             }
             Op::Deliver => self.deliver()?,
             Op::Answer => {
                 let stream = StreamId::generate(&mut SeededEntropy::new(1000 + self.next));
                 let payload = self.payload();
-                let out = self.rt.block_on(self.store().append(
-                    self.session,
-                    AppendTarget::Answer(stream),
-                    payload.clone(),
-                    true,
-                    self.now,
-                    &Limits::default(),
-                ));
+                let out = self.rt.block_on(self.store().append(Append {
+                    session: self.session,
+                    target: AppendTarget::Answer(stream),
+                    payload: payload.clone(),
+                    kind: EventKind::Final,
+                    now: self.now,
+                    limits: &Limits::default(),
+                }));
                 if let Ok(id) = out {
                     prop_assert_eq!(id.seq, Seq::new(1));
                     self.answers.push((stream, payload));
@@ -243,14 +245,14 @@ impl Sim {
             let id = orphan.label.as_ref().map_or(&b"null"[..], Label::as_bytes).to_vec();
             let answer = format!("{{\"id\":{},\"error\":\"lost\"}}", String::from_utf8_lossy(&id));
             self.rt
-                .block_on(self.store().append(
-                    orphan.session,
-                    AppendTarget::Stream(orphan.stream),
-                    Bytes::from(answer),
-                    true,
-                    self.now,
-                    &Limits::default(),
-                ))
+                .block_on(self.store().append(Append {
+                    session: orphan.session,
+                    target: AppendTarget::Stream(orphan.stream),
+                    payload: Bytes::from(answer),
+                    kind: EventKind::Final,
+                    now: self.now,
+                    limits: &Limits::default(),
+                }))
                 .map_err(|e| violation(format!("answering an orphan: {e}")))?;
         }
         if !self.alive {

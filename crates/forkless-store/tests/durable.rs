@@ -2,6 +2,8 @@
 //! restart, replay of the write-ahead log after a power failure (torn and stale entries
 //! included), refusal of unknown file formats, and what a failed write does.
 
+use forkless_core::EventKind;
+use forkless_store::Append;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -83,7 +85,14 @@ async fn sessions_streams_and_events_survive_a_restart() {
         assert!(matches!(grant, GetOutcome::Attached(_)));
         for n in 1..=7 {
             store
-                .append(sid, AppendTarget::Standalone, payload(n), false, T0, &Limits::default())
+                .append(Append {
+                    session: sid,
+                    target: AppendTarget::Standalone,
+                    payload: payload(n),
+                    kind: EventKind::Intermediate,
+                    now: T0,
+                    limits: &Limits::default(),
+                })
                 .await
                 .unwrap();
         }
@@ -113,7 +122,14 @@ async fn sessions_streams_and_events_survive_a_restart() {
     .unwrap();
     assert!(matches!(out, GetOutcome::Attached(g) if g.resumed && g.after == Seq::new(5)));
     let next = store
-        .append(sid, AppendTarget::Standalone, payload(8), false, later, &Limits::default())
+        .append(Append {
+            session: sid,
+            target: AppendTarget::Standalone,
+            payload: payload(8),
+            kind: EventKind::Intermediate,
+            now: later,
+            limits: &Limits::default(),
+        })
         .await
         .unwrap();
     assert_eq!(next.seq, Seq::new(8));
@@ -144,7 +160,14 @@ async fn a_request_whose_handler_died_is_reported_with_its_id_until_answered() {
             .unwrap();
         }
         store
-            .append(sid, AppendTarget::Stream(short), payload(1), false, T0, &Limits::default())
+            .append(Append {
+                session: sid,
+                target: AppendTarget::Stream(short),
+                payload: payload(1),
+                kind: EventKind::Intermediate,
+                now: T0,
+                limits: &Limits::default(),
+            })
             .await
             .unwrap();
     }
@@ -170,7 +193,14 @@ async fn a_request_whose_handler_died_is_reported_with_its_id_until_answered() {
     assert_eq!(recovery.orphans.len(), 2);
     for stream in [short, long] {
         store
-            .append(sid, AppendTarget::Stream(stream), payload(9), true, T0, &Limits::default())
+            .append(Append {
+                session: sid,
+                target: AppendTarget::Stream(stream),
+                payload: payload(9),
+                kind: EventKind::Final,
+                now: T0,
+                limits: &Limits::default(),
+            })
             .await
             .unwrap();
     }
@@ -286,13 +316,33 @@ async fn failed_write_is_never_delivered(which: Failing, arm: impl FnOnce(&Faili
     let sid = rec.id();
     let s = rec.standalone().id();
     store.create(rec).await.unwrap();
-    store.append(sid, AppendTarget::Standalone, payload(1), false, T0, &Limits::default()).await.unwrap();
+    store
+        .append(Append {
+            session: sid,
+            target: AppendTarget::Standalone,
+            payload: payload(1),
+            kind: EventKind::Intermediate,
+            now: T0,
+            limits: &Limits::default(),
+        })
+        .await
+        .unwrap();
     let mut watch = store.watch(sid, s).await.unwrap();
     watch.mark_seen();
     arm(&switches);
     let mut acknowledged = 1;
     let err = loop {
-        match store.append(sid, AppendTarget::Standalone, payload(2), false, T0, &Limits::default()).await {
+        match store
+            .append(Append {
+                session: sid,
+                target: AppendTarget::Standalone,
+                payload: payload(2),
+                kind: EventKind::Intermediate,
+                now: T0,
+                limits: &Limits::default(),
+            })
+            .await
+        {
             Ok(id) => acknowledged = id.seq.get(),
             Err(e) => break e,
         }
@@ -309,7 +359,16 @@ async fn failed_write_is_never_delivered(which: Failing, arm: impl FnOnce(&Faili
     );
     let err = store.read(sid, s, Seq::new(1), 10, Reader::Inspector).await;
     assert!(matches!(err, Err(Error::Poisoned(_))), "the store refuses all work after a failed write");
-    let err = store.append(sid, AppendTarget::Standalone, payload(3), false, T0, &Limits::default()).await;
+    let err = store
+        .append(Append {
+            session: sid,
+            target: AppendTarget::Standalone,
+            payload: payload(3),
+            kind: EventKind::Intermediate,
+            now: T0,
+            limits: &Limits::default(),
+        })
+        .await;
     assert!(matches!(err, Err(Error::Poisoned(_))));
 }
 
@@ -341,7 +400,14 @@ async fn batched_mode_reaches_disk_within_its_window() {
         store.create(rec).await.unwrap();
         for n in 1..=50 {
             store
-                .append(sid, AppendTarget::Standalone, payload(n), false, T0, &Limits::default())
+                .append(Append {
+                    session: sid,
+                    target: AppendTarget::Standalone,
+                    payload: payload(n),
+                    kind: EventKind::Intermediate,
+                    now: T0,
+                    limits: &Limits::default(),
+                })
                 .await
                 .unwrap();
         }
@@ -393,7 +459,17 @@ async fn retained_events_survive_restarts_across_rows_and_trims() {
         assert_eq!(seqs, (low..next).collect::<Vec<_>>(), "round {round}");
         assert!(back.iter().all(|e| e.payload == payload(e.seq.get())), "round {round}: payloads");
         for _ in 0..count {
-            store.append(sid, AppendTarget::Standalone, payload(next), false, T0, &limits).await.unwrap();
+            store
+                .append(Append {
+                    session: sid,
+                    target: AppendTarget::Standalone,
+                    payload: payload(next),
+                    kind: EventKind::Intermediate,
+                    now: T0,
+                    limits: &limits,
+                })
+                .await
+                .unwrap();
             next += 1;
         }
     }
@@ -415,7 +491,17 @@ async fn a_write_logs_only_what_it_changed() {
         for _ in 0..answered {
             let id = StreamId::generate(&mut e);
             let (grant, _) = transact(&store, sid, |r| r.open_request_stream(id, T0, &cfg)).await.unwrap();
-            store.append(sid, AppendTarget::Stream(id), payload(0), true, T0, &cfg.limits).await.unwrap();
+            store
+                .append(Append {
+                    session: sid,
+                    target: AppendTarget::Stream(id),
+                    payload: payload(0),
+                    kind: EventKind::Final,
+                    now: T0,
+                    limits: &cfg.limits,
+                })
+                .await
+                .unwrap();
             transact(&store, sid, |r| r.on_detach(id, grant.epoch, T0)).await.unwrap();
         }
         let before = machine.log.written.load(Ordering::SeqCst);
@@ -432,7 +518,14 @@ async fn emit_n(store: &RedbStore, sid: SessionId, from: u64, n: u64) -> forkles
     for i in from..from + n {
         last = Some(
             store
-                .append(sid, AppendTarget::Standalone, payload(i), false, T0, &Limits::default())
+                .append(Append {
+                    session: sid,
+                    target: AppendTarget::Standalone,
+                    payload: payload(i),
+                    kind: EventKind::Intermediate,
+                    now: T0,
+                    limits: &Limits::default(),
+                })
                 .await
                 .unwrap(),
         );
@@ -489,7 +582,17 @@ async fn answers_and_the_room_they_made_survive_replay_and_checkpoint() {
     for n in 1..=3 {
         let id = StreamId::generate(&mut SeededEntropy::new(150 + n));
         let at = T0.saturating_add(Duration::from_millis(n));
-        store.append(sid, AppendTarget::Answer(id), payload(n), true, at, &limits).await.unwrap();
+        store
+            .append(Append {
+                session: sid,
+                target: AppendTarget::Answer(id),
+                payload: payload(n),
+                kind: EventKind::Final,
+                now: at,
+                limits: &limits,
+            })
+            .await
+            .unwrap();
         answered.push(id);
     }
     let answered = &answered;
@@ -517,7 +620,16 @@ async fn a_torn_entry_at_the_end_of_the_log_is_ignored() {
     let (machine, store, sid, s) = machine_with_events(14, 10).await;
     // The next entry is written but its sync fails: the crash then keeps half of it.
     machine.log.fail_sync.store(true, Ordering::SeqCst);
-    let err = store.append(sid, AppendTarget::Standalone, payload(11), false, T0, &Limits::default()).await;
+    let err = store
+        .append(Append {
+            session: sid,
+            target: AppendTarget::Standalone,
+            payload: payload(11),
+            kind: EventKind::Intermediate,
+            now: T0,
+            limits: &Limits::default(),
+        })
+        .await;
     assert!(matches!(err, Err(Error::Poisoned(_))), "{err:?}");
     let (after, recovery) = machine.after_power_failure(0.5).open(Durability::Immediate);
     assert_eq!((recovery.events, recovery.replayed), (10, 11), "the torn entry is not replayed");
@@ -540,7 +652,17 @@ async fn entries_of_an_earlier_log_cycle_are_never_replayed() {
     let n = 700;
     for i in 1..=n {
         let p = Bytes::from(format!("{{\"n\":{i:08}}}"));
-        store.append(sid, AppendTarget::Standalone, p, false, T0, &limits).await.unwrap();
+        store
+            .append(Append {
+                session: sid,
+                target: AppendTarget::Standalone,
+                payload: p,
+                kind: EventKind::Intermediate,
+                now: T0,
+                limits: &limits,
+            })
+            .await
+            .unwrap();
     }
     let (after, recovery) = machine.after_power_failure(0.0).open(Durability::Immediate);
     assert!(recovery.replayed > 0 && recovery.replayed < n as usize, "{recovery:?}");
@@ -577,7 +699,17 @@ async fn a_checkpoint_followed_by_a_crash_loses_nothing() {
 async fn a_write_larger_than_the_log_goes_straight_to_the_data_file() {
     let (machine, store, sid, s) = machine_with_events(17, 3).await;
     let big = Bytes::from(vec![b'x'; SMALL_LOG as usize * 2]);
-    store.append(sid, AppendTarget::Standalone, big.clone(), false, T0, &Limits::default()).await.unwrap();
+    store
+        .append(Append {
+            session: sid,
+            target: AppendTarget::Standalone,
+            payload: big.clone(),
+            kind: EventKind::Intermediate,
+            now: T0,
+            limits: &Limits::default(),
+        })
+        .await
+        .unwrap();
     emit_n(&store, sid, 5, 2).await;
     let crashed = machine.after_power_failure(0.0);
     let (_, alone) = crashed.data_file_alone().open(Durability::Immediate);

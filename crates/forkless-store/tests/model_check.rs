@@ -22,6 +22,7 @@
 //! A negative control removes the wait for the displaced writer and must find a violation, so
 //! the check cannot pass vacuously.
 
+use forkless_core::EventKind;
 use std::collections::{HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 
@@ -146,7 +147,9 @@ impl Model {
         let mut record = SessionRecord::create(new, NOW, &mut entropy).expect("create");
         // A POST answered with SSE: the original connection, epoch 1, which delivered event 1.
         let grant = record.open_request_stream(self.stream, NOW, &self.cfg).expect("open");
-        record.append(AppendTarget::Stream(self.stream), 8, false, NOW, &Limits::default()).expect("append");
+        record
+            .append(AppendTarget::Stream(self.stream), 8, EventKind::Intermediate, NOW, &Limits::default())
+            .expect("append");
         let original = match scenario {
             Scenario::ZombieOriginal => {
                 Phase::Writing { epoch: grant.epoch, cursor: CURSOR, displaced: false }
@@ -197,7 +200,9 @@ impl Model {
             let mut n = w.clone();
             let complete = self.complete_at_end && n.emitted + 1 == self.emits;
             let target = AppendTarget::Stream(self.stream);
-            if let Ok(id) = n.record.append(target, 8, complete, NOW, &Limits::default()) {
+            if let Ok(id) =
+                n.record.append(target, 8, EventKind::ending_if(complete), NOW, &Limits::default())
+            {
                 n.log.push(id.seq.get());
                 n.version += 1;
             }

@@ -38,6 +38,8 @@
 //! Cases: 10,000 by default for the memory store and 1/25 of that for the redb store (a
 //! writer thread per case); `PROPTEST_CASES` or `FORKLESS_PROPTEST_CASES` (which wins) override.
 
+use forkless_core::EventKind;
+use forkless_store::Append;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -948,14 +950,14 @@ impl<S: Store> Sut<S> {
         };
         let before = self.rt.block_on(self.store.load(sut.id)).unwrap().unwrap();
         let payload = Bytes::from_static(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}");
-        let result = self.rt.block_on(self.store.append(
-            sut.id,
+        let result = self.rt.block_on(self.store.append(Append {
+            session: sut.id,
             target,
             payload,
-            complete,
-            self.now,
-            &self.cfg.limits,
-        ));
+            kind: EventKind::ending_if(complete),
+            now: self.now,
+            limits: &self.cfg.limits,
+        }));
         match result {
             Ok(id) => {
                 if let AppendTarget::Stream(s) = target {

@@ -1,6 +1,7 @@
 //! The conformance suite's check across a crash (promise 4 of the crate docs): what a client
 //! received must still be named by the same ids after the store restarts, or be refused.
 
+use crate::{Append, EventKind};
 use std::future::Future;
 
 use bytes::Bytes;
@@ -59,7 +60,14 @@ where
             for (i, (stream, _)) in streams.iter().enumerate() {
                 let target = if i == 0 { AppendTarget::Standalone } else { AppendTarget::Stream(*stream) };
                 store
-                    .append(sid, target, payload(round * 100 + n), false, T0, &Limits::default())
+                    .append(Append {
+                        session: sid,
+                        target,
+                        payload: payload(round * 100 + n),
+                        kind: EventKind::Intermediate,
+                        now: T0,
+                        limits: &Limits::default(),
+                    })
                     .await
                     .map_err(|e| format!("append: {e}"))?;
             }
@@ -70,7 +78,14 @@ where
             let answer = StreamId::generate(&mut SeededEntropy::new(34));
             let bytes = payload(999);
             let id = store
-                .append(sid, AppendTarget::Answer(answer), bytes.clone(), true, T0, &Limits::default())
+                .append(Append {
+                    session: sid,
+                    target: AppendTarget::Answer(answer),
+                    payload: bytes.clone(),
+                    kind: EventKind::Final,
+                    now: T0,
+                    limits: &Limits::default(),
+                })
                 .await
                 .map_err(|e| format!("answer: {e}"))?;
             received.push((answer, id.seq, bytes));
@@ -107,7 +122,14 @@ where
         }
         let target = if i == 0 { AppendTarget::Standalone } else { AppendTarget::Stream(*stream) };
         let id = store
-            .append(sid, target, Bytes::from_static(b"{\"after\":\"crash\"}"), i == 1, T0, &Limits::default())
+            .append(Append {
+                session: sid,
+                target,
+                payload: Bytes::from_static(b"{\"after\":\"crash\"}"),
+                kind: EventKind::ending_if(i == 1),
+                now: T0,
+                limits: &Limits::default(),
+            })
             .await
             .map_err(|e| format!("append after the crash: {e}"))?;
         if id.seq <= cursors[i] {

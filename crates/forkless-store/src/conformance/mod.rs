@@ -5,6 +5,7 @@
 //! check. Timeouts in this suite are failure guards (a wake-up that never comes fails the
 //! check instead of hanging CI), never synchronisation.
 
+use crate::{Append, EventKind};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
@@ -134,7 +135,16 @@ async fn emit<S: Store>(
     target: AppendTarget,
     n: u64,
 ) -> Result<forkless_core::EventId, Error> {
-    store.append(session, target, payload(n), false, T0, &Limits::default()).await
+    store
+        .append(Append {
+            session,
+            target,
+            payload: payload(n),
+            kind: EventKind::Intermediate,
+            now: T0,
+            limits: &Limits::default(),
+        })
+        .await
 }
 
 async fn open_request<S: Store>(store: &S, session: SessionId, seed: u64) -> StreamId {
@@ -373,7 +383,17 @@ async fn eviction_by_count<S: Store>(store: Arc<S>) {
     let s = record.standalone().id();
     let limits = Limits { stream_max_events: 3, ..Limits::default() };
     for n in 1..=5 {
-        store.append(record.id(), AppendTarget::Standalone, payload(n), false, T0, &limits).await.unwrap();
+        store
+            .append(Append {
+                session: record.id(),
+                target: AppendTarget::Standalone,
+                payload: payload(n),
+                kind: EventKind::Intermediate,
+                now: T0,
+                limits: &limits,
+            })
+            .await
+            .unwrap();
     }
     delivered(&*store, record.id(), s, 5).await;
     let err = store.read(record.id(), s, Seq::new(1), 10, Reader::Inspector).await.unwrap_err();
@@ -392,7 +412,17 @@ async fn eviction_by_bytes<S: Store>(store: Arc<S>) {
     let limits = Limits { stream_max_bytes: 25, ..Limits::default() };
     for _ in 1..=4 {
         let p = Bytes::from_static(b"0123456789");
-        store.append(record.id(), AppendTarget::Standalone, p, false, T0, &limits).await.unwrap();
+        store
+            .append(Append {
+                session: record.id(),
+                target: AppendTarget::Standalone,
+                payload: p,
+                kind: EventKind::Intermediate,
+                now: T0,
+                limits: &limits,
+            })
+            .await
+            .unwrap();
     }
     delivered(&*store, record.id(), s, 4).await;
     assert_eq!(
@@ -402,7 +432,17 @@ async fn eviction_by_bytes<S: Store>(store: Arc<S>) {
     let meta = store.load(record.id()).await.unwrap().unwrap().value;
     assert_eq!(meta.stream(s).unwrap().retained_bytes(), 20);
     let big = Bytes::from(vec![b'x'; 26]);
-    let err = store.append(record.id(), AppendTarget::Standalone, big, false, T0, &limits).await.unwrap_err();
+    let err = store
+        .append(Append {
+            session: record.id(),
+            target: AppendTarget::Standalone,
+            payload: big,
+            kind: EventKind::Intermediate,
+            now: T0,
+            limits: &limits,
+        })
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Core(forkless_core::Error::EventTooLarge { .. })), "{err:?}");
 }
 
@@ -412,7 +452,14 @@ async fn completed_stream_refuses_appends<S: Store>(store: Arc<S>) {
     let mut watch = store.watch(record.id(), request).await.unwrap();
     watch.mark_seen();
     store
-        .append(record.id(), AppendTarget::Stream(request), payload(1), true, T0, &Limits::default())
+        .append(Append {
+            session: record.id(),
+            target: AppendTarget::Stream(request),
+            payload: payload(1),
+            kind: EventKind::Final,
+            now: T0,
+            limits: &Limits::default(),
+        })
         .await
         .unwrap();
     let signal = tokio::time::timeout(GUARD, watch.changed()).await.expect("woken");
@@ -442,7 +489,16 @@ async fn answer_opens_fills_and_releases_a_stream<S: Store>(store: Arc<S>) {
         async move {
             // Answers a millisecond apart, so which one is idle the longest is well defined.
             let at = T0.saturating_add(Duration::from_millis(seed));
-            let out = store.append(sid, AppendTarget::Answer(id), payload(seed), complete, at, &limits).await;
+            let out = store
+                .append(Append {
+                    session: sid,
+                    target: AppendTarget::Answer(id),
+                    payload: payload(seed),
+                    kind: EventKind::ending_if(complete),
+                    now: at,
+                    limits: &limits,
+                })
+                .await;
             (id, out)
         }
     };
@@ -458,8 +514,17 @@ async fn answer_opens_fills_and_releases_a_stream<S: Store>(store: Arc<S>) {
     assert_eq!((watch.current().delivered, watch.current().end), (Seq::new(1), Some(StreamEnd::Completed)));
 
     // Refusals store nothing and leave the version alone.
-    let err =
-        store.append(sid, AppendTarget::Answer(first), payload(1), true, T0, &limits).await.unwrap_err();
+    let err = store
+        .append(Append {
+            session: sid,
+            target: AppendTarget::Answer(first),
+            payload: payload(1),
+            kind: EventKind::Final,
+            now: T0,
+            limits: &limits,
+        })
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Core(forkless_core::Error::StreamExists)), "{err:?}");
     let (unfinished, out) = answer(191, false).await;
     assert!(matches!(out, Err(Error::Core(forkless_core::Error::AnswerNotFinal))), "{out:?}");

@@ -476,6 +476,8 @@ mod tests {
     use forkless_core::{AppendTarget, Config, GetRequest, SeededEntropy};
     use proptest::prelude::*;
 
+    use forkless_core::EventKind;
+
     use super::*;
 
     /// A record with streams in several states: open and attached, completed, a labeled
@@ -495,7 +497,7 @@ mod tests {
         r.on_get(&GetRequest::default(), t, &cfg, &mut e).unwrap();
         let limits = forkless_core::Limits { stream_max_events: 2, ..cfg.limits };
         for n in 0..5 {
-            r.append(AppendTarget::Standalone, 10 + n, false, t, &limits).unwrap();
+            r.append(AppendTarget::Standalone, 10 + n, EventKind::Intermediate, t, &limits).unwrap();
             if r.must_evict(r.standalone().id(), &limits) {
                 let s = r.standalone().id();
                 r.on_evict_oldest(s, 10 + n - 2).unwrap();
@@ -503,7 +505,7 @@ mod tests {
         }
         let answered = StreamId::generate(&mut e);
         r.open_labeled_request_stream(answered, Some(Label::new(b"\"req-7\"")), t, &cfg).unwrap();
-        r.append(AppendTarget::Stream(answered), 5, true, t, &cfg.limits).unwrap();
+        r.append(AppendTarget::Stream(answered), 5, EventKind::Final, t, &cfg.limits).unwrap();
         let open = StreamId::generate(&mut e);
         r.open_request_stream(open, t, &cfg).unwrap();
         r

@@ -42,8 +42,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use forkless_core::{AppendTarget, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, Timestamp};
+use forkless_core::{AppendTarget, EventId, Seq, SessionId, SessionRecord, StreamId, Timestamp};
 use redb::{Database, ReadableDatabase};
 
 use self::checkpoint::META;
@@ -52,7 +51,7 @@ use self::journal::Poison;
 use self::op::Op;
 use self::recovery::{check_format, log_path, refuse_other_format, replay};
 use crate::engine::{Effect, Engine, Origin};
-use crate::{Error, Orphan, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
+use crate::{Append, Error, Orphan, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
 
 /// Where the writer thread hands what a group's sync settled: a task on the async runtime the
 /// store was opened in, which delivers the events and acknowledges the waiters. Waking that one
@@ -430,33 +429,16 @@ impl Store for RedbStore {
         Ok(v)
     }
 
-    async fn append(
-        &self,
-        session: SessionId,
-        target: AppendTarget,
-        payload: Bytes,
-        complete: bool,
-        now: Timestamp,
-        limits: &Limits,
-    ) -> Result<EventId> {
+    async fn append(&self, event: Append<'_>) -> Result<EventId> {
         self.check()?;
         let visible = self.inner.early_delivery;
         // The writer thread delivers the event after its group's sync. Wait for that in
         // immediate mode (every append is acknowledged durable), and for an answer, which its
         // caller sends at once: the waiter travels with the writes, so the writer syncs their
         // group now, not at the end of a window.
-        let waits = self.waits_for_records() || matches!(target, AppendTarget::Answer(_));
+        let waits = self.waits_for_records() || matches!(event.target, AppendTarget::Answer(_));
         let (waiter, done) = Self::waiter(waits);
-        let id = self.inner.engine.append(
-            session,
-            target,
-            payload,
-            complete,
-            now,
-            limits,
-            visible,
-            self.journal_for(waiter),
-        )?;
+        let id = self.inner.engine.append(event, visible, self.journal_for(waiter))?;
         self.settled(done).await?;
         Ok(id)
     }
