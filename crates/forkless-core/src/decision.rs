@@ -66,7 +66,7 @@ pub fn decide_get(record: &SessionRecord, req: &GetRequest<'_>, now: Timestamp, 
     };
     // Row 7.
     match req.stream_token {
-        Some(token) if token.parse::<crate::id::StreamId>() != Ok(cursor.stream) => {
+        Some(token) if token.parse::<StreamId>() != Ok(cursor.stream) => {
             return Decision::Reject(RejectReason::TokenMismatch);
         }
         None if cfg.mode == ResumeMode::Strict => return Decision::Reject(RejectReason::TokenMissing),

@@ -84,10 +84,10 @@ impl<E: EntropySource + ?Sized> EntropySource for &mut E {
 
 /// The operating system's CSPRNG.
 ///
-/// Every byte comes from the OS, drawn [`OS_DRAW`] bytes at a time into a per-thread pool:
-/// a stream id per request would otherwise cost a system call per request (about 370 ns
-/// here, against 8 ns from the pool). Each byte is handed out once and then zeroed. A process
-/// that forks would share its pool with the child; this server never forks.
+/// Every byte comes from the OS, drawn [`OS_DRAW`] bytes at a time into a per-thread pool, so
+/// a stream id per request costs no system call (figures: `docs/benchmarks.md`). Each byte is
+/// handed out once and then zeroed. A process that forks would share its pool with the child;
+/// this server never forks.
 ///
 /// If the OS cannot provide randomness the process aborts through a panic: minting guessable
 /// session ids instead would be a security hole, and there is no useful way to continue.
@@ -218,18 +218,8 @@ impl Wire {
     }
 
     /// Decimal digits of `n`.
-    fn push_u64(&mut self, mut n: u64) {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.push(&digits[at..]);
+    fn push_u64(&mut self, n: u64) {
+        self.push(itoa::Buffer::new().format(n).as_bytes());
     }
 
     /// The text's bytes (ASCII), without the UTF-8 check [`Self::as_str`] makes.

@@ -10,10 +10,16 @@ use forkless_core::{ConflictReason, EndReason};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
 
+// The one table of JSON-RPC error codes this server answers with (handlers' own codes aside).
+
 /// JSON-RPC: invalid JSON.
 pub const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC: not a valid request object.
 pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC: the method does not exist.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC: invalid method parameters.
+pub const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC: internal error.
 pub const INTERNAL_ERROR: i64 = -32603;
 /// The session is unknown or ended: start a new session (PROTOCOL section 4, (b)).

@@ -22,12 +22,12 @@ pub struct RpcError {
 }
 
 impl RpcError {
-    /// JSON-RPC: the method does not exist.
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    /// JSON-RPC: invalid method parameters.
-    pub const INVALID_PARAMS: i64 = -32602;
-    /// JSON-RPC: internal error.
-    pub const INTERNAL_ERROR: i64 = -32603;
+    /// JSON-RPC: the method does not exist ([`crate::METHOD_NOT_FOUND`]).
+    pub const METHOD_NOT_FOUND: i64 = crate::error::METHOD_NOT_FOUND;
+    /// JSON-RPC: invalid method parameters ([`crate::INVALID_PARAMS`]).
+    pub const INVALID_PARAMS: i64 = crate::error::INVALID_PARAMS;
+    /// JSON-RPC: internal error ([`crate::INTERNAL_ERROR`]).
+    pub const INTERNAL_ERROR: i64 = crate::error::INTERNAL_ERROR;
 
     /// An error with `code` and `message` and no data.
     pub fn new(code: i64, message: impl Into<String>) -> Self {

@@ -82,7 +82,10 @@ mod writer;
 
 pub use config::{AllowedOrigins, AnswerMode, ConfigError, PrincipalClosure, PrincipalFn, ServerConfig};
 pub use context::{RequestContext, SessionHandle};
-pub use error::{Error, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SESSION_ENDED, STREAM_CONFLICT};
+pub use error::{
+    Error, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, SESSION_ENDED,
+    STREAM_CONFLICT,
+};
 pub use handler::{Handler, ServerInfo};
 pub use jsonrpc::RpcError;
 pub use request::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};

@@ -85,9 +85,7 @@ pub(crate) fn body<S: Store>(
         watch,
         signal,
         queue: VecDeque::new(),
-        started: false,
-        closing: false,
-        finished: false,
+        phase: Phase::Starting,
         last_write: now,
         last_renew: now,
         wrote_since_renew: false,
@@ -122,6 +120,19 @@ fn put_preamble(out: &mut BytesMut, preamble: Preamble, stream: StreamId, retry:
     }
 }
 
+/// Where a writer is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Not yet polled: it has still to wait for a displaced writer and queue its preamble.
+    Starting,
+    /// Delivering (replay, then live).
+    Serving,
+    /// Yielding what is queued, then ending (2025-11-25 polling closes the connection).
+    Closing,
+    /// Ended: the body yields nothing more.
+    Finished,
+}
+
 struct Writer<S: Store> {
     common: Arc<Common<S>>,
     guard: DetachGuard<S>,
@@ -130,10 +141,7 @@ struct Writer<S: Store> {
     /// The last signal seen.
     signal: StreamSignal,
     queue: VecDeque<Bytes>,
-    started: bool,
-    /// Yield what is queued, then end.
-    closing: bool,
-    finished: bool,
+    phase: Phase,
     last_write: Instant,
     last_renew: Instant,
     wrote_since_renew: bool,
@@ -164,17 +172,17 @@ impl<S: Store> Writer<S> {
 
     fn finish(&mut self, why: &'static str) -> Option<Bytes> {
         tracing::debug!(cursor = self.cursor.get(), why, "sse connection ends");
-        self.finished = true;
+        self.phase = Phase::Finished;
         None
     }
 
     async fn next(&mut self) -> Option<Bytes> {
-        if self.finished {
+        if self.phase == Phase::Finished {
             return None;
         }
-        if !self.started {
+        if self.phase == Phase::Starting {
             self.start().await;
-            if self.finished {
+            if self.phase == Phase::Finished {
                 return None;
             }
         }
@@ -196,7 +204,7 @@ impl<S: Store> Writer<S> {
                 self.wrote_since_renew = true;
                 return Some(chunk);
             }
-            if self.closing {
+            if self.phase == Phase::Closing {
                 return self.finish("closing");
             }
             self.signal = self.watch.mark_seen();
@@ -220,7 +228,7 @@ impl<S: Store> Writer<S> {
                     // Polling: close the connection, not the stream; the client reconnects
                     // with Last-Event-ID after `retry`.
                     self.queue.push_back(sse::retry(self.common.cfg.core.retry_interval));
-                    self.closing = true;
+                    self.phase = Phase::Closing;
                 }
             }
         }
@@ -229,7 +237,7 @@ impl<S: Store> Writer<S> {
     /// Wait until any older writer of this stream in this process has stopped (or `grace`
     /// passed), then register as the stream's writer and queue the preamble.
     async fn start(&mut self) {
-        self.started = true;
+        self.phase = Phase::Serving;
         let key = (self.session(), self.stream());
         // Subscribe under the registry lock, so the entry cannot be removed in between.
         let (tx, mut rx) = {
@@ -242,7 +250,7 @@ impl<S: Store> Writer<S> {
         tokio::select! {
             _ = tokio::time::timeout(self.common.cfg.core.grace, older_stopped) => {}
             () = self.common.shutdown.cancelled() => {
-                self.finished = true;
+                self.phase = Phase::Finished;
                 return;
             }
         }

@@ -147,15 +147,12 @@ pub(super) fn check_format(db: &Database) -> Result<u64> {
     Ok(key)
 }
 
-/// A number that differs between data files, so a log is never replayed into a data file
-/// it was not written for.
+/// A number that differs between data files (64 bits from the OS CSPRNG), so a log is never
+/// replayed into a data file it was not written for.
 fn new_log_key() -> u64 {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    h.write_u128(since_epoch.as_nanos());
-    h.write_u32(std::process::id());
-    h.finish()
+    let mut key = [0u8; 8];
+    forkless_core::EntropySource::fill(&mut forkless_core::OsEntropy, &mut key);
+    u64::from_be_bytes(key)
 }
 
 /// The log's path: the data file's with `.wal` appended (so it never collides with it).

@@ -28,24 +28,42 @@ const SILENT_WAV: &str = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQ
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tool {
     // Demo tools, for observing resumption.
+    /// `echo`: returns its text.
     Echo,
+    /// `start-notification-stream`: numbered notifications on the request's stream.
     StartNotificationStream,
+    /// `start-background-stream`: numbered notifications on the standalone stream.
     StartBackgroundStream,
+    /// `long-task`: progress `1..steps`.
     LongTask,
     // Conformance fixtures.
+    /// Conformance: `test_simple_text`.
     SimpleText,
+    /// Conformance: `test_image_content`.
     ImageContent,
+    /// Conformance: `test_audio_content`.
     AudioContent,
+    /// Conformance: `test_embedded_resource`.
     EmbeddedResource,
+    /// Conformance: `test_multiple_content_types`.
     MultipleContentTypes,
+    /// Conformance: `test_tool_with_logging`.
     ToolWithLogging,
+    /// Conformance: `test_tool_with_progress`.
     ToolWithProgress,
+    /// Conformance: `test_error_handling`.
     ErrorHandling,
+    /// Conformance: `test_sampling`.
     Sampling,
+    /// Conformance: `test_elicitation`.
     Elicitation,
+    /// Conformance: the elicitation defaults fixture (SEP-1034).
     ElicitationDefaults,
+    /// Conformance: the elicitation enums fixture (SEP-1330).
     ElicitationEnums,
+    /// Conformance: `test_reconnection` (SEP-1699 polling).
     Reconnection,
+    /// Conformance: the JSON Schema 2020-12 fixture (SEP-1613).
     JsonSchema2020,
 }
 
