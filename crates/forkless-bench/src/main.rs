@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use forkless_bench::servers::{self, StoreKind};
 use forkless_bench::{Error, report, suite};
 use forkless_server::AnswerMode;
-use forkless_store::Durability;
+use forkless_store_redb::Durability;
 
 // The allocator `forkless serve` ships with, so the servers under test (forkless and the bare
 // hyper ceiling alike) run on it. The rmcp reference gets the same one (bench/rmcp-echo).

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use forkless_server::{AnswerMode, Handler, RequestContext, RpcError, Server, ServerConfig, ServerInfo};
-use forkless_store::{Durability, MemoryStore, RedbStore, Store};
+use forkless_store::{MemoryStore, Store};
+use forkless_store_redb::{Durability, RedbStore};
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;

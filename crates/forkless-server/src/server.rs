@@ -112,7 +112,7 @@ impl<S: Store, H: Handler> Server<S, H> {
     }
 
     /// Answer requests whose handler died with an earlier process (the store's recovery lists
-    /// them, [`forkless_store::Recovery::orphans`]): each gets a JSON-RPC error carrying its
+    /// them: `Recovery::orphans` in `forkless-store-redb`): each gets a JSON-RPC error carrying its
     /// request id (`-32603`, "the server restarted while handling this request; it was lost")
     /// as the final event of its stream, which completes it, so no client waits for ever.
     /// Call before serving. Returns how many were answered; one that cannot be (its session

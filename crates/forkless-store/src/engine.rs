@@ -1,4 +1,6 @@
-//! The in-process state every store serves from: session records, event logs and wake-ups.
+//! The engine every in-process store serves from: session records, event logs, delivered
+//! marks and wake-ups. A store built on it only stores (see [`Effect`]): the decisions are the
+//! core's, the promises the [`crate::Store`] trait's.
 //!
 //! [`MemoryStore`](crate::MemoryStore) is this engine alone. Durable stores put a journal
 //! behind it: every mutation hands a description of its effect to a `persist` callback while
@@ -21,7 +23,7 @@ use crate::{Append, Error, Reader, Result, StoredEvent, StreamSignal, StreamWatc
 /// Whether a stream a mutation wrote existed before it: a journal that sees a new stream
 /// deleted again before it ever stored it can skip both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Origin {
+pub enum Origin {
     /// The stream was created by this mutation (its id was never used before).
     New,
     /// The stream existed before.
@@ -30,28 +32,59 @@ pub(crate) enum Origin {
 
 /// What a mutation changed, for a journal to persist.
 #[derive(Debug)]
-pub(crate) enum Effect<'a> {
+pub enum Effect<'a> {
     /// The record was created or recovered: its header and every stream.
     Record(&'a SessionRecord),
     /// The session's header (everything but its streams) changed.
     Header(&'a SessionRecord),
     /// One stream's metadata was added (`Origin::New`) or changed.
-    Stream { session: SessionId, meta: &'a forkless_core::Stream, origin: Origin },
+    Stream {
+        /// The session.
+        session: SessionId,
+        /// The stream's metadata as it is now.
+        meta: &'a forkless_core::Stream,
+        /// Whether this mutation created it.
+        origin: Origin,
+    },
     /// An event was appended (the record changed too); `origin` is its stream's (`New` for an
     /// answer, which opens its stream).
-    Event { record: &'a SessionRecord, id: EventId, payload: &'a Bytes, origin: Origin },
+    Event {
+        /// The record after the append.
+        record: &'a SessionRecord,
+        /// The event's id.
+        id: EventId,
+        /// The event's payload.
+        payload: &'a Bytes,
+        /// Whether the append created the event's stream.
+        origin: Origin,
+    },
     /// Events of `stream` below `low_water` are gone.
-    Trim { session: SessionId, stream: StreamId, low_water: Seq },
+    Trim {
+        /// The session.
+        session: SessionId,
+        /// The stream.
+        stream: StreamId,
+        /// Its new low-water mark.
+        low_water: Seq,
+    },
     /// All events of `stream` are gone, and so is the stream.
-    DropStream { session: SessionId, stream: StreamId },
+    DropStream {
+        /// The session.
+        session: SessionId,
+        /// The stream.
+        stream: StreamId,
+    },
     /// The session and everything it held are gone.
     DropSession(SessionId),
     /// The mutation is complete: a journal may now hand its effects on as one unit.
     End,
 }
 
+/// The in-process state a store serves from: session records by id, each stream's log, its
+/// delivered mark and its watchers. Every mutation takes a `persist` callback that is handed
+/// the mutation's [`Effect`]s while the session's lock is held, then [`Effect::End`].
 #[derive(Debug, Default)]
-pub(crate) struct Engine {
+pub struct Engine {
     sessions: RwLock<HashMap<SessionId, Arc<Mutex<Slot>>, IdHashBuilder>>,
 }
 
@@ -162,11 +195,8 @@ impl Engine {
         map.get(&id).cloned().ok_or(Error::SessionUnknown)
     }
 
-    pub(crate) fn create(
-        &self,
-        record: SessionRecord,
-        mut persist: impl FnMut(Effect<'_>),
-    ) -> Result<Version> {
+    /// Insert a new record (version [`Version::INITIAL`]); [`Error::SessionExists`] if taken.
+    pub fn create(&self, record: SessionRecord, mut persist: impl FnMut(Effect<'_>)) -> Result<Version> {
         let mut map = self.sessions.write().map_err(|_| poisoned())?;
         if map.contains_key(&record.id()) {
             return Err(Error::SessionExists);
@@ -181,11 +211,7 @@ impl Engine {
     }
 
     /// Insert a recovered session with its retained events (all delivered: they are on disk).
-    pub(crate) fn restore(
-        &self,
-        record: SessionRecord,
-        events: HashMap<StreamId, Vec<StoredEvent>>,
-    ) -> Result<()> {
+    pub fn restore(&self, record: SessionRecord, events: HashMap<StreamId, Vec<StoredEvent>>) -> Result<()> {
         let mut record = record;
         record.mark_clean();
         let mut slot = Slot { version: Version::INITIAL, record, logs: HashMap::default() };
@@ -198,7 +224,8 @@ impl Engine {
         Ok(())
     }
 
-    pub(crate) fn load(&self, id: SessionId) -> Result<Option<Versioned<SessionRecord>>> {
+    /// The record and its version; `None` if unknown.
+    pub fn load(&self, id: SessionId) -> Result<Option<Versioned<SessionRecord>>> {
         let slot = match self.slot(id) {
             Ok(slot) => slot,
             Err(Error::SessionUnknown) => return Ok(None),
@@ -208,7 +235,9 @@ impl Engine {
         Ok(Some(Versioned { version: slot.version, value: slot.record.clone() }))
     }
 
-    pub(crate) fn compare_and_set(
+    /// Replace the record if its version is still `expected` (the store promise of the same
+    /// name); logs of streams it no longer holds are dropped.
+    pub fn compare_and_set(
         &self,
         expected: Version,
         record: SessionRecord,
@@ -229,7 +258,7 @@ impl Engine {
     }
 
     /// Append; the event is delivered at once if `visible`, else after [`Self::deliver`].
-    pub(crate) fn append(
+    pub fn append(
         &self,
         event: Append<'_>,
         visible: bool,
@@ -283,7 +312,7 @@ impl Engine {
 
     /// Deliver events of `stream` up to `seq` (the store vouches they survive): make them
     /// visible to readers and wake them.
-    pub(crate) fn deliver(&self, session: SessionId, stream: StreamId, seq: Seq) {
+    pub fn deliver(&self, session: SessionId, stream: StreamId, seq: Seq) {
         let Ok(slot) = self.slot(session) else { return };
         let Ok(mut guard) = lock(&slot) else { return };
         let slot = &mut *guard;
@@ -294,7 +323,8 @@ impl Engine {
         log.announce(meta);
     }
 
-    pub(crate) fn read(
+    /// Up to `max` delivered events after `after`, as `reader` (the store promises 3 and 5).
+    pub fn read(
         &self,
         session: SessionId,
         stream: StreamId,
@@ -317,7 +347,8 @@ impl Engine {
         Ok(log.events.iter().skip(skip).take_while(|e| e.seq <= delivered).take(max).cloned().collect())
     }
 
-    pub(crate) fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
+    /// A subscription to the stream's signal.
+    pub fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
         let slot = self.slot(session)?;
         let mut slot = lock(&slot)?;
         let (meta, log) = slot.log(stream)?;
@@ -325,7 +356,8 @@ impl Engine {
         Ok(StreamWatch::new(tx.subscribe()))
     }
 
-    pub(crate) fn remove(&self, id: SessionId, mut persist: impl FnMut(Effect<'_>)) -> Result<()> {
+    /// Forget a session and everything it holds.
+    pub fn remove(&self, id: SessionId, mut persist: impl FnMut(Effect<'_>)) -> Result<()> {
         let mut map = self.sessions.write().map_err(|_| poisoned())?;
         if map.remove(&id).is_some() {
             persist(Effect::DropSession(id));
@@ -334,7 +366,8 @@ impl Engine {
         Ok(())
     }
 
-    pub(crate) fn sessions(&self) -> Result<Vec<SessionId>> {
+    /// Every session id held.
+    pub fn sessions(&self) -> Result<Vec<SessionId>> {
         Ok(self.sessions.read().map_err(|_| poisoned())?.keys().copied().collect())
     }
 }

@@ -1,9 +1,10 @@
 //! # forkless-store: where sessions and event logs live
 //!
 //! This crate owns the [`Store`] trait, the promises every backend keeps, the in-memory
-//! backend ([`MemoryStore`]), the conformance suite every backend must pass
-//! ([`conformance`], behind the `conformance` feature) and a fault-injecting wrapper
-//! ([`FaultyStore`]).
+//! backend ([`MemoryStore`]), the [`engine`] in-process backends are built on, the conformance
+//! suite every backend must pass ([`conformance`], behind the `conformance` feature) and a
+//! fault-injecting wrapper ([`FaultyStore`]). It has no disk dependency: the durable embedded
+//! store is the crate `forkless-store-redb`.
 //!
 //! It does not decide anything: every decision is made by `forkless-core` on a
 //! [`SessionRecord`] snapshot, and the store applies the result with compare-and-set
@@ -55,15 +56,13 @@ use forkless_core::{
     Timestamp,
 };
 
-pub mod durable;
-mod engine;
+pub mod engine;
 mod faulty;
 mod memory;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-pub use durable::{Durability, Recovery, RedbStore};
 pub use faulty::{Fault, FaultyStore};
 pub use forkless_core::Orphan;
 pub use memory::MemoryStore;

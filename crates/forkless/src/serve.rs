@@ -20,7 +20,8 @@ use core::pin::Pin;
 use forkless_core::{Config as CoreConfig, ResumeMode, Revision};
 use forkless_server::{AllowedOrigins, AnswerMode, Server, ServerConfig};
 
-use forkless_store::{Durability, MemoryStore, RedbStore, Store};
+use forkless_store::{MemoryStore, Store};
+use forkless_store_redb::{Durability, RedbStore};
 use tokio::net::TcpListener;
 
 use crate::Error;

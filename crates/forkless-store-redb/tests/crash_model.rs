@@ -33,7 +33,8 @@ use forkless_core::{
     AppendTarget, Config, Epoch, EventId, GetOutcome, GetRequest, Label, Limits, NewSession, Revision,
     SeededEntropy, Seq, SessionId, StreamId, Timestamp,
 };
-use forkless_store::{Durability, Reader, RedbStore, Store, transact};
+use forkless_store::{Reader, Store, transact};
+use forkless_store_redb::{Durability, RedbStore};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
 use support::{Machine, SMALL_LOG, T0};
@@ -153,7 +154,7 @@ impl Sim {
         durability: Durability,
         early: bool,
         now: Timestamp,
-    ) -> (RedbStore, forkless_store::Recovery) {
+    ) -> (RedbStore, forkless_store_redb::Recovery) {
         let (store, recovery) = machine.open_at(durability, now);
         let store = if early { store.break_durable_before_delivery_for_negative_control() } else { store };
         (store, recovery)

@@ -1,5 +1,8 @@
-//! The durable embedded store: the in-process [`Engine`] with a write-ahead log and a redb
-//! file behind it.
+//! # forkless-store-redb: the durable embedded store of forkless
+//!
+//! The shared in-process engine ([`forkless_store::engine::Engine`]) with a write-ahead log and
+//! a redb file behind it: the default store of `forkless serve`. It keeps every promise of
+//! [`forkless_store::Store`] and passes its conformance suite in both durability modes.
 //!
 //! Reads and wake-ups are served from memory; every mutation is journaled by one writer
 //! thread with group commit: one log entry and one fsync per group (see [`wal`]), copied
@@ -50,8 +53,10 @@ use self::group::{Ack, Msg, Settled};
 use self::journal::Poison;
 use self::op::Op;
 use self::recovery::{check_format, log_path, refuse_other_format, replay};
-use crate::engine::{Effect, Engine, Origin};
-use crate::{Append, Error, Orphan, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
+use forkless_store::engine::{Effect, Engine, Origin};
+use forkless_store::{
+    Append, Error, Orphan, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned,
+};
 
 /// Where the writer thread hands what a group's sync settled: a task on the async runtime the
 /// store was opened in, which delivers the events and acknowledges the waiters. Waking that one

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::engine::Origin;
+use forkless_store::engine::Origin;
 
 /// One write.
 #[derive(Debug)]

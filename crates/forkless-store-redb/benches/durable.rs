@@ -2,7 +2,7 @@
 //! 10,000-event window, so the durable store is always measured against the memory store in
 //! the same run.
 //!
-//! `cargo bench -p forkless-store --bench durable`
+//! `cargo bench -p forkless-store-redb --bench durable`
 
 use forkless_core::EventKind;
 use forkless_store::Append;
@@ -16,7 +16,8 @@ use forkless_core::{
     StreamId, Timestamp,
 };
 use forkless_store::Reader;
-use forkless_store::{Durability, MemoryStore, RedbStore, Store, transact};
+use forkless_store::{MemoryStore, Store, transact};
+use forkless_store_redb::{Durability, RedbStore};
 
 const T0: Timestamp = Timestamp::from_millis(1);
 const PAYLOAD: &[u8] =

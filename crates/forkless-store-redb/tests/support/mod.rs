@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use forkless_core::Timestamp;
-use forkless_store::{Durability, RedbStore};
+use forkless_store_redb::{Durability, RedbStore};
 use redb::StorageBackend as _;
 
 /// The instant the machines' stores open at.
@@ -118,12 +118,16 @@ impl Machine {
         Self { data, log, power }
     }
 
-    pub fn open(&self, durability: Durability) -> (RedbStore, forkless_store::Recovery) {
+    pub fn open(&self, durability: Durability) -> (RedbStore, forkless_store_redb::Recovery) {
         self.open_at(durability, T0)
     }
 
     /// Open the store on this machine's disks at `now`.
-    pub fn open_at(&self, durability: Durability, now: Timestamp) -> (RedbStore, forkless_store::Recovery) {
+    pub fn open_at(
+        &self,
+        durability: Durability,
+        now: Timestamp,
+    ) -> (RedbStore, forkless_store_redb::Recovery) {
         RedbStore::open_with_backend(self.data.clone(), self.log.clone(), durability, now).expect("open")
     }
 

@@ -14,8 +14,8 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 
 use super::checkpoint::{self, EVENTS, META, META_LOG_KEY, META_LSN, SESSIONS, STREAMS};
 use super::{Recovery, RedbStore, backend_err, codec, journal, wal};
-use crate::engine::Effect;
-use crate::{Error, Result, StoredEvent};
+use forkless_store::engine::Effect;
+use forkless_store::{Error, Result, StoredEvent};
 
 impl RedbStore {
     pub(super) fn recover(&self, db: &Database, now: Timestamp) -> Result<Recovery> {

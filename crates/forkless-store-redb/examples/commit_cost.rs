@@ -6,7 +6,7 @@
 //! `MODE` `store` runs (b) alone, for counting syscalls per append under
 //! `strace -f -c -e trace=fdatasync,fsync,pwrite64,ftruncate`; `raw` runs (a) alone.
 //!
-//! `cargo run --release -p forkless-store --example commit_cost -- DIR [APPENDS] [both|store|raw]`
+//! `cargo run --release -p forkless-store-redb --example commit_cost -- DIR [APPENDS] [both|store|raw]`
 
 use forkless_core::EventKind;
 use forkless_store::Append;
@@ -16,7 +16,8 @@ use bytes::Bytes;
 use forkless_core::{
     AppendTarget, Limits, NewSession, Revision, SeededEntropy, SessionId, SessionRecord, Timestamp,
 };
-use forkless_store::{Durability, RedbStore, Store};
+use forkless_store::Store;
+use forkless_store_redb::{Durability, RedbStore};
 use redb::StorageBackend as _;
 
 /// Rounds the appends are split into; each round times the raw sync and the store in turn.

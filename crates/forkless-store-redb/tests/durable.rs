@@ -14,7 +14,8 @@ use forkless_core::{
     SessionId, SessionRecord, StreamId, Timestamp,
 };
 use forkless_store::Reader;
-use forkless_store::{Durability, Error, RedbStore, Store, transact};
+use forkless_store::{Error, Store, transact};
+use forkless_store_redb::{Durability, RedbStore};
 use redb::StorageBackend as _;
 
 const T0: Timestamp = Timestamp::from_millis(5_000_000);
@@ -30,9 +31,9 @@ fn tempdir() -> tempfile::TempDir {
 mod immediate {
     forkless_store::store_conformance_tests!(async {
         let dir = Box::leak(Box::new(super::tempdir()));
-        let (store, _) = forkless_store::RedbStore::open(
+        let (store, _) = forkless_store_redb::RedbStore::open(
             dir.path().join("data.redb"),
-            forkless_store::Durability::Immediate,
+            forkless_store_redb::Durability::Immediate,
             super::T0,
         )
         .expect("open");
@@ -43,9 +44,11 @@ mod immediate {
 mod batched {
     forkless_store::store_conformance_tests!(async {
         let dir = Box::leak(Box::new(super::tempdir()));
-        let durability = forkless_store::Durability::Batched { window: std::time::Duration::from_millis(2) };
-        let (store, _) = forkless_store::RedbStore::open(dir.path().join("data.redb"), durability, super::T0)
-            .expect("open");
+        let durability =
+            forkless_store_redb::Durability::Batched { window: std::time::Duration::from_millis(2) };
+        let (store, _) =
+            forkless_store_redb::RedbStore::open(dir.path().join("data.redb"), durability, super::T0)
+                .expect("open");
         store
     });
 }

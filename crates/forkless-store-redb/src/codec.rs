@@ -45,8 +45,8 @@ use forkless_core::{
 use bytes::Bytes;
 
 use super::op::Op;
-use crate::Error;
-use crate::engine::Origin;
+use forkless_store::Error;
+use forkless_store::engine::Origin;
 
 /// The format version this code writes. Version 1 had no write-ahead log; version 2 kept a
 /// session's streams inside its record, rewritten whole on every write; version 3 did not keep

@@ -53,7 +53,8 @@ use forkless_core::{
     StreamState, Timestamp,
 };
 use forkless_store::Reader;
-use forkless_store::{Durability, Error as StoreError, MemoryStore, RedbStore, Store, transact};
+use forkless_store::{Error as StoreError, MemoryStore, Store, transact};
+use forkless_store_redb::{Durability, RedbStore};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{Config as ProptestConfig, RngAlgorithm, TestRunner};

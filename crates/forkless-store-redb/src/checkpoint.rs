@@ -9,7 +9,7 @@ use redb::{Database, ReadableTable, TableDefinition};
 
 use super::codec;
 use super::op::Op;
-use crate::engine::Origin;
+use forkless_store::engine::Origin;
 
 pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 
