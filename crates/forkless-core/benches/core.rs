@@ -76,17 +76,13 @@ fn append(c: &mut Criterion) {
     let target = AppendTarget::Stream(ids[2]);
     for _ in 0..1_000 {
         record.append(target, 64, EventKind::Intermediate, T0, &limits).expect("fill");
-        while record.must_evict(ids[2], &limits) {
-            record.on_evict_oldest(ids[2], 64).expect("evict");
-        }
+        record.on_retention(ids[2], [64], &limits).expect("evict");
     }
     c.bench_function("SessionRecord::append + retention (4 streams)", |b| {
         b.iter(|| {
             let id =
                 record.append(black_box(target), 64, EventKind::Intermediate, T0, &limits).expect("append");
-            while record.must_evict(id.stream, &limits) {
-                record.on_evict_oldest(id.stream, 64).expect("evict");
-            }
+            record.on_retention(id.stream, [64], &limits).expect("evict");
             id
         });
     });

@@ -80,8 +80,8 @@ pub use id::{
 };
 pub use revision::{Revision, UnsupportedRevision};
 pub use session::{
-    Active, AppendTarget, ClientFacts, Ended, GetOutcome, Grant, NewSession, Orphan, Session, SessionRecord,
-    SessionState, Tick,
+    Active, AppendTarget, ClientFacts, Ended, Eviction, GetOutcome, Grant, NewSession, Orphan, Session,
+    SessionRecord, SessionState, Tick,
 };
 pub use stream::{
     Attached, Attachment, Completed, Detached, EventKind, FenceCause, Fenced, Label, Open, Stream,

@@ -177,6 +177,16 @@ pub struct Orphan {
     pub label: Option<Label>,
 }
 
+/// What retention takes from one stream: its oldest `events` retained events, `bytes` of
+/// payload in all ([`SessionRecord::on_retention`]). A store drops exactly these.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Eviction {
+    /// How many of the oldest retained events go.
+    pub events: usize,
+    /// Their payload bytes.
+    pub bytes: u64,
+}
+
 /// What time alone did to a session in [`SessionRecord::on_tick`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tick {
@@ -374,24 +384,31 @@ impl SessionRecord {
         Ok(())
     }
 
-    /// Whether `stream` holds more than its limits allow; the store then evicts its oldest
-    /// event with [`Self::on_evict_oldest`] and asks again.
-    pub fn must_evict(&self, stream: StreamId, limits: &Limits) -> bool {
-        self.streams.get(stream).is_some_and(|s| {
-            s.retained_events() > 0
-                && (s.retained_events() > limits.stream_max_events
-                    || s.retained_bytes() > limits.stream_max_bytes)
-        })
-    }
-
-    /// The store evicted the oldest retained event (of `size` bytes) of `stream`.
-    pub fn on_evict_oldest(&mut self, stream: StreamId, size: u64) -> Result<(), Error> {
+    /// Retention by size after an append to `stream` (PROTOCOL section 8): how many of its oldest
+    /// retained events must go for the stream to be within `limits`, given their sizes oldest
+    /// first, applied to the metadata at once (the low-water mark rises, the bytes are freed).
+    /// The store only drops the payloads the returned plan names; the policy is the core's.
+    pub fn on_retention(
+        &mut self,
+        stream: StreamId,
+        oldest_sizes: impl IntoIterator<Item = u64>,
+        limits: &Limits,
+    ) -> Result<Eviction, Error> {
         let s = self.stream_mut(stream)?;
         let before = s.retained_bytes();
-        s.on_evict_oldest(size);
+        let mut events = 0;
+        let mut sizes = oldest_sizes.into_iter();
+        while s.retained_events() > 0
+            && (s.retained_events() > limits.stream_max_events
+                || s.retained_bytes() > limits.stream_max_bytes)
+        {
+            let Some(size) = sizes.next() else { break };
+            s.on_evict_oldest(size);
+            events += 1;
+        }
         let freed = before - s.retained_bytes();
         self.retained_bytes = self.retained_bytes.saturating_sub(freed);
-        Ok(())
+        Ok(Eviction { events, bytes: freed })
     }
 
     /// The connection holding `epoch` on `stream` completed a write (liveness renewal).

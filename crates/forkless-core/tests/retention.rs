@@ -79,3 +79,26 @@ fn open_or_attached_streams_are_never_dropped() {
     r.append(AppendTarget::Stream(a), 1, EventKind::Final, at(3), &cfg().limits).unwrap();
     assert_eq!(r.open_request_stream(c, at(4), &cfg()), Err(Error::TooManyStreams { max: 2 }));
 }
+
+/// Retention by size is planned by the core: given the oldest events' sizes it says how many
+/// go (and applies that to the metadata); a store drops exactly those.
+#[test]
+fn the_core_plans_retention_by_count_and_by_bytes() {
+    use forkless_core::Eviction;
+    let mut record = session(&mut SeededEntropy::new(11));
+    let s = record.standalone().id();
+    let limits = Limits { stream_max_events: 3, stream_max_bytes: 100, ..Default::default() };
+    let sizes = [10u64, 20, 30, 40, 50];
+    for &size in &sizes {
+        record.append(AppendTarget::Standalone, size, EventKind::Intermediate, at(0), &limits).unwrap();
+    }
+    // Five events of 150 bytes against three events and 100 bytes: by count two go (10, 20),
+    // leaving 120 bytes; by bytes one more (30), leaving 90.
+    let plan = record.on_retention(s, sizes, &limits).unwrap();
+    assert_eq!(plan, Eviction { events: 3, bytes: 60 });
+    let meta = record.stream(s).unwrap();
+    assert_eq!((meta.low_water().get(), meta.retained_bytes()), (4, 90));
+    assert_eq!(record.retained_bytes(), 90);
+    // Within limits: nothing to do.
+    assert_eq!(record.on_retention(s, [40, 50], &limits).unwrap(), Eviction::default());
+}

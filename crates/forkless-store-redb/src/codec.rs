@@ -498,10 +498,8 @@ mod tests {
         let limits = forkless_core::Limits { stream_max_events: 2, ..cfg.limits };
         for n in 0..5 {
             r.append(AppendTarget::Standalone, 10 + n, EventKind::Intermediate, t, &limits).unwrap();
-            if r.must_evict(r.standalone().id(), &limits) {
-                let s = r.standalone().id();
-                r.on_evict_oldest(s, 10 + n - 2).unwrap();
-            }
+            let s = r.standalone().id();
+            r.on_retention(s, [10 + n.saturating_sub(2)], &limits).unwrap();
         }
         let answered = StreamId::generate(&mut e);
         r.open_labeled_request_stream(answered, Some(Label::new(b"\"req-7\"")), t, &cfg).unwrap();

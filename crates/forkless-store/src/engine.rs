@@ -290,10 +290,10 @@ impl Engine {
         // Everything before this event is already visible.
         let log = slot.logs.entry(id.stream).or_insert_with(|| Log::new(Seq::new(id.seq.get() - 1)));
         log.events.push_back(StoredEvent { seq: id.seq, payload });
-        while slot.record.must_evict(id.stream, limits) {
-            let Some(oldest) = log.events.pop_front() else { break };
-            slot.record.on_evict_oldest(id.stream, oldest.payload.len() as u64)?;
-        }
+        // Retention: the core says how many of the oldest go; the log drops exactly those.
+        let sizes = log.events.iter().map(|e| e.payload.len() as u64);
+        let plan = slot.record.on_retention(id.stream, sizes, limits)?;
+        log.events.drain(..plan.events);
         let meta = slot.record.stream(id.stream).ok_or(Error::StreamUnknown)?;
         if low_before.is_some_and(|before| meta.low_water() > before) {
             persist(Effect::Trim { session, stream: id.stream, low_water: meta.low_water() });
