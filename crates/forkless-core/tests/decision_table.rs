@@ -51,10 +51,8 @@ fn emit(record: &mut SessionRecord, target: AppendTarget, n: u64) {
 fn emit_with(record: &mut SessionRecord, target: AppendTarget, n: u64, limits: &Limits) {
     for _ in 0..n {
         let id = record.append(target, 10, EventKind::Intermediate, T0, limits).expect("append");
-        // Retention, as a store applies it after every append.
-        while record.must_evict(id.stream, limits) {
-            record.on_evict_oldest(id.stream, 10).expect("evict");
-        }
+        // Retention, as a store applies it after every append (every event is 10 bytes).
+        record.on_retention(id.stream, std::iter::repeat(10), limits).expect("evict");
     }
 }
 
