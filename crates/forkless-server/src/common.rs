@@ -40,6 +40,8 @@ pub(crate) struct Common<S> {
     pub(crate) outbox: Arc<dyn Outbox>,
     /// `Mcp-Stream-Grace-Ms`, the same on every SSE answer.
     pub(crate) grace_ms: HeaderValue,
+    /// Tells the handler a session ended here ([`crate::Handler::session_ended`]).
+    pub(crate) on_end: Box<dyn Fn(SessionId, EndReason) + Send + Sync>,
 }
 
 /// The epoch of the writer currently running for each stream in this process.
@@ -84,6 +86,7 @@ impl<S: Store> Common<S> {
         if let Some(shared) = shared {
             tracing::info!(session = %id, reason = reason.as_str(), "session torn down");
             shared.end(reason);
+            (self.on_end)(id, reason);
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use std::future::Future;
 
+use forkless_core::{EndReason, SessionId};
 use serde_json::Value;
 
 use crate::context::{RequestContext, SessionHandle};
@@ -25,9 +26,45 @@ pub struct ServerInfo {
 }
 
 /// The application logic behind the MCP endpoint.
+///
+/// # Concurrency
+///
+/// One handler serves every session. [`Self::handle_request`] runs concurrently, for any
+/// number of requests of one session or of many, each in its own task; a request keeps
+/// running when its client disconnects (2025 revisions) and is told to stop through
+/// [`RequestContext::cancellation`] (a `notifications/cancelled`, the session's end, server
+/// shutdown, or in 2026-07-28 the client closing the response). Dropping the future a handler
+/// returns is not how a request is cancelled: the server never drops one before it completes,
+/// so a handler needs no cancel safety beyond honouring the token. [`Self::handle_notification`]
+/// runs in a task of its own, concurrently with requests. [`Self::initialize`] runs once per
+/// session, before any request of it; [`Self::session_ended`] at most once, after which no new
+/// request of that session starts (those running are cancelled).
 pub trait Handler: Send + Sync + 'static {
     /// serverInfo / capabilities / instructions for initialize results.
     fn info(&self) -> ServerInfo;
+
+    /// Answer `initialize` for a new session (`params` as the client sent them; `session` is
+    /// already created). The default answers with [`Self::info`]; a handler backed by another
+    /// MCP server (a gateway) forwards it. The server adds the negotiated `protocolVersion`
+    /// and `capabilities.experimental["forkless/resume"]`. An error refuses the session: the
+    /// client gets it as the JSON-RPC error of its `initialize`, and the session ends.
+    fn initialize(
+        &self,
+        params: &Value,
+        session: SessionHandle,
+    ) -> impl Future<Output = Result<ServerInfo, RpcError>> + Send {
+        let _ = (params, session);
+        let info = self.info();
+        async move { Ok(info) }
+    }
+
+    /// The session ended in this process, and why (deleted, a refused resume, idle, a failure):
+    /// release what the handler holds for it. Called at most once per session, in a task of
+    /// its own; the default does nothing.
+    fn session_ended(&self, session: SessionId, reason: EndReason) -> impl Future<Output = ()> + Send {
+        let _ = (session, reason);
+        async {}
+    }
 
     /// A client request other than initialize and ping (which the server answers itself).
     /// Runs in its own task; not cancelled when the client disconnects (2025 revisions).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
-use forkless_core::{ClientFacts, NewSession, OsEntropy, Revision, SessionId, SessionRecord};
+use forkless_core::{ClientFacts, EndReason, NewSession, OsEntropy, Revision, SessionId, SessionRecord};
 use forkless_store::{Store, transact};
 use http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
@@ -137,10 +137,20 @@ impl<S: Store, H: Handler> App<S, H> {
             Some(self.common.outbox.clone()),
             self.common.shutdown.child_token(),
         ));
-        lock(&self.common.sessions).insert(sid, shared);
+        lock(&self.common.sessions).insert(sid, shared.clone());
         tracing::info!(session = %sid, revision = revision.as_str(), reset_contract, "session created");
 
-        let info = self.handler.info();
+        let session = SessionHandle { shared: shared.clone() };
+        let info = match self.handler.initialize(&params, session).await {
+            Ok(info) => info,
+            Err(e) => {
+                // Refused by the handler: the session ends, and the client gets the error.
+                tracing::info!(session = %sid, error = %e, "initialize refused by the handler");
+                let _ = transact(&*self.common.store, sid, |r| r.on_end(EndReason::Failed, now())).await;
+                self.common.end_local(sid, EndReason::Failed);
+                return Ok(axum::Json(jsonrpc::error(id, &e)).into_response());
+            }
+        };
         let core = &self.common.cfg.core;
         let mut caps = if info.capabilities.is_object() { info.capabilities } else { json!({}) };
         let resume = json!({

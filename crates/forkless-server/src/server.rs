@@ -55,6 +55,14 @@ impl<S: Store, H: Handler> Server<S, H> {
         let metrics = Arc::new(Metrics::default());
         let outbox: Arc<dyn Outbox> =
             Arc::new(StoreOutbox { store: store.clone(), cfg: config.core, metrics: metrics.clone() });
+        let handler = Arc::new(handler);
+        let told = handler.clone();
+        let on_end = Box::new(move |session, reason| {
+            let handler = told.clone();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move { handler.session_ended(session, reason).await });
+            }
+        });
         let common = Common {
             grace_ms: HeaderValue::from(millis(config.core.grace)),
             store,
@@ -64,8 +72,9 @@ impl<S: Store, H: Handler> Server<S, H> {
             sessions: Mutex::default(),
             writers: Mutex::default(),
             outbox,
+            on_end,
         };
-        Ok(Self { common: Arc::new(common), handler: Arc::new(handler) })
+        Ok(Self { common: Arc::new(common), handler })
     }
 
     /// The configuration.
