@@ -12,9 +12,10 @@ use tokio::sync::mpsc;
 
 use crate::backoff::RetryPolicy;
 use crate::client::Client;
+use crate::driver::Streams;
 use crate::error::Error;
 use crate::events::{RejectAll, ServerRequestHandler};
-use crate::inner::{Inner, Session, Settings, Streams};
+use crate::inner::{Inner, Session, Settings};
 
 /// Configures and creates a [`Client`].
 ///

@@ -5,11 +5,15 @@
 //! message routing and session ends are the client's. This module is the loop that connects
 //! them to the network, plus [`StreamControl`], the handle tools use to watch and cut streams.
 
+use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use forkless_core::StreamId;
+use std::time::Duration;
+
+use forkless_core::{EntropySource, Revision, StreamId};
 use futures::StreamExt;
 use reqwest::Response;
 use sse_stream::SseByteStream;
@@ -17,13 +21,70 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::backoff::RetryPolicy;
 use crate::error::Error;
 use crate::events::{ClientEvent, StreamOrigin};
 use crate::http::{self, BodyKind, IdleGuarded};
-use crate::inner::{Inner, SessionView, lock};
-use crate::jsonrpc;
-use crate::resume::{Opened, Step, StreamTracker};
+use crate::jsonrpc::{self, Incoming};
+use crate::resume::{Opened, ResumeHeaders, Step, StreamTracker};
 use crate::stats::StreamStats;
+
+/// What a stream's driver needs from the session it serves (implemented by the session in
+/// `inner.rs`): the registry of live streams, the retry settings, where messages and events
+/// go, and the session's own requests (a GET to resume, a DELETE to end it). The driver knows
+/// nothing else of the session.
+pub(crate) trait Host: Send + Sync + 'static {
+    /// The registry of this session's streams.
+    fn streams(&self) -> &Mutex<Streams>;
+    /// How to retry a broken stream.
+    fn retry(&self) -> RetryPolicy;
+    /// How long a stream may stay silent before it counts as broken.
+    fn idle_timeout(&self) -> Option<Duration>;
+    /// The randomness behind retry jitter.
+    fn jitter(&self) -> &Mutex<Box<dyn EntropySource + Send>>;
+    /// Tell the application.
+    fn emit(&self, event: ClientEvent);
+    /// Route one message a stream delivered; whether it answered a request of this stream.
+    fn dispatch(&self, view: &SessionView, msg: Incoming, origin: StreamOrigin) -> bool;
+    /// The session cannot go on.
+    fn end_session(&self, view: &SessionView, error: Error);
+    /// Whether request `id` still waits for its response.
+    fn is_pending(&self, id: u64) -> bool;
+    /// Fail request `id`: its stream cannot be continued.
+    fn fail_request(&self, id: u64, error: Error);
+    /// The server's advertised grace window.
+    fn note_grace(&self, view: &SessionView, grace: Duration);
+    /// `GET` on the session, resuming when `resume` is given.
+    fn get(
+        &self,
+        view: &SessionView,
+        resume: Option<&ResumeHeaders>,
+    ) -> impl Future<Output = Result<Response, Error>> + Send;
+    /// `DELETE` the session.
+    fn delete(&self, view: &SessionView) -> impl Future<Output = Result<(), Error>> + Send;
+}
+
+/// A snapshot of the session the caller works in. Streams keep the one they were opened in,
+/// so a stream of an ended session never talks to its successor.
+#[derive(Clone, Debug)]
+pub(crate) struct SessionView {
+    pub(crate) id: Option<String>,
+    pub(crate) revision: Option<Revision>,
+    pub(crate) generation: u64,
+    pub(crate) cancel: CancellationToken,
+}
+
+#[derive(Default)]
+pub(crate) struct Streams {
+    pub(crate) live: Vec<Arc<StreamShared>>,
+    pub(crate) finished: VecDeque<Arc<StreamShared>>,
+    pub(crate) retired: StreamStats,
+}
+
+/// A poisoned lock only means another task panicked mid-update; the data is still sound.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// How many finished streams [`crate::Client::streams`] keeps for inspection.
 const FINISHED_STREAMS_KEPT: usize = 64;
@@ -117,10 +178,13 @@ impl StreamControl {
 }
 
 /// Open the standalone GET stream and start its driver.
-pub(crate) async fn open_standalone(inner: &Arc<Inner>, view: SessionView) -> Result<StreamControl, Error> {
+pub(crate) async fn open_standalone<H: Host>(
+    inner: &Arc<H>,
+    view: SessionView,
+) -> Result<StreamControl, Error> {
     // One standalone stream per session: a second GET would only get 409 until the first's
     // connection is gone, so hand out the live one instead.
-    let live = lock(&inner.streams)
+    let live = lock(inner.streams())
         .live
         .iter()
         .find(|s| {
@@ -134,7 +198,7 @@ pub(crate) async fn open_standalone(inner: &Arc<Inner>, view: SessionView) -> Re
         return Ok(StreamControl::new(shared));
     }
     let shared = StreamShared::new(StreamOrigin::Standalone, view);
-    let mut tracker = StreamTracker::new(inner.settings.retry.budget);
+    let mut tracker = StreamTracker::new(inner.retry().budget);
     let (resp, _) = connect(inner, &shared, &mut tracker, Instant::now(), true).await?;
     let control = StreamControl::new(shared.clone());
     spawn(inner.clone(), shared, tracker, resp);
@@ -142,26 +206,26 @@ pub(crate) async fn open_standalone(inner: &Arc<Inner>, view: SessionView) -> Re
 }
 
 /// Stop the driver of request `id`'s stream (the request was abandoned).
-pub(crate) fn stop_request_stream(inner: &Inner, id: u64) {
-    for s in lock(&inner.streams).live.iter().filter(|s| s.origin == StreamOrigin::Request(id)) {
+pub(crate) fn stop_request_stream<H: Host>(inner: &H, id: u64) {
+    for s in lock(inner.streams()).live.iter().filter(|s| s.origin == StreamOrigin::Request(id)) {
         s.stop.cancel();
     }
 }
 
 /// Start the driver of a POST answered with SSE (the head is judged before returning, so a
 /// refused grace window fails the request right away).
-pub(crate) fn start(inner: Arc<Inner>, shared: Arc<StreamShared>, resp: Response) -> Result<(), Error> {
-    let mut tracker = StreamTracker::new(inner.settings.retry.budget);
+pub(crate) fn start<H: Host>(inner: Arc<H>, shared: Arc<StreamShared>, resp: Response) -> Result<(), Error> {
+    let mut tracker = StreamTracker::new(inner.retry().budget);
     let head = http::response_head(resp.headers());
     // A fresh tracker can only open Fresh (or fail): there is no cursor to continue.
     tracker.on_head(&head, &mut shared.stats_mut())?;
-    note_head(&inner, &shared, &tracker, &head);
+    note_head(&*inner, &shared, &tracker, &head);
     spawn(inner, shared, tracker, resp);
     Ok(())
 }
 
-fn spawn(inner: Arc<Inner>, shared: Arc<StreamShared>, tracker: StreamTracker, resp: Response) {
-    lock(&inner.streams).live.push(shared.clone());
+fn spawn<H: Host>(inner: Arc<H>, shared: Arc<StreamShared>, tracker: StreamTracker, resp: Response) {
+    lock(inner.streams()).live.push(shared.clone());
     tokio::spawn(async move {
         let outcome = run(&inner, &shared, tracker, resp).await;
         shared.finished.store(true, Ordering::SeqCst);
@@ -170,13 +234,13 @@ fn spawn(inner: Arc<Inner>, shared: Arc<StreamShared>, tracker: StreamTracker, r
         {
             fail(&inner, &shared, error).await;
         }
-        retire(&inner, &shared);
+        retire(&*inner, &shared);
         shared.done.cancel();
     });
 }
 
-fn retire(inner: &Inner, shared: &Arc<StreamShared>) {
-    let mut streams = lock(&inner.streams);
+fn retire<H: Host>(inner: &H, shared: &Arc<StreamShared>) {
+    let mut streams = lock(inner.streams());
     streams.live.retain(|s| !Arc::ptr_eq(s, shared));
     let stats = shared.stats();
     streams.retired.add(&stats);
@@ -186,7 +250,7 @@ fn retire(inner: &Inner, shared: &Arc<StreamShared>) {
     }
 }
 
-async fn fail(inner: &Arc<Inner>, shared: &StreamShared, error: Error) {
+async fn fail<H: Host>(inner: &Arc<H>, shared: &StreamShared, error: Error) {
     tracing::warn!(origin = ?shared.origin, %error, "stream failed");
     match error {
         Error::SessionEnded { .. } => inner.end_session(&shared.session, error),
@@ -217,8 +281,8 @@ enum ConnEnd {
     Stopped,
 }
 
-async fn run(
-    inner: &Arc<Inner>,
+async fn run<H: Host>(
+    inner: &Arc<H>,
     shared: &Arc<StreamShared>,
     mut tracker: StreamTracker,
     mut resp: Response,
@@ -258,14 +322,14 @@ async fn run(
     }
 }
 
-async fn read_connection(
-    inner: &Arc<Inner>,
+async fn read_connection<H: Host>(
+    inner: &Arc<H>,
     shared: &StreamShared,
     tracker: &mut StreamTracker,
     resp: Response,
     answered: &mut bool,
 ) -> Result<ConnEnd, Error> {
-    let body = IdleGuarded::new(Box::pin(resp.bytes_stream()), inner.settings.idle_timeout);
+    let body = IdleGuarded::new(Box::pin(resp.bytes_stream()), inner.idle_timeout());
     let mut events = Box::pin(SseByteStream::new(body));
     loop {
         let next = tokio::select! {
@@ -290,14 +354,14 @@ async fn read_connection(
 
 /// Open (`first`) or re-open the stream's connection, with backoff, until the server answers
 /// with an SSE response the tracker accepts, the budget runs out, or a final answer comes.
-async fn connect(
-    inner: &Arc<Inner>,
+async fn connect<H: Host>(
+    inner: &Arc<H>,
     shared: &StreamShared,
     tracker: &mut StreamTracker,
     lost_at: Instant,
     first: bool,
 ) -> Result<(Response, Opened), Error> {
-    let policy = inner.settings.retry;
+    let policy = inner.retry();
     let mut attempt: u32 = 0;
     let mut last = String::from("no attempt made");
     loop {
@@ -308,7 +372,7 @@ async fn connect(
         }
         if !(first && attempt == 0) {
             let delay = {
-                let mut entropy = lock(&inner.entropy);
+                let mut entropy = lock(inner.jitter());
                 policy.delay(attempt, tracker.server_retry(), lost_at.elapsed(), &mut **entropy)
             };
             let Some(delay) = delay else {
@@ -353,7 +417,7 @@ async fn connect(
             if resume.is_some() && matches!(opened, Opened::NewStream { .. }) {
                 shared.stats_mut().reject("new_stream");
             }
-            note_head(inner, shared, tracker, &head);
+            note_head(&**inner, shared, tracker, &head);
             return Ok((resp, opened));
         }
         let error = match status.as_u16() {
@@ -378,14 +442,14 @@ async fn connect(
     }
 }
 
-fn note_head(
-    inner: &Inner,
+fn note_head<H: Host>(
+    inner: &H,
     shared: &StreamShared,
     tracker: &StreamTracker,
     head: &crate::resume::ResponseHead,
 ) {
     *lock(&shared.stream_id) = tracker.stream_id();
     if let Some(ms) = head.grace_ms.as_deref().and_then(|g| g.trim().parse::<u64>().ok()) {
-        inner.note_grace(&shared.session, std::time::Duration::from_millis(ms));
+        inner.note_grace(&shared.session, Duration::from_millis(ms));
     }
 }

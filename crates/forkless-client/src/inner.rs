@@ -5,9 +5,10 @@
 //! It does not own the reading or resuming of SSE streams (that is `driver.rs`, around the
 //! state machine of `resume.rs`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use forkless_core::{EntropySource, Revision};
@@ -17,13 +18,12 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::driver::{self, StreamShared};
+use crate::driver::{self, Host, SessionView, StreamShared, Streams};
 use crate::error::Error;
 use crate::events::{ClientEvent, Progress, ServerRequestHandler, StreamOrigin};
 use crate::http::{self, BodyKind};
 use crate::jsonrpc::{self, Incoming};
 use crate::resume::{ResumeHeaders, check_grace};
-use crate::stats::StreamStats;
 
 /// The capability key this client declares in `initialize` (PROTOCOL section 7).
 pub const RESUME_CAPABILITY: &str = "forkless/resume";
@@ -40,16 +40,6 @@ pub(crate) struct Settings {
     pub(crate) client_version: String,
     pub(crate) capabilities: serde_json::Map<String, Value>,
     pub(crate) declare_resume: bool,
-}
-
-/// A snapshot of the session the caller works in. Streams keep the one they were opened in,
-/// so a stream of an ended session never talks to its successor.
-#[derive(Clone, Debug)]
-pub(crate) struct SessionView {
-    pub(crate) id: Option<String>,
-    pub(crate) revision: Option<Revision>,
-    pub(crate) generation: u64,
-    pub(crate) cancel: CancellationToken,
 }
 
 #[derive(Debug, Default)]
@@ -85,13 +75,6 @@ impl Session {
 
 pub(crate) type PendingTx = oneshot::Sender<Result<Value, Error>>;
 
-#[derive(Default)]
-pub(crate) struct Streams {
-    pub(crate) live: Vec<Arc<StreamShared>>,
-    pub(crate) finished: VecDeque<Arc<StreamShared>>,
-    pub(crate) retired: StreamStats,
-}
-
 pub(crate) struct Inner {
     /// The `Arc` this lives in, for tasks that outlive a borrowed `&Inner`.
     pub(crate) me: Weak<Inner>,
@@ -119,9 +102,7 @@ impl std::fmt::Debug for Inner {
     }
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(crate) use crate::driver::lock;
 
 /// Removes a request's waiter and progress route when the request is done or abandoned.
 pub(crate) struct PendingGuard<'a> {
@@ -597,7 +578,7 @@ impl Drop for CancelOnDrop {
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
         let (inner, view, id) = (self.inner.clone(), self.view.clone(), self.id);
-        driver::stop_request_stream(&inner, id);
+        driver::stop_request_stream(&*inner, id);
         rt.spawn(async move {
             let params = json!({"requestId": id, "reason": "client abandoned the request"});
             let _ = inner
@@ -611,5 +592,50 @@ fn token_key(token: &Value) -> String {
     match token {
         Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+// ===== the driver's host =====
+
+impl Host for Inner {
+    fn streams(&self) -> &Mutex<Streams> {
+        &self.streams
+    }
+    fn retry(&self) -> crate::backoff::RetryPolicy {
+        self.settings.retry
+    }
+    fn idle_timeout(&self) -> Option<Duration> {
+        self.settings.idle_timeout
+    }
+    fn jitter(&self) -> &Mutex<Box<dyn EntropySource + Send>> {
+        &self.entropy
+    }
+    fn emit(&self, event: ClientEvent) {
+        Inner::emit(self, event);
+    }
+    fn dispatch(&self, view: &SessionView, msg: Incoming, origin: StreamOrigin) -> bool {
+        Inner::dispatch(self, view, msg, origin)
+    }
+    fn end_session(&self, view: &SessionView, error: Error) {
+        Inner::end_session(self, view, error);
+    }
+    fn is_pending(&self, id: u64) -> bool {
+        Inner::is_pending(self, id)
+    }
+    fn fail_request(&self, id: u64, error: Error) {
+        Inner::fail_request(self, id, error);
+    }
+    fn note_grace(&self, view: &SessionView, grace: Duration) {
+        Inner::note_grace(self, view, grace);
+    }
+    fn get(
+        &self,
+        view: &SessionView,
+        resume: Option<&ResumeHeaders>,
+    ) -> impl Future<Output = Result<Response, Error>> + Send {
+        Inner::get(self, view, resume)
+    }
+    fn delete(&self, view: &SessionView) -> impl Future<Output = Result<(), Error>> + Send {
+        Inner::delete(self, view)
     }
 }
