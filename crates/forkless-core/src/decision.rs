@@ -11,7 +11,7 @@ use crate::error::{EndReason, Error};
 use crate::id::EntropySource;
 use crate::id::{EventId, Seq, StreamId};
 pub use crate::reason::{ConflictReason, RejectReason};
-use crate::session::{GetOutcome, SessionRecord};
+use crate::record::{GetOutcome, SessionRecord};
 use crate::stream::{Stream, StreamKind};
 use crate::time::Timestamp;
 

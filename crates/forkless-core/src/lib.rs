@@ -33,6 +33,11 @@
 //!   create ──▶ Active ──on_end(reason)──▶ Ended      (terminal: every stream fenced)
 //! ```
 //!
+//! The modules: [`session`] (a session's own facts), [`record`] (a session with its streams,
+//! and the transitions on it), `retention` (what retention and time do to a record),
+//! [`decision`] (the GET decision and applying it), [`stream`] (one stream's state machine),
+//! [`reason`], [`id`], [`config`], [`revision`], [`time`].
+//!
 //! Stream lifecycle (see [`stream`]):
 //!
 //! ```text
@@ -63,6 +68,8 @@ pub mod decision;
 pub mod error;
 pub mod id;
 pub mod reason;
+pub mod record;
+mod retention;
 pub mod revision;
 pub mod session;
 pub mod stream;
@@ -78,11 +85,9 @@ pub use id::{
     EntropySource, Epoch, EventId, IdError, IdHashBuilder, IdHasher, SeededEntropy, Seq, SessionId, StreamId,
     Wire,
 };
+pub use record::{AppendTarget, Eviction, GetOutcome, Grant, Orphan, SessionRecord, Tick};
 pub use revision::{Revision, UnsupportedRevision};
-pub use session::{
-    Active, AppendTarget, ClientFacts, Ended, Eviction, GetOutcome, Grant, NewSession, Orphan, Session,
-    SessionRecord, SessionState, Tick,
-};
+pub use session::{Active, ClientFacts, Ended, NewSession, Session, SessionState};
 pub use stream::{
     Attached, Attachment, Completed, Detached, EventKind, FenceCause, Fenced, Label, Open, Stream,
     StreamKind, StreamState,
