@@ -16,6 +16,7 @@ use forkless_core::{
 use forkless_store::Reader;
 use forkless_store::{Error, Store, transact};
 use forkless_store_redb::{Durability, RedbStore};
+use redb::ReadableTable as _;
 use redb::StorageBackend as _;
 
 const T0: Timestamp = Timestamp::from_millis(5_000_000);
@@ -239,6 +240,88 @@ async fn a_file_of_an_unknown_format_is_refused_and_left_alone() {
         assert!(std::fs::read(&path).unwrap() == before, "the file is not rewritten");
         assert!(!dir.path().join("data.redb.wal").exists(), "no log is created beside it");
     }
+}
+
+/// What the client said at initialize survives a restart with its session.
+#[tokio::test]
+async fn client_facts_survive_a_restart() {
+    let dir = tempdir();
+    let path = dir.path().join("data.redb");
+    let mut e = SeededEntropy::new(77);
+    let facts = forkless_core::ClientFacts {
+        capabilities: Some(r#"{"sampling":{},"experimental":{"forkless/resume":{"version":1}}}"#.into()),
+        info: Some(r#"{"name":"a client","version":"1.2"}"#.into()),
+    };
+    let new = NewSession {
+        id: SessionId::generate(&mut e),
+        revision: Revision::V2025_06_18,
+        reset_contract: true,
+        principal: None,
+        client: facts.clone(),
+    };
+    let rec = SessionRecord::create(new, T0, &mut e).unwrap();
+    let sid = rec.id();
+    {
+        let (store, _) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
+        store.create(rec).await.unwrap();
+    }
+    let (store, _) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
+    let back = store.load(sid).await.unwrap().expect("recovered").value;
+    assert_eq!(back.session().client(), &facts);
+    assert_eq!(back.session().revision(), Revision::V2025_06_18);
+    assert!(back.session().reset_contract());
+}
+
+/// A file of format 3 (written before client facts were kept) is migrated on open: its
+/// sessions read back, with their client facts unknown, and the file is stamped 4.
+#[tokio::test]
+async fn a_format_3_file_is_migrated_and_its_sessions_read_back() {
+    let dir = tempdir();
+    let path = dir.path().join("data.redb");
+    let rec = record(78);
+    let sid = rec.id();
+    {
+        let (store, _) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
+        store.create(rec).await.unwrap();
+        for n in 1..=3 {
+            let append = Append {
+                session: sid,
+                target: AppendTarget::Standalone,
+                payload: payload(n),
+                kind: EventKind::Intermediate,
+                now: T0,
+                limits: &Limits::default(),
+            };
+            store.append(append).await.unwrap();
+        }
+    }
+    // Make it what a format 3 build left: the stamp says 3, and headers end before the client
+    // facts (two empty options, as a session without facts encodes them).
+    {
+        let db = redb::Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(redb::TableDefinition::<&str, u64>::new("meta")).unwrap();
+            assert_eq!(meta.get("format").unwrap().map(|v| v.value()), Some(4));
+            meta.insert("format", 3).unwrap();
+            let mut sessions =
+                txn.open_table(redb::TableDefinition::<&[u8], &[u8]>::new("sessions")).unwrap();
+            let header = sessions.get(&sid.as_bytes()[..]).unwrap().expect("the header").value().to_vec();
+            assert_eq!(&header[header.len() - 2..], &[0, 0], "two empty options end a header without facts");
+            sessions.insert(&sid.as_bytes()[..], &header[..header.len() - 2]).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let (store, recovery) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
+    assert_eq!((recovery.sessions, recovery.events), (1, 3));
+    let back = store.load(sid).await.unwrap().expect("migrated").value;
+    assert_eq!(back.session().client(), &forkless_core::ClientFacts::default(), "unknown, not misread");
+    assert_eq!(back.session().principal(), Some("alice"));
+    drop(store);
+    let db = redb::ReadOnlyDatabase::open(&path).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let meta = txn.open_table(redb::TableDefinition::<&str, u64>::new("meta")).unwrap();
+    assert_eq!(meta.get("format").unwrap().map(|v| v.value()), Some(4), "stamped format 4");
 }
 
 /// An in-memory redb backend whose fsyncs or writes fail on demand.
