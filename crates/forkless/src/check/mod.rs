@@ -45,6 +45,7 @@
 
 mod probe;
 mod scenarios;
+mod steps;
 mod tape;
 
 use std::io::Write as _;
@@ -55,7 +56,7 @@ use serde_json::Value;
 
 use crate::Error;
 use probe::Target;
-use scenarios::{Ctx, ToolSpec};
+use steps::{Ctx, ToolSpec};
 pub(crate) use tape::payload_number;
 
 /// Flags of `forkless check`.
