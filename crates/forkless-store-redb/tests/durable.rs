@@ -66,6 +66,25 @@ fn record(seed: u64) -> SessionRecord {
     SessionRecord::create(new, T0, &mut e).expect("create")
 }
 
+/// Append an intermediate event to the standalone stream at `T0`, under the default limits.
+fn standalone_event(
+    store: &RedbStore,
+    session: SessionId,
+    payload: Bytes,
+) -> impl Future<Output = Result<forkless_core::EventId, Error>> + '_ {
+    store.append(Append {
+        session,
+        target: AppendTarget::Standalone,
+        payload,
+        kind: EventKind::Intermediate,
+        now: T0,
+        limits: &DEFAULT_LIMITS,
+    })
+}
+
+/// The default limits, borrowed by [`standalone_event`].
+static DEFAULT_LIMITS: std::sync::LazyLock<Limits> = std::sync::LazyLock::new(Limits::default);
+
 fn payload(n: u64) -> Bytes {
     Bytes::from(format!("{{\"n\":{n}}}"))
 }
@@ -88,17 +107,7 @@ async fn sessions_streams_and_events_survive_a_restart() {
         .unwrap();
         assert!(matches!(grant, GetOutcome::Attached(_)));
         for n in 1..=7 {
-            store
-                .append(Append {
-                    session: sid,
-                    target: AppendTarget::Standalone,
-                    payload: payload(n),
-                    kind: EventKind::Intermediate,
-                    now: T0,
-                    limits: &Limits::default(),
-                })
-                .await
-                .unwrap();
+            standalone_event(&store, sid, payload(n)).await.unwrap();
         }
     }
     // The log sits beside the data file, created at full size; a clean stop checkpointed it.
@@ -402,33 +411,13 @@ async fn failed_write_is_never_delivered(which: Failing, arm: impl FnOnce(&Faili
     let sid = rec.id();
     let s = rec.standalone().id();
     store.create(rec).await.unwrap();
-    store
-        .append(Append {
-            session: sid,
-            target: AppendTarget::Standalone,
-            payload: payload(1),
-            kind: EventKind::Intermediate,
-            now: T0,
-            limits: &Limits::default(),
-        })
-        .await
-        .unwrap();
+    standalone_event(&store, sid, payload(1)).await.unwrap();
     let mut watch = store.watch(sid, s).await.unwrap();
     watch.mark_seen();
     arm(&switches);
     let mut acknowledged = 1;
     let err = loop {
-        match store
-            .append(Append {
-                session: sid,
-                target: AppendTarget::Standalone,
-                payload: payload(2),
-                kind: EventKind::Intermediate,
-                now: T0,
-                limits: &Limits::default(),
-            })
-            .await
-        {
+        match standalone_event(&store, sid, payload(2)).await {
             Ok(id) => acknowledged = id.seq.get(),
             Err(e) => break e,
         }
@@ -445,16 +434,7 @@ async fn failed_write_is_never_delivered(which: Failing, arm: impl FnOnce(&Faili
     );
     let err = store.read(sid, s, Seq::new(1), 10, Reader::Inspector).await;
     assert!(matches!(err, Err(Error::Poisoned(_))), "the store refuses all work after a failed write");
-    let err = store
-        .append(Append {
-            session: sid,
-            target: AppendTarget::Standalone,
-            payload: payload(3),
-            kind: EventKind::Intermediate,
-            now: T0,
-            limits: &Limits::default(),
-        })
-        .await;
+    let err = standalone_event(&store, sid, payload(3)).await;
     assert!(matches!(err, Err(Error::Poisoned(_))));
 }
 
@@ -485,17 +465,7 @@ async fn batched_mode_reaches_disk_within_its_window() {
         let (store, _) = RedbStore::open(&path, durability, T0).unwrap();
         store.create(rec).await.unwrap();
         for n in 1..=50 {
-            store
-                .append(Append {
-                    session: sid,
-                    target: AppendTarget::Standalone,
-                    payload: payload(n),
-                    kind: EventKind::Intermediate,
-                    now: T0,
-                    limits: &Limits::default(),
-                })
-                .await
-                .unwrap();
+            standalone_event(&store, sid, payload(n)).await.unwrap();
         }
         store.flush().await.unwrap();
     }
@@ -602,19 +572,7 @@ async fn a_write_logs_only_what_it_changed() {
 async fn emit_n(store: &RedbStore, sid: SessionId, from: u64, n: u64) -> forkless_core::EventId {
     let mut last = None;
     for i in from..from + n {
-        last = Some(
-            store
-                .append(Append {
-                    session: sid,
-                    target: AppendTarget::Standalone,
-                    payload: payload(i),
-                    kind: EventKind::Intermediate,
-                    now: T0,
-                    limits: &Limits::default(),
-                })
-                .await
-                .unwrap(),
-        );
+        last = Some(standalone_event(store, sid, payload(i)).await.unwrap());
     }
     last.expect("n > 0")
 }
@@ -706,16 +664,7 @@ async fn a_torn_entry_at_the_end_of_the_log_is_ignored() {
     let (machine, store, sid, s) = machine_with_events(14, 10).await;
     // The next entry is written but its sync fails: the crash then keeps half of it.
     machine.log.fail_sync.store(true, Ordering::SeqCst);
-    let err = store
-        .append(Append {
-            session: sid,
-            target: AppendTarget::Standalone,
-            payload: payload(11),
-            kind: EventKind::Intermediate,
-            now: T0,
-            limits: &Limits::default(),
-        })
-        .await;
+    let err = standalone_event(&store, sid, payload(11)).await;
     assert!(matches!(err, Err(Error::Poisoned(_))), "{err:?}");
     let (after, recovery) = machine.after_power_failure(0.5).open(Durability::Immediate);
     assert_eq!((recovery.events, recovery.replayed), (10, 11), "the torn entry is not replayed");
@@ -785,17 +734,7 @@ async fn a_checkpoint_followed_by_a_crash_loses_nothing() {
 async fn a_write_larger_than_the_log_goes_straight_to_the_data_file() {
     let (machine, store, sid, s) = machine_with_events(17, 3).await;
     let big = Bytes::from(vec![b'x'; SMALL_LOG as usize * 2]);
-    store
-        .append(Append {
-            session: sid,
-            target: AppendTarget::Standalone,
-            payload: big.clone(),
-            kind: EventKind::Intermediate,
-            now: T0,
-            limits: &Limits::default(),
-        })
-        .await
-        .unwrap();
+    standalone_event(&store, sid, big.clone()).await.unwrap();
     emit_n(&store, sid, 5, 2).await;
     let crashed = machine.after_power_failure(0.0);
     let (_, alone) = crashed.data_file_alone().open(Durability::Immediate);
