@@ -49,6 +49,21 @@ impl Default for Limits {
     }
 }
 
+/// Who keeps an attachment live (PROTOCOL section 5, liveness).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    /// Each connection renews its own deadline in the record with every completed write
+    /// ([`crate::SessionRecord::on_write_completed`]): a stalled connection is detached by
+    /// [`crate::SessionRecord::on_tick`] once `grace` passes. One record write per attached
+    /// connection per renewal.
+    PerConnection,
+    /// The node serving the connection holds the attachment: the record keeps no deadline for
+    /// it, so an idle stream costs no store write at all. The node watches its own
+    /// connections and detaches a stalled one itself (after `grace`), and a restart (one
+    /// process) or the node's lease lapsing (many nodes) releases all it held. The default.
+    PerNode,
+}
+
 /// Everything the core decides with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -66,6 +81,8 @@ pub struct Config {
     /// Interval of keep-alive comments (which also renew liveness); must be below `grace`.
     /// Default 3 s.
     pub keep_alive: Duration,
+    /// Who keeps attachments live. Default [`Liveness::PerNode`].
+    pub liveness: Liveness,
     /// Retention limits.
     pub limits: Limits,
 }
@@ -78,6 +95,7 @@ impl Default for Config {
             retry_interval: Duration::from_secs(1),
             retry_budget: Duration::from_secs(30),
             keep_alive: Duration::from_secs(3),
+            liveness: Liveness::PerNode,
             limits: Limits::default(),
         }
     }
@@ -115,6 +133,15 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// How long a new attachment counts as live without a renewal: `grace` when connections
+    /// renew themselves, unbounded when the node holds it.
+    pub const fn attach_hold(&self) -> Duration {
+        match self.liveness {
+            Liveness::PerConnection => self.grace,
+            Liveness::PerNode => Duration::MAX,
+        }
+    }
+
     /// Check the settings against each other; the server refuses to start otherwise.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;

@@ -15,6 +15,10 @@ pub enum EndReason {
     /// The server could not vouch for the session after a failure (for example a failed
     /// durable write).
     Failed,
+    /// The process or node that served the session is gone, and its handler's sessions
+    /// cannot be restored elsewhere (a gateway's stdio child died with it): never re-created
+    /// silently under the old id.
+    OwnerLost,
 }
 
 impl EndReason {
@@ -25,6 +29,7 @@ impl EndReason {
             Self::Rejected(r) => r.as_str(),
             Self::IdleExpired => "idle_expired",
             Self::Failed => "failed",
+            Self::OwnerLost => "owner_lost",
         }
     }
 }

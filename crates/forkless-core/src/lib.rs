@@ -75,8 +75,9 @@ pub mod session;
 pub mod stream;
 mod stream_map;
 pub mod time;
+mod wake;
 
-pub use config::{Config, ConfigError, Limits, ResumeMode};
+pub use config::{Config, ConfigError, Limits, Liveness, ResumeMode};
 pub use decision::{ConflictReason, Decision, GetRequest, OpenNew, RejectReason, decide_get};
 pub use error::{EndReason, Error};
 #[cfg(feature = "os-entropy")]
@@ -94,3 +95,4 @@ pub use stream::{
 };
 pub use stream_map::StreamChange;
 pub use time::Timestamp;
+pub use wake::{Schedule, Wake};

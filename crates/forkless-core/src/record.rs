@@ -262,7 +262,7 @@ impl SessionRecord {
         cfg: &Config,
     ) -> Result<(), Error> {
         self.check_active()?;
-        self.stream_mut(stream)?.on_write_completed(epoch, now, cfg.grace)?;
+        self.stream_mut(stream)?.on_write_completed(epoch, now, cfg.attach_hold())?;
         self.touch(now);
         Ok(())
     }
@@ -361,7 +361,8 @@ impl SessionRecord {
     pub const fn retained_bytes(&self) -> u64 {
         self.retained_bytes
     }
-    /// The next instant at which [`Self::on_tick`] would change something.
+    /// The next instant at which [`Self::on_tick`] would change something (`None` once
+    /// ended: a tombstone's removal is the sweeper's, see [`crate::Wake::ended`]).
     pub fn next_deadline(&self, cfg: &Config) -> Option<Timestamp> {
         let SessionState::Active(a) = self.session.state else { return None };
         let idle = a.last_activity.saturating_add(cfg.limits.session_idle_ttl);
@@ -402,7 +403,7 @@ impl SessionRecord {
     ) -> Result<Grant, Error> {
         let s = self.stream_mut(stream)?;
         let displaced = matches!(s.attachment(), Some(crate::stream::Attachment::Attached(_)));
-        let epoch = s.on_attach(now, cfg.grace)?;
+        let epoch = s.on_attach(now, cfg.attach_hold())?;
         Ok(Grant { stream, epoch, after, resumed, displaced, fenced })
     }
 

@@ -100,7 +100,11 @@ impl SessionRecord {
         self.retained_bytes = self.streams.iter().map(Stream::retained_bytes).sum();
         if let SessionState::Active(a) = self.session.state {
             let live = self.streams.iter().any(|s| s.is_live(now));
-            if !live && now.saturating_since(a.last_activity) >= cfg.limits.session_idle_ttl {
+            if live {
+                // Attached is active: the idle clock counts from when the last stream stopped
+                // being live, and the session is not due again before `session_idle_ttl`.
+                self.touch(now);
+            } else if now.saturating_since(a.last_activity) >= cfg.limits.session_idle_ttl {
                 let _ = self.on_end(EndReason::IdleExpired, now);
                 tick.ended = true;
             }

@@ -424,16 +424,10 @@ impl Stream {
         }
     }
 
-    /// The next instant at which time alone changes this stream (liveness, TTL, or dropping a
-    /// fenced stream's metadata).
+    /// The next instant at which time alone changes this stream (liveness, TTL eviction, or
+    /// dropping a completed or fenced request stream); `None` if waiting changes nothing.
     pub fn next_deadline(&self, ttl: Duration) -> Option<Timestamp> {
-        if let StreamState::Fenced(f) = self.state {
-            return Some(f.at.saturating_add(ttl));
-        }
-        match self.attachment()? {
-            Attachment::Attached(a) => Some(a.deadline),
-            Attachment::Detached(_) => self.idle_since().map(|t| t.saturating_add(ttl)),
-        }
+        crate::wake::anchor(self).map(|a| a.deadline(ttl))
     }
 
     fn attachment_mut(&mut self) -> Result<&mut Attachment, Error> {

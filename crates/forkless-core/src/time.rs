@@ -14,6 +14,8 @@ pub struct Timestamp(u64);
 impl Timestamp {
     /// The Unix epoch.
     pub const ZERO: Self = Self(0);
+    /// The end of time: a deadline that never comes (an attachment its node holds).
+    pub const MAX: Self = Self(u64::MAX);
 
     /// A timestamp `ms` milliseconds after the Unix epoch.
     pub const fn from_millis(ms: u64) -> Self {

@@ -13,18 +13,21 @@ use forkless_core::EventKind;
 
 use forkless_core::{
     AppendTarget, Config, ConflictReason, Decision, EndReason, Epoch, FenceCause, GetOutcome, GetRequest,
-    Grant, Limits, NewSession, OpenNew, RejectReason, ResumeMode, Revision, SeededEntropy, Seq, SessionId,
-    SessionRecord, StreamId, StreamKind, StreamState, Timestamp, decide_get,
+    Grant, Limits, Liveness, NewSession, OpenNew, RejectReason, ResumeMode, Revision, SeededEntropy, Seq,
+    SessionId, SessionRecord, StreamId, StreamKind, StreamState, Timestamp, decide_get,
 };
 
 const T0: Timestamp = Timestamp::from_millis(1_000_000);
 
+/// The table's liveness rows are checked with connections renewing themselves; under
+/// per-node liveness (the default) time alone never detaches (see
+/// `per_node_liveness_never_expires_by_time`).
 fn cfg() -> Config {
-    Config::default()
+    Config { liveness: Liveness::PerConnection, ..Config::default() }
 }
 
 fn strict() -> Config {
-    Config { mode: ResumeMode::Strict, ..Config::default() }
+    Config { mode: ResumeMode::Strict, ..cfg() }
 }
 
 fn later(ms: u64) -> Timestamp {
@@ -733,4 +736,27 @@ fn decide_get_allocates_nothing_on_any_row() {
         ROUNDS * cases.len()
     );
     assert_eq!(info.bytes_total, 0);
+}
+
+#[test]
+fn per_node_liveness_never_expires_by_time() {
+    let cfg = Config::default();
+    assert_eq!(cfg.liveness, Liveness::PerNode);
+    let mut record = session(41, false);
+    let g = match record.on_get(&GetRequest::default(), T0, &cfg, &mut SeededEntropy::new(901)) {
+        Ok(GetOutcome::Attached(g)) => g,
+        other => panic!("row 1 must attach: {other:?}"),
+    };
+    let much_later = later(365 * 24 * 3_600_000);
+    let tick = record.on_tick(much_later, &cfg);
+    assert!(tick.detached.is_empty(), "time alone never detaches a node-held attachment");
+    assert!(record.standalone().is_live(much_later));
+    assert_eq!(
+        decide_get(&record, &GetRequest::default(), much_later, &cfg),
+        Decision::Conflict(ConflictReason::StreamAttached),
+        "row 2 holds for as long as the node holds the attachment"
+    );
+    assert_eq!(record.wake().liveness, None, "a store has no liveness deadline to index");
+    record.on_detach(g.stream, g.epoch, much_later).unwrap();
+    assert!(!record.standalone().is_live(much_later), "the node's detach ends it");
 }

@@ -13,9 +13,16 @@
 
 use forkless_core::EventKind;
 use forkless_core::{
-    AppendTarget, Config, EndReason, Error, GetOutcome, GetRequest, Grant, Limits, NewSession, RejectReason,
-    ResumeMode, Revision, SeededEntropy, Seq, SessionId, SessionRecord, StreamId, Timestamp,
+    AppendTarget, Config, EndReason, Error, GetOutcome, GetRequest, Grant, Limits, Liveness, NewSession,
+    RejectReason, ResumeMode, Revision, SeededEntropy, Seq, SessionId, SessionRecord, StreamId, Timestamp,
 };
+
+/// The seed's scenarios are about a connection the server has not seen close: its
+/// liveness lapses after grace. They are modelled with connections renewing themselves; under
+/// per-node liveness the node's stall watch detaches such a connection after the same grace.
+fn cfg() -> Config {
+    Config { liveness: Liveness::PerConnection, ..Config::default() }
+}
 
 const T0: Timestamp = Timestamp::from_millis(1_000_000);
 /// Inside the grace window: the server still counts the dropped connection as live.
@@ -37,7 +44,7 @@ fn seed_session(detected: bool) -> (SessionRecord, Grant) {
     };
     let mut record = SessionRecord::create(new, T0, &mut entropy).unwrap();
     let GetOutcome::Attached(grant) =
-        record.on_get(&GetRequest::default(), T0, &Config::default(), &mut entropy).unwrap()
+        record.on_get(&GetRequest::default(), T0, &cfg(), &mut entropy).unwrap()
     else {
         panic!("the first GET attaches the standalone stream");
     };
@@ -77,7 +84,7 @@ fn background_emits_land_nowhere(record: &mut SessionRecord, old: StreamId, expe
 fn bare_last_event_id_41_without_token_is_rejected_and_the_session_ends() {
     for detected in [false, true] {
         let (mut record, grant) = seed_session(detected);
-        let outcome = get(&mut record, Some("41"), None, &Config::default());
+        let outcome = get(&mut record, Some("41"), None, &cfg());
         assert_eq!(outcome, GetOutcome::Rejected(RejectReason::CursorMalformed), "detected={detected}");
         assert_eq!(RejectReason::CursorMalformed.as_str(), "cursor_malformed");
         let reason = EndReason::Rejected(RejectReason::CursorMalformed);
@@ -89,13 +96,13 @@ fn bare_last_event_id_41_without_token_is_rejected_and_the_session_ends() {
         background_emits_land_nowhere(&mut record, grant.stream, Error::SessionEnded { reason });
         // The old connection's writer cannot renew or act either.
         assert_eq!(
-            record.on_write_completed(grant.stream, grant.epoch, RECONNECT, &Config::default()),
+            record.on_write_completed(grant.stream, grant.epoch, RECONNECT, &cfg()),
             Err(Error::SessionEnded { reason })
         );
         // Every later reconnect of this session, however well-formed, is refused.
         let lei = format!("{}.41", grant.stream);
         let req = GetRequest { last_event_id: Some(&lei), stream_token: Some("") };
-        let again = record.on_get(&req, RECONNECT, &Config::default(), &mut SeededEntropy::new(8));
+        let again = record.on_get(&req, RECONNECT, &cfg(), &mut SeededEntropy::new(8));
         assert_eq!(again, Err(Error::SessionEnded { reason }));
     }
 }
@@ -103,7 +110,7 @@ fn bare_last_event_id_41_without_token_is_rejected_and_the_session_ends() {
 #[test]
 fn bare_41_is_rejected_in_strict_mode_too() {
     let (mut record, grant) = seed_session(false);
-    let strict = Config { mode: ResumeMode::Strict, ..Config::default() };
+    let strict = Config { mode: ResumeMode::Strict, ..cfg() };
     let outcome = get(&mut record, Some("41"), Some(&grant.stream.to_string()), &strict);
     assert_eq!(outcome, GetOutcome::Rejected(RejectReason::CursorMalformed));
 }
@@ -114,12 +121,12 @@ fn reconnect_without_any_header_conflicts_in_grace_then_is_rejected() {
     // live (nothing changes), then `cursor_missing` once grace has passed.
     let (mut record, grant) = seed_session(false);
     let before = record.clone();
-    let outcome = get(&mut record, None, None, &Config::default());
+    let outcome = get(&mut record, None, None, &cfg());
     assert!(matches!(outcome, GetOutcome::Conflict(_)));
     assert_eq!(record, before);
-    let after_grace = T0.saturating_add(Config::default().grace);
+    let after_grace = T0.saturating_add(cfg().grace);
     let req = GetRequest::default();
-    let outcome = record.on_get(&req, after_grace, &Config::default(), &mut SeededEntropy::new(9)).unwrap();
+    let outcome = record.on_get(&req, after_grace, &cfg(), &mut SeededEntropy::new(9)).unwrap();
     assert_eq!(outcome, GetOutcome::Rejected(RejectReason::CursorMissing));
     let reason = EndReason::Rejected(RejectReason::CursorMissing);
     background_emits_land_nowhere(&mut record, grant.stream, Error::SessionEnded { reason });
@@ -130,7 +137,7 @@ fn contract_cursor_with_dropped_header_resumes_exactly_from_42_in_compat_mode() 
     for detected in [false, true] {
         let (mut record, old) = seed_session(detected);
         let lei = format!("{}.41", old.stream);
-        let outcome = get(&mut record, Some(&lei), None, &Config::default());
+        let outcome = get(&mut record, Some(&lei), None, &cfg());
         let GetOutcome::Attached(grant) = outcome else { panic!("compat mode resumes: {outcome:?}") };
         assert!(grant.resumed, "Mcp-Stream-Resumed: true");
         assert_eq!((grant.stream, grant.after, grant.fenced), (old.stream, Seq::new(41), None));
@@ -138,7 +145,7 @@ fn contract_cursor_with_dropped_header_resumes_exactly_from_42_in_compat_mode() 
         assert!(grant.epoch > old.epoch);
         // The orphaned writer is fenced by its stale epoch: it stops before its next write.
         assert_eq!(
-            record.on_write_completed(old.stream, old.epoch, RECONNECT, &Config::default()),
+            record.on_write_completed(old.stream, old.epoch, RECONNECT, &cfg()),
             Err(Error::StaleEpoch { held: old.epoch, current: grant.epoch })
         );
         // The background emits land on the one stream, right after the cursor.
@@ -160,7 +167,7 @@ fn contract_cursor_with_dropped_header_resumes_exactly_from_42_in_compat_mode() 
 
 #[test]
 fn contract_cursor_with_dropped_header_is_token_missing_in_strict_mode() {
-    let strict = Config { mode: ResumeMode::Strict, ..Config::default() };
+    let strict = Config { mode: ResumeMode::Strict, ..cfg() };
     for detected in [false, true] {
         let (mut record, old) = seed_session(detected);
         let lei = format!("{}.41", old.stream);

@@ -25,6 +25,20 @@ pub struct ServerInfo {
     pub instructions: Option<String>,
 }
 
+/// Whether a handler's sessions can be served by a process other than the one that created
+/// them (after a restart, or on another node).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Restorable {
+    /// Yes: everything a session needs is in its record (what the client said at initialize)
+    /// or in the handler's own shared state. The demo server is such a handler.
+    #[default]
+    Yes,
+    /// No: a session's state lives only in the process that created it (a stdio child
+    /// behind a gateway). Elsewhere the session ends with reason `owner_lost` and its next
+    /// request gets 404; it is never re-created silently under the old id.
+    No,
+}
+
 /// The application logic behind the MCP endpoint.
 ///
 /// # Concurrency
@@ -42,6 +56,12 @@ pub struct ServerInfo {
 pub trait Handler: Send + Sync + 'static {
     /// serverInfo / capabilities / instructions for initialize results.
     fn info(&self) -> ServerInfo;
+
+    /// Whether this handler's sessions survive the process that created them. Default
+    /// [`Restorable::Yes`].
+    fn restorable(&self) -> Restorable {
+        Restorable::Yes
+    }
 
     /// Answer `initialize` for a new session (`params` as the client sent them; `session` is
     /// already created). The default answers with [`Self::info`]; a handler backed by another

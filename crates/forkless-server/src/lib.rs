@@ -36,6 +36,22 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## State a node holds, and what many nodes need
+//!
+//! Correctness leans on four things that are not in the store. Each has a named interface
+//! and a single-process implementation today; a multi-node deployment replaces them:
+//!
+//! | what | interface | single-process implementation | a multi-node one must promise |
+//! |---|---|---|---|
+//! | who serves an attached stream; "the displaced writer has stopped" | [`node::Attachments`] | [`node::LocalAttachments`]: a watch per stream of the epoch whose writer runs here | a resume on any node waits until the old holder released or its node's lease lapsed, and a node that cannot renew its lease stops its writers first |
+//! | client responses and cancellations | [`node::Inbox`] | the live-session registry: the owner is this process | a message reaches the session's owner node, once |
+//! | which sessions a sweep visits | [`forkless_store::Store::due`] | the store engine's wake index | exactly the due sessions, from an index (not a scan) |
+//! | liveness | [`forkless_core::Liveness::PerNode`] with the node's stall watch | progress reported to the lease in memory; no store write while idle | attachments name their node; the node's lease, renewed once per interval per node, bounds them |
+//!
+//! A handler says whether its sessions may be served by another process
+//! ([`Handler::restorable`]); one whose sessions cannot be ends them with reason
+//! `owner_lost` wherever they turn up, rather than re-creating them under the old id.
+//!
 //! ## Modules
 //!
 //! | module | owns |
@@ -50,7 +66,8 @@
 //! | `writer` | the one SSE writer per attachment (replay and live on one path) |
 //! | `common` | state shared by endpoints, writers and the sweeper; the clock |
 //! | `outbox` | the store operations handles need, for one concrete store |
-//! | `sweeper` | time-driven transitions, tombstones, vanished sessions |
+//! | `sweeper` | time-driven transitions for the sessions due, tombstones, the stall watch, sessions ended elsewhere |
+//! | [`node`] | the node-local state behind interfaces: [`node::Attachments`] (leases, "the displaced writer stopped", liveness per node), [`node::Inbox`] |
 //! | `handler` | the [`Handler`] trait, [`RpcError`], [`ServerInfo`], [`SendError`] |
 //! | `context` | the handles a handler talks back through: [`SessionHandle`], [`RequestContext`] |
 //! | `session` | the in-process state of a session behind those handles |
@@ -70,6 +87,7 @@ mod get;
 mod handler;
 mod jsonrpc;
 mod metrics;
+pub mod node;
 mod outbox;
 mod post;
 mod request;
@@ -86,7 +104,7 @@ pub use error::{
     Error, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, SESSION_ENDED,
     STREAM_CONFLICT,
 };
-pub use handler::{Handler, ServerInfo};
+pub use handler::{Handler, Restorable, ServerInfo};
 pub use jsonrpc::RpcError;
 pub use request::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};
 pub use server::Server;

@@ -21,9 +21,10 @@ use crate::error::Error;
 use crate::handler::Handler;
 use crate::jsonrpc::{self, Message};
 use crate::metrics::Metrics;
+use crate::node::{Delivery, InboxMessage};
 use crate::session::SessionShared;
 
-use crate::common::{lock, millis, now};
+use crate::common::{millis, now};
 use crate::dispatch::Call;
 use crate::request::{SESSION_ID, accepts, header_value, is_json, protocol_version, read_body};
 use crate::server::App;
@@ -87,8 +88,10 @@ impl<S: Store, H: Handler> App<S, H> {
                 Message::Request { id, method, params } => calls.push(Call { id, method, params }),
                 Message::Notification { method, params } => self.on_notification(&shared, method, params),
                 Message::Response { id, outcome } => {
-                    if !shared.resolve(&id, outcome) {
-                        tracing::debug!(session = %sid, %id, "response to no pending request");
+                    let shown = id.to_string();
+                    let message = InboxMessage::Response { id, outcome };
+                    if self.common.inbox.deliver(sid, message) == Delivery::Unclaimed {
+                        tracing::debug!(session = %sid, id = %shown, "response to no pending request");
                     }
                 }
             }
@@ -137,7 +140,7 @@ impl<S: Store, H: Handler> App<S, H> {
             Some(self.common.outbox.clone()),
             self.common.shutdown.child_token(),
         ));
-        lock(&self.common.sessions).insert(sid, shared.clone());
+        self.common.sessions.insert(shared.clone());
         tracing::info!(session = %sid, revision = revision.as_str(), reset_contract, "session created");
 
         let session = SessionHandle { shared: shared.clone() };
@@ -208,9 +211,12 @@ impl<S: Store, H: Handler> App<S, H> {
         match method.as_str() {
             "notifications/initialized" => {}
             "notifications/cancelled" => {
-                let id = params.as_ref().and_then(|p| p.get("requestId"));
-                let found = id.is_some_and(|id| shared.cancel_request(id));
-                tracing::debug!(session = %shared.id, ?id, found, "cancellation");
+                let id = params.as_ref().and_then(|p| p.get("requestId")).cloned();
+                let delivery = match id.clone() {
+                    Some(id) => self.common.inbox.deliver(shared.id, InboxMessage::Cancelled { id }),
+                    None => Delivery::Unclaimed,
+                };
+                tracing::debug!(session = %shared.id, ?id, ?delivery, "cancellation");
             }
             _ => {
                 let handler = self.handler.clone();

@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use bytes::Bytes;
-use forkless_core::{Revision, SessionId, SessionRecord};
+use forkless_core::{EndReason, Revision, SessionId, SessionRecord};
 use forkless_store::Store;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 use http_body_util::BodyExt as _;
 
+use crate::common::now;
 use crate::error::Error;
 use crate::handler::Handler;
 use crate::session::SessionShared;
@@ -65,7 +66,14 @@ impl<S: Store, H: Handler> App<S, H> {
             // Another principal's session looks exactly like an unknown one.
             return Err(Error::SessionUnknown);
         }
-        let shared = self.common.live(&record);
+        let Some(shared) = self.common.live(&record) else {
+            // Created by a process that is gone, for a handler whose sessions die with it.
+            let reason = EndReason::OwnerLost;
+            let _ = forkless_store::transact(&*self.common.store, id, |r| r.on_end(reason, now())).await;
+            self.common.metrics.session_ended(reason.as_str());
+            tracing::info!(session = %id, "session lost with the process that served it");
+            return Err(Error::SessionEnded(reason));
+        };
         Ok((record, shared))
     }
 

@@ -11,7 +11,7 @@
 use forkless_core::EventKind;
 use forkless_store::Append;
 use std::future::{Future, IntoFuture as _};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -30,6 +30,7 @@ use crate::handler::Handler;
 use crate::jsonrpc::RpcError;
 use crate::jsonrpc::{self};
 use crate::metrics::Metrics;
+use crate::node::{LiveSessions, LocalAttachments};
 use crate::session::Outbox;
 
 use crate::common::{Common, millis, now};
@@ -56,6 +57,7 @@ impl<S: Store, H: Handler> Server<S, H> {
         let outbox: Arc<dyn Outbox> =
             Arc::new(StoreOutbox { store: store.clone(), cfg: config.core, metrics: metrics.clone() });
         let handler = Arc::new(handler);
+        let restorable = handler.restorable();
         let told = handler.clone();
         let on_end = Box::new(move |session, reason| {
             let handler = told.clone();
@@ -63,14 +65,17 @@ impl<S: Store, H: Handler> Server<S, H> {
                 runtime.spawn(async move { handler.session_ended(session, reason).await });
             }
         });
+        let sessions = Arc::new(LiveSessions::default());
         let common = Common {
             grace_ms: HeaderValue::from(millis(config.core.grace)),
             store,
             cfg: config,
             metrics,
             shutdown: CancellationToken::new(),
-            sessions: Mutex::default(),
-            writers: Mutex::default(),
+            sessions: sessions.clone(),
+            attachments: Arc::new(LocalAttachments::default()),
+            inbox: sessions,
+            restorable,
             outbox,
             on_end,
         };
@@ -164,9 +169,10 @@ impl<S: Store, H: Handler> Server<S, H> {
         answered
     }
 
-    /// One sweep now (the sweeper task runs this every `sweep_interval`).
+    /// One sweep now (the sweeper task runs this every `sweep_interval`), with the checks
+    /// a sweep makes only now and then (live sessions against the store) included.
     pub async fn sweep(&self) {
-        self.common.sweep().await;
+        self.common.sweep(0).await;
     }
 
     /// Run the sweeper until shutdown. [`Self::serve`] does this itself.
@@ -175,9 +181,13 @@ impl<S: Store, H: Handler> Server<S, H> {
         tokio::spawn(async move {
             let mut interval = tokio::time::interval(common.cfg.sweep_interval);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut round = 0u64;
             loop {
                 tokio::select! {
-                    _ = interval.tick() => common.sweep().await,
+                    _ = interval.tick() => {
+                        round = round.wrapping_add(1);
+                        common.sweep(round).await;
+                    }
                     () = common.shutdown.cancelled() => break,
                 }
             }

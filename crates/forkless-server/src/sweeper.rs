@@ -1,32 +1,37 @@
-//! The sweeper: time-driven transitions (liveness expiry, retention, idle ends) for every
-//! session whose deadline passed, tombstone removal, and teardown of sessions that vanished.
+//! The sweeper: time-driven transitions (retention, idle ends, per-connection liveness expiry)
+//! for the sessions the store says are due, tombstone removal, the node's stall watch, and
+//! teardown of live sessions that ended or vanished elsewhere.
 //!
-//! This module owns when and how sweeps run over the store; what time does to a session is
-//! the core's [`forkless_core::SessionRecord::on_tick`].
+//! This module owns when and how sweeps run. What time does to a session is the core's
+//! ([`forkless_core::SessionRecord::on_tick`]); which sessions are due is the store's
+//! ([`Store::due`]), so a sweep costs what is due, not what exists.
 
-use std::collections::HashSet;
-
-use forkless_core::{EndReason, SessionId, SessionState};
+use forkless_core::{EndReason, Schedule, SessionState};
 use forkless_store::{Store, transact};
+use tokio::time::Instant;
 
+use crate::common::{Common, now};
 use crate::metrics::Metrics;
 
-use crate::common::{Common, lock, now};
+/// Live sessions are checked against the store (ended or removed elsewhere) every this many
+/// sweeps: the only part of a sweep that costs what exists on this node.
+const LIVE_CHECK_EVERY: u64 = 16;
 
 impl<S: Store> Common<S> {
-    /// One pass of the sweeper: time-driven transitions for every session whose deadline
-    /// passed, tombstone removal, and teardown of sessions that vanished.
-    pub(crate) async fn sweep(&self) {
-        let ids = match self.store.sessions().await {
+    /// One pass of the sweeper (`round` counts passes, for the less frequent checks).
+    pub(crate) async fn sweep(&self, round: u64) {
+        self.detach_stalled().await;
+        let schedule = Schedule::of(&self.cfg.core, self.cfg.tombstone_ttl);
+        let now = now();
+        let due = match self.store.due(now, &schedule).await {
             Ok(ids) => ids,
             Err(e) => {
-                tracing::warn!(error = %e, "sweep: listing sessions failed");
+                tracing::warn!(error = %e, "sweep: listing due sessions failed");
                 return;
             }
         };
-        let now = now();
         let cfg = self.cfg.core;
-        for &id in &ids {
+        for id in due {
             let record = match self.store.load(id).await {
                 Ok(Some(v)) => v.value,
                 Ok(None) => continue,
@@ -38,7 +43,7 @@ impl<S: Store> Common<S> {
             match record.session().state() {
                 SessionState::Ended(ended) => {
                     self.end_local(id, ended.reason);
-                    if now.saturating_since(ended.at) >= self.cfg.tombstone_ttl
+                    if record.wake().due(now, &schedule)
                         && let Err(e) = self.store.remove(id).await
                     {
                         tracing::info!(session = %id, error = %e, "sweep: removing tombstone failed");
@@ -68,11 +73,44 @@ impl<S: Store> Common<S> {
                 }
             }
         }
-        let known: HashSet<SessionId> = ids.into_iter().collect();
-        let vanished: Vec<SessionId> =
-            lock(&self.sessions).keys().filter(|id| !known.contains(id)).copied().collect();
-        for id in vanished {
-            self.end_local(id, EndReason::Failed);
+        if round.is_multiple_of(LIVE_CHECK_EVERY) {
+            self.check_live().await;
+        }
+    }
+
+    /// The node's stall watch: every attachment served here that made no progress for
+    /// `grace` is detached through the core (its writer ends on its own).
+    async fn detach_stalled(&self) {
+        let Some(since) = Instant::now().checked_sub(self.cfg.core.grace) else { return };
+        for held in self.attachments.stalled(since) {
+            let out =
+                transact(&*self.store, held.session, |r| r.on_detach(held.stream, held.epoch, now())).await;
+            match out {
+                Ok(_) => {
+                    Metrics::inc(&self.metrics.liveness_expired);
+                    tracing::info!(session = %held.session, stream = %held.stream, "stalled connection detached");
+                }
+                // Displaced, fenced, ended or detached meanwhile: nothing to undo.
+                Err(forkless_store::Error::Core(_) | forkless_store::Error::SessionUnknown) => {}
+                Err(e) => {
+                    tracing::info!(session = %held.session, error = %e, "detaching a stalled connection failed")
+                }
+            }
+        }
+    }
+
+    /// Tear down the live sessions here whose record ended or vanished.
+    async fn check_live(&self) {
+        for id in self.sessions.ids() {
+            match self.store.load(id).await {
+                Ok(Some(v)) => {
+                    if let Some(reason) = v.value.session().ended() {
+                        self.end_local(id, reason);
+                    }
+                }
+                Ok(None) => self.end_local(id, EndReason::Failed),
+                Err(e) => tracing::info!(session = %id, error = %e, "sweep: checking a live session failed"),
+            }
         }
     }
 }

@@ -2,23 +2,24 @@
 //!
 //! This module owns turning a granted attachment ([`forkless_core::Grant`]) into an HTTP body.
 //! The body is a `futures::Stream` polled by hyper, so a chunk is produced only when hyper
-//! has room for it: a connection that stops draining stops polling, stops renewing its
-//! liveness, and is detached by the core after `grace`. It does not decide who may attach
-//! (the core did) and never writes to a stream whose epoch moved on.
+//! has room for it: a connection that stops draining stops polling and stops reporting
+//! progress to its [`AttachmentLease`], and the node's stall watch detaches it after `grace`
+//! (under per-connection liveness it stops renewing, and the core detaches it). It does not
+//! decide who may attach (the core did) and never writes to a stream whose epoch moved on.
 //!
 //! It also owns the body of a request stream answered at once ([`finished_body`]): the whole
 //! stream was known before its connection was served, and the one append that stored it also
 //! released the attachment, so it goes out with a length and no writer runs.
 //!
 //! ```text
-//!  start ─▶ wait for a displaced writer of this stream to stop (≤ grace) ─▶ preamble
-//!  loop: epoch still ours, stream not fenced, no shutdown?  else end
+//!  start ─▶ acquire the attachment lease: a displaced writer has stopped (≤ grace) ─▶ preamble
+//!  loop: epoch still ours, stream not fenced, lease not stalled, no shutdown?  else end
 //!        queued chunk?                   → yield it
 //!        cursor < delivered?             → read a batch from the cursor (the store checks our
 //!                                          epoch again), queue, advance
 //!        completed and cursor = delivered → end
 //!        wait: store signal | keep-alive timer | shutdown | poll_after (then retry: and end)
-//!  drop ─▶ detach(stream, epoch) through the core (a stale epoch is fine)
+//!  drop ─▶ release the lease; detach(stream, epoch) through the core (a stale epoch is fine)
 //! ```
 
 use std::collections::VecDeque;
@@ -28,15 +29,15 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
-use forkless_core::{Epoch, EventId, Grant, Seq, SessionId, StreamId};
+use forkless_core::{Epoch, EventId, Grant, Liveness, Seq, SessionId, StreamId};
 use forkless_store::{Reader, Store, StreamEnd, StreamSignal, StreamWatch};
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use crate::common::{Common, now};
 use crate::dispatch::start_detached;
 use crate::metrics::Metrics;
+use crate::node::{AttachmentLease, Held};
 use crate::sse;
 
 /// What kind of preamble the body starts with.
@@ -78,7 +79,7 @@ pub(crate) fn body<S: Store>(
             session,
             stream: grant.stream,
             epoch: grant.epoch,
-            registered: None,
+            lease: None,
         },
         common,
         cursor: grant.after,
@@ -187,12 +188,21 @@ impl<S: Store> Writer<S> {
             }
         }
         // Being polled again means hyper took the previous chunk: a completed write.
-        if self.wrote_since_renew && self.last_renew.elapsed() >= self.keep_alive / 2 && !self.renew().await {
-            return self.finish("liveness renewal refused");
+        if self.wrote_since_renew {
+            if let Some(lease) = &self.guard.lease {
+                lease.progressed();
+            }
+            let renews = self.common.cfg.core.liveness == Liveness::PerConnection;
+            if renews && self.last_renew.elapsed() >= self.keep_alive / 2 && !self.renew().await {
+                return self.finish("liveness renewal refused");
+            }
         }
         loop {
             if !self.still_ours() {
                 return self.finish("fenced or displaced");
+            }
+            if self.guard.lease.as_ref().is_some_and(AttachmentLease::is_stalled) {
+                return self.finish("stalled: no progress within grace");
             }
             // Once shutdown begins nothing more is written, even what is ready: the events
             // stay in the store for the client's resume, and every stream ends promptly.
@@ -219,9 +229,11 @@ impl<S: Store> Writer<S> {
             }
             let keep_alive_at = self.last_write + self.keep_alive;
             let poll_at = self.poll_deadline;
+            let lease = self.guard.lease.as_ref();
             tokio::select! {
                 biased;
                 () = self.common.shutdown.cancelled() => return self.finish("server shutting down"),
+                () = stalled(lease) => return self.finish("stalled: no progress within grace"),
                 sig = self.watch.changed() => self.signal = sig,
                 () = tokio::time::sleep_until(keep_alive_at) => self.queue.push_back(sse::comment("keep-alive")),
                 () = sleep_until_opt(poll_at) => {
@@ -234,34 +246,19 @@ impl<S: Store> Writer<S> {
         }
     }
 
-    /// Wait until any older writer of this stream in this process has stopped (or `grace`
-    /// passed), then register as the stream's writer and queue the preamble.
+    /// Acquire the attachment lease (any older writer of this stream has stopped, or `grace`
+    /// passed), then queue the preamble.
     async fn start(&mut self) {
         self.phase = Phase::Serving;
-        let key = (self.session(), self.stream());
-        // Subscribe under the registry lock, so the entry cannot be removed in between.
-        let (tx, mut rx) = {
-            let mut writers = self.common.lock_writers();
-            let tx = writers.entry(key).or_insert_with(|| watch::Sender::new(None));
-            (tx.clone(), tx.subscribe())
-        };
-        let mine = self.epoch();
-        let older_stopped = rx.wait_for(|w| w.is_none_or(|e| e >= mine));
+        let held = Held { session: self.session(), stream: self.stream(), epoch: self.epoch() };
+        let acquire = self.common.attachments.acquire(held, self.common.cfg.core.grace);
         tokio::select! {
-            _ = tokio::time::timeout(self.common.cfg.core.grace, older_stopped) => {}
+            lease = acquire => self.guard.lease = Some(lease),
             () = self.common.shutdown.cancelled() => {
                 self.phase = Phase::Finished;
                 return;
             }
         }
-        tx.send_if_modified(|w| {
-            let newer = w.is_none_or(|e| e < mine);
-            if newer {
-                *w = Some(mine);
-            }
-            newer
-        });
-        self.guard.registered = Some(tx);
         let mut chunk = BytesMut::with_capacity(64);
         put_preamble(&mut chunk, self.opts.preamble, self.stream(), self.common.cfg.core.retry_interval);
         self.queue.push_back(chunk.freeze());
@@ -343,6 +340,13 @@ impl<S: Store> Writer<S> {
     }
 }
 
+async fn stalled(lease: Option<&AttachmentLease>) {
+    match lease {
+        Some(lease) => lease.stalled().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -351,34 +355,19 @@ async fn sleep_until_opt(at: Option<Instant>) {
 }
 
 /// Detaches the attachment through the core when the body is dropped (finished, or the
-/// client went away), and unregisters the in-process writer.
+/// client went away), and releases its lease.
 struct DetachGuard<S: Store> {
     common: Arc<Common<S>>,
     session: SessionId,
     stream: StreamId,
     epoch: Epoch,
-    registered: Option<watch::Sender<Option<Epoch>>>,
+    lease: Option<AttachmentLease>,
 }
 
 impl<S: Store> Drop for DetachGuard<S> {
     fn drop(&mut self) {
         let (common, session, stream, epoch) = (self.common.clone(), self.session, self.stream, self.epoch);
-        if let Some(tx) = self.registered.take() {
-            tx.send_if_modified(|w| {
-                let mine = *w == Some(epoch);
-                if mine {
-                    *w = None;
-                }
-                mine
-            });
-            // Remove the entry only if it is still this channel and nobody waits on it.
-            let mut writers = common.lock_writers();
-            let key = (session, stream);
-            let idle = tx.receiver_count() == 0 && tx.borrow().is_none();
-            if idle && writers.get(&key).is_some_and(|current| current.same_channel(&tx)) {
-                writers.remove(&key);
-            }
-        }
+        drop(self.lease.take());
         if tokio::runtime::Handle::try_current().is_err() {
             return;
         }

@@ -271,6 +271,7 @@ fn end_reason(w: &mut W, r: EndReason) {
         }
         EndReason::IdleExpired => w.u8(2),
         EndReason::Failed => w.u8(3),
+        EndReason::OwnerLost => w.u8(4),
     }
 }
 
@@ -407,6 +408,7 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<RecordParts, Error> {
                 ),
                 2 => EndReason::IdleExpired,
                 3 => EndReason::Failed,
+                4 => EndReason::OwnerLost,
                 _ => return Err(corrupt("bad end reason")),
             };
             SessionState::Ended(Ended { at, reason })

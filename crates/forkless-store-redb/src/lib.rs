@@ -476,4 +476,9 @@ impl Store for RedbStore {
         self.check()?;
         self.inner.engine.sessions()
     }
+
+    async fn due(&self, now: Timestamp, schedule: &forkless_core::Schedule) -> Result<Vec<SessionId>> {
+        self.check()?;
+        self.inner.engine.due(now, schedule)
+    }
 }

@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use forkless_core::{
-    AppendTarget, Attachment, Config, EndReason, Epoch, GetOutcome, GetRequest, Limits, NewSession,
+    AppendTarget, Attachment, Config, EndReason, Epoch, GetOutcome, GetRequest, Limits, Liveness, NewSession,
     RejectReason, ResumeMode, Revision, SeededEntropy, Seq, SessionId, SessionRecord, StreamId, StreamKind,
     StreamState, Timestamp,
 };
@@ -78,6 +78,8 @@ fn config(strict: bool, max_events: u64, stream_ttl: u64, idle_ttl: u64) -> Conf
     Config {
         mode: if strict { ResumeMode::Strict } else { ResumeMode::Compat },
         grace: Duration::from_millis(GRACE_MS),
+        // The model tracks each connection's deadline and its renewals.
+        liveness: Liveness::PerConnection,
         limits: Limits {
             stream_max_events: max_events,
             stream_ttl: Duration::from_millis(stream_ttl),

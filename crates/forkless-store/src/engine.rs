@@ -14,10 +14,12 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
 use forkless_core::{
-    AppendTarget, EventId, IdHashBuilder, Seq, SessionId, SessionRecord, StreamChange, StreamId,
+    AppendTarget, EventId, IdHashBuilder, Schedule, Seq, SessionId, SessionRecord, StreamChange, StreamId,
+    Timestamp, Wake,
 };
 use tokio::sync::watch;
 
+use crate::due::{WakeIndex, merged};
 use crate::{Append, Error, Reader, Result, StoredEvent, StreamSignal, StreamWatch, Version, Versioned};
 
 /// Whether a stream a mutation wrote existed before it: a journal that sees a new stream
@@ -86,6 +88,9 @@ pub enum Effect<'a> {
 #[derive(Debug, Default)]
 pub struct Engine {
     sessions: RwLock<HashMap<SessionId, Arc<Mutex<Slot>>, IdHashBuilder>>,
+    /// When each session is next due for a sweep. Locked only while a session's lock is held
+    /// (or alone), never the other way round.
+    wakes: Mutex<WakeIndex>,
 }
 
 #[derive(Debug)]
@@ -93,6 +98,8 @@ struct Slot {
     version: Version,
     record: SessionRecord,
     logs: HashMap<StreamId, Log, IdHashBuilder>,
+    /// What the wake index holds for this session (never later than the record's anchors).
+    wake: Wake,
 }
 
 #[derive(Debug)]
@@ -190,6 +197,27 @@ impl Slot {
 }
 
 impl Engine {
+    /// Index `slot` as due no later than `fresh` says (only a change that makes the session
+    /// due sooner takes the index's lock).
+    fn index_sooner(&self, slot: &mut Slot, fresh: Wake) {
+        let wake = merged(slot.wake, fresh);
+        if wake != slot.wake {
+            slot.wake = wake;
+            if let Ok(mut index) = self.wakes.lock() {
+                index.set(slot.record.id(), wake);
+            }
+        }
+    }
+
+    /// Index `slot` at exactly its record's anchors.
+    fn index_exact(&self, slot: &mut Slot) {
+        let wake = slot.record.wake();
+        slot.wake = wake;
+        if let Ok(mut index) = self.wakes.lock() {
+            index.set(slot.record.id(), wake);
+        }
+    }
+
     fn slot(&self, id: SessionId) -> Result<Arc<Mutex<Slot>>> {
         let map = self.sessions.read().map_err(|_| poisoned())?;
         map.get(&id).cloned().ok_or(Error::SessionUnknown)
@@ -205,7 +233,9 @@ impl Engine {
         persist(Effect::End);
         let mut record = record;
         record.mark_clean();
-        let slot = Slot { version: Version::INITIAL, record, logs: HashMap::default() };
+        let mut slot =
+            Slot { version: Version::INITIAL, record, logs: HashMap::default(), wake: Wake::default() };
+        self.index_exact(&mut slot);
         map.insert(slot.record.id(), Arc::new(Mutex::new(slot)));
         Ok(Version::INITIAL)
     }
@@ -214,11 +244,13 @@ impl Engine {
     pub fn restore(&self, record: SessionRecord, events: HashMap<StreamId, Vec<StoredEvent>>) -> Result<()> {
         let mut record = record;
         record.mark_clean();
-        let mut slot = Slot { version: Version::INITIAL, record, logs: HashMap::default() };
+        let mut slot =
+            Slot { version: Version::INITIAL, record, logs: HashMap::default(), wake: Wake::default() };
         for (stream, evs) in events {
             let (_, log) = slot.log(stream)?;
             log.events.extend(evs);
         }
+        self.index_exact(&mut slot);
         let mut map = self.sessions.write().map_err(|_| poisoned())?;
         map.insert(slot.record.id(), Arc::new(Mutex::new(slot)));
         Ok(())
@@ -254,6 +286,8 @@ impl Engine {
         slot.sync_logs(&old, &mut persist);
         slot.record.mark_clean();
         persist(Effect::End);
+        let fresh = slot.record.wake();
+        self.index_sooner(&mut slot, fresh);
         Ok(Some(slot.version))
     }
 
@@ -305,8 +339,11 @@ impl Engine {
             log.delivered = id.seq;
         }
         log.announce(meta);
+        // Only the event's stream changed in a way that can make the session due sooner.
+        let fresh = Wake::of_stream(meta);
         slot.record.mark_clean();
         slot.version = slot.version.next();
+        self.index_sooner(slot, fresh);
         Ok(id)
     }
 
@@ -363,7 +400,31 @@ impl Engine {
             persist(Effect::DropSession(id));
             persist(Effect::End);
         }
+        if let Ok(mut index) = self.wakes.lock() {
+            index.remove(id);
+        }
         Ok(())
+    }
+
+    /// Every session due for a sweep at `now` under `schedule` (the store promise of the same
+    /// name): the index's candidates, each checked against its record (and re-indexed from it).
+    pub fn due(&self, now: Timestamp, schedule: &Schedule) -> Result<Vec<SessionId>> {
+        let candidates = self.wakes.lock().map_err(|_| poisoned())?.candidates(now, schedule);
+        let mut due = Vec::with_capacity(candidates.len());
+        for id in candidates {
+            match self.slot(id) {
+                Ok(slot) => {
+                    let mut slot = lock(&slot)?;
+                    self.index_exact(&mut slot);
+                    if slot.wake.due(now, schedule) {
+                        due.push(id);
+                    }
+                }
+                Err(Error::SessionUnknown) => self.wakes.lock().map_err(|_| poisoned())?.remove(id),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(due)
     }
 
     /// Every session id held.

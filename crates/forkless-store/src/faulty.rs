@@ -122,4 +122,12 @@ impl<S: Store> Store for FaultyStore<S> {
     async fn sessions(&self) -> Result<Vec<SessionId>> {
         self.inner.sessions().await
     }
+
+    async fn due(
+        &self,
+        now: forkless_core::Timestamp,
+        schedule: &forkless_core::Schedule,
+    ) -> Result<Vec<SessionId>> {
+        self.inner.due(now, schedule).await
+    }
 }

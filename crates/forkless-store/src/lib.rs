@@ -45,6 +45,20 @@
 //! 7. **Ended sessions drop their events.** Once a record is written in the ended state its
 //!    logs are dropped; the record stays as a tombstone (so the server can answer 404 with the
 //!    reason) until [`Store::remove`].
+//! 8. **Sweeps cost what is due.** [`Store::due`] returns exactly the sessions whose
+//!    [`Wake`](forkless_core::Wake) anchors are due at the given instant, without loading the
+//!    others: the in-process engine keeps an ordered index of the anchors, a database an
+//!    indexed column per anchor.
+//!
+//! ## One process, many nodes
+//!
+//! [`MemoryStore`] and the redb store serve one process: their compare-and-set is a lock,
+//! their wake-ups are in-process channels, their delivered mark moves when their own writer
+//! says so. A store shared by many nodes keeps the same promises across them: compare-and-set
+//! linearizable in the database, an append's fencing check and `seq` assignment in the same
+//! transaction as its payload, events delivered only once committed, watchers on other nodes
+//! woken by a hint and a re-read (a hint may be lost; the re-read may not), and [`Store::due`]
+//! answered from indexed columns.
 
 use core::fmt;
 use core::future::Future;
@@ -56,6 +70,7 @@ use forkless_core::{
     Timestamp,
 };
 
+mod due;
 pub mod engine;
 mod faulty;
 mod memory;
@@ -297,8 +312,17 @@ pub trait Store: Send + Sync + 'static {
     /// Forget a session and everything it holds.
     fn remove(&self, id: SessionId) -> impl Future<Output = Result<()>> + Send;
 
-    /// Ids of every stored session (for sweeps and recovery).
+    /// Ids of every stored session (for recovery and tools; a sweep asks [`Self::due`]).
     fn sessions(&self) -> impl Future<Output = Result<Vec<SessionId>>> + Send;
+
+    /// Ids of exactly the sessions due for a sweep at `now`: those whose record's
+    /// [`Wake`](forkless_core::Wake) anchors are due under `schedule` (see promise 8). It
+    /// costs what is due, not what is stored.
+    fn due(
+        &self,
+        now: Timestamp,
+        schedule: &forkless_core::Schedule,
+    ) -> impl Future<Output = Result<Vec<SessionId>>> + Send;
 }
 
 /// How many times [`transact`] retries a lost compare-and-set before giving up.

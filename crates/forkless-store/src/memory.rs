@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use forkless_core::{EventId, Seq, SessionId, SessionRecord, StreamId};
+use forkless_core::{EventId, Schedule, Seq, SessionId, SessionRecord, StreamId, Timestamp};
 
 use crate::engine::Engine;
 use crate::{Append, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
@@ -59,5 +59,9 @@ impl Store for MemoryStore {
 
     async fn sessions(&self) -> Result<Vec<SessionId>> {
         self.engine.sessions()
+    }
+
+    async fn due(&self, now: Timestamp, schedule: &Schedule) -> Result<Vec<SessionId>> {
+        self.engine.due(now, schedule)
     }
 }

@@ -60,6 +60,7 @@ impl Controls {
 /// - `count {n}`: n numbered `notifications/message` on its stream, then `{"done": n}`.
 /// - `gated {first, rest}`: `first` messages, waits for the gate, `rest` more, then returns.
 /// - `standalone {n}`: n numbered notifications on the standalone stream, then returns.
+/// - `standalone-big {n, filler}`: the same, each carrying `filler`.
 /// - `wait`: waits for the gate or cancellation.
 /// - `ask`: a `roots/list` request to the client; returns the client's result.
 /// - `panic`: panics.
@@ -109,6 +110,14 @@ impl Handler for TestHandler {
                     ctx.log("info", json!({ "i": i })).await.map_err(fail)?;
                 }
                 Ok(json!({ "done": first + rest }))
+            }
+            "standalone-big" => {
+                let filler = params.as_ref().and_then(|p| p.get("filler")).cloned().unwrap_or(Value::Null);
+                for i in 1..=n(&params, "n") {
+                    let data = json!({ "level": "info", "data": { "i": i, "filler": filler } });
+                    ctx.session().notify("notifications/message", data).await.map_err(fail)?;
+                }
+                Ok(json!({}))
             }
             "standalone" => {
                 for i in 1..=n(&params, "n") {

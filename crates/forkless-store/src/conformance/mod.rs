@@ -40,6 +40,7 @@ pub const CHECKS: &[&str] = &[
     "remove_forgets_everything",
     "answer_opens_fills_and_releases_a_stream",
     "reads_are_fenced_by_epoch",
+    "due_lists_exactly_what_time_changes",
 ];
 
 /// Run one check by name against a fresh store.
@@ -67,6 +68,7 @@ pub async fn run<S: Store>(name: &str, store: S) {
             checks::answer_opens_fills_and_releases_a_stream(store).await
         }
         "reads_are_fenced_by_epoch" => checks::reads_are_fenced_by_epoch(store).await,
+        "due_lists_exactly_what_time_changes" => due::due_lists_exactly_what_time_changes(store).await,
         other => panic!("no conformance check named {other}"),
     }
 }
@@ -89,7 +91,8 @@ macro_rules! store_conformance_tests {
             append_bumps_version, watch_wakes_on_append, watch_reports_attach_and_fence,
             concurrent_appends_are_gap_free, concurrent_resumes_each_get_a_distinct_epoch,
             eviction_by_count, eviction_by_bytes, completed_stream_refuses_appends, remove_forgets_everything,
-            answer_opens_fills_and_releases_a_stream, reads_are_fenced_by_epoch);
+            answer_opens_fills_and_releases_a_stream, reads_are_fenced_by_epoch,
+            due_lists_exactly_what_time_changes);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -172,4 +175,5 @@ pub(super) fn seqs(events: &[crate::StoredEvent]) -> Vec<u64> {
 
 mod checks;
 mod crash;
+mod due;
 pub use crash::{CrashReport, crash_keeps_every_delivered_id};

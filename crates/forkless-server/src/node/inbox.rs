@@ -1,0 +1,104 @@
+//! Messages that must reach a session's owner: a client's responses to server-to-client
+//! requests, and its cancellations of requests in flight.
+//!
+//! This module owns the [`Inbox`] interface and the registry of the sessions live on this
+//! node ([`LiveSessions`]), which is its single-process implementation: the owner is always
+//! this process, so a message is handed straight to the session's in-process state. It does
+//! not parse messages (the POST path did) nor decide anything about streams.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use forkless_core::{IdHashBuilder, SessionId};
+use serde_json::Value;
+
+use crate::jsonrpc::RpcError;
+use crate::session::{SessionShared, lock};
+
+/// A message for a session's owner.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum InboxMessage {
+    /// The client answered the server-to-client request `id`.
+    Response {
+        /// The request's id, as the server sent it.
+        id: Value,
+        /// Its result, or the client's error.
+        outcome: Result<Value, RpcError>,
+    },
+    /// `notifications/cancelled` for the client's request `id`.
+    Cancelled {
+        /// The cancelled request's id.
+        id: Value,
+    },
+}
+
+/// What became of a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// The owner had someone waiting for it.
+    Delivered,
+    /// Nobody waits for it: no such request pending or in flight (answered already, never
+    /// sent, or its session ended). Not an error: a late response or cancellation is normal.
+    Unclaimed,
+}
+
+/// Where messages for a session's owner go. An implementation promises that a message for a
+/// live session reaches that session's owner, wherever it runs, at most once, and that
+/// [`Delivery::Unclaimed`] means nobody waits for it there.
+///
+/// [`LiveSessions`] keeps this within one process. A multi-node implementation forwards a
+/// message for a session owned elsewhere to the owner node (through its inbox in the shared
+/// store, or the owner's internal endpoint) and reports what the owner said.
+pub trait Inbox: Send + Sync + 'static {
+    /// Hand `message` to `session`'s owner.
+    fn deliver(&self, session: SessionId, message: InboxMessage) -> Delivery;
+}
+
+/// The sessions live in this process, by id: what handles reach and what teardown clears.
+#[derive(Debug, Default)]
+pub(crate) struct LiveSessions {
+    map: Mutex<HashMap<SessionId, Arc<SessionShared>, IdHashBuilder>>,
+}
+
+impl LiveSessions {
+    /// The live state of `id`, made by `make` if there is none yet.
+    pub(crate) fn get_or_insert(
+        &self,
+        id: SessionId,
+        make: impl FnOnce() -> Arc<SessionShared>,
+    ) -> Arc<SessionShared> {
+        lock(&self.map).entry(id).or_insert_with(make).clone()
+    }
+
+    /// The live state of `id`, if any.
+    pub(crate) fn get(&self, id: SessionId) -> Option<Arc<SessionShared>> {
+        lock(&self.map).get(&id).cloned()
+    }
+
+    /// Register a session just created here.
+    pub(crate) fn insert(&self, shared: Arc<SessionShared>) {
+        lock(&self.map).insert(shared.id, shared);
+    }
+
+    /// Unregister `id`, returning its state.
+    pub(crate) fn remove(&self, id: SessionId) -> Option<Arc<SessionShared>> {
+        lock(&self.map).remove(&id)
+    }
+
+    /// Ids of every live session here.
+    pub(crate) fn ids(&self) -> Vec<SessionId> {
+        lock(&self.map).keys().copied().collect()
+    }
+}
+
+impl Inbox for LiveSessions {
+    fn deliver(&self, session: SessionId, message: InboxMessage) -> Delivery {
+        let Some(shared) = self.get(session) else { return Delivery::Unclaimed };
+        let claimed = match message {
+            InboxMessage::Response { id, outcome } => shared.resolve(&id, outcome),
+            InboxMessage::Cancelled { id } => shared.cancel_request(&id),
+        };
+        if claimed { Delivery::Delivered } else { Delivery::Unclaimed }
+    }
+}
