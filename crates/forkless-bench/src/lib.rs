@@ -27,6 +27,7 @@ pub mod procstat;
 pub mod report;
 pub mod servers;
 pub mod suite;
+mod wire;
 
 /// Why the harness failed.
 #[derive(Debug, thiserror::Error)]

@@ -16,6 +16,11 @@
 use core::fmt;
 use core::str::FromStr;
 
+pub use crate::entropy::{EntropySource, SeededEntropy};
+#[cfg(feature = "os-entropy")]
+pub use crate::entropy::{OS_DRAW, OsEntropy};
+pub use crate::id_hash::{IdHashBuilder, IdHasher};
+
 /// Why a string is not a valid identifier. Every variant is a distinct, assertable reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -68,104 +73,6 @@ pub enum IdError {
     /// The sequence number does not fit in 64 bits.
     #[error("sequence number overflows u64")]
     SeqOverflow,
-}
-
-/// A source of random bytes for identifiers.
-pub trait EntropySource {
-    /// Fill `dest` with random bytes.
-    fn fill(&mut self, dest: &mut [u8]);
-}
-
-impl<E: EntropySource + ?Sized> EntropySource for &mut E {
-    fn fill(&mut self, dest: &mut [u8]) {
-        (**self).fill(dest);
-    }
-}
-
-/// The operating system's CSPRNG.
-///
-/// Every byte comes from the OS, drawn [`OS_DRAW`] bytes at a time into a per-thread pool, so
-/// a stream id per request costs no system call (figures: `docs/benchmarks.md`). Each byte is
-/// handed out once and then zeroed. A process that forks would share its pool with the child;
-/// this server never forks.
-///
-/// If the OS cannot provide randomness the process aborts through a panic: minting guessable
-/// session ids instead would be a security hole, and there is no useful way to continue.
-#[cfg(feature = "os-entropy")]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct OsEntropy;
-
-/// How many bytes [`OsEntropy`] draws from the OS at a time.
-#[cfg(feature = "os-entropy")]
-pub const OS_DRAW: usize = 4096;
-
-#[cfg(feature = "os-entropy")]
-struct Pool {
-    bytes: [u8; OS_DRAW],
-    /// Bytes before this offset were handed out (and zeroed).
-    used: usize,
-}
-
-#[cfg(feature = "os-entropy")]
-std::thread_local! {
-    static POOL: core::cell::RefCell<Pool> = const {
-        core::cell::RefCell::new(Pool { bytes: [0; OS_DRAW], used: OS_DRAW })
-    };
-}
-
-#[cfg(feature = "os-entropy")]
-fn os_fill(dest: &mut [u8]) {
-    #[allow(clippy::expect_used)] // documented on OsEntropy: no safe fallback exists
-    getrandom::fill(dest).expect("the OS CSPRNG failed; refusing to mint predictable ids");
-}
-
-#[cfg(feature = "os-entropy")]
-impl EntropySource for OsEntropy {
-    fn fill(&mut self, dest: &mut [u8]) {
-        if dest.len() > OS_DRAW / 4 {
-            return os_fill(dest);
-        }
-        POOL.with_borrow_mut(|pool| {
-            if OS_DRAW - pool.used < dest.len() {
-                os_fill(&mut pool.bytes);
-                pool.used = 0;
-            }
-            let taken = &mut pool.bytes[pool.used..pool.used + dest.len()];
-            dest.copy_from_slice(taken);
-            taken.fill(0);
-            pool.used += dest.len();
-        });
-    }
-}
-
-/// A deterministic generator (SplitMix64) for tests and simulations. Not for production.
-#[derive(Clone, Debug)]
-pub struct SeededEntropy {
-    state: u64,
-}
-
-impl SeededEntropy {
-    /// A generator whose output is a pure function of `seed`.
-    pub const fn new(seed: u64) -> Self {
-        Self { state: seed }
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
-impl EntropySource for SeededEntropy {
-    fn fill(&mut self, dest: &mut [u8]) {
-        for chunk in dest.chunks_mut(8) {
-            let bytes = self.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&bytes[..chunk.len()]);
-        }
-    }
 }
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -290,51 +197,6 @@ fn check_text(input: &[u8], max: usize) -> Result<(), IdError> {
     }
     Ok(())
 }
-
-/// A [`Hasher`](core::hash::Hasher) for maps keyed by identifiers this process generated from
-/// the CSPRNG ([`SessionId`], [`StreamId`] and tuples of them).
-///
-/// Their bytes are already uniformly random, so folding them is a good hash, and SipHash's
-/// resistance to chosen keys buys nothing: a peer can look ids up but never choose the ones
-/// inserted. Do not use it for keys a peer picks (JSON-RPC request ids, header values).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct IdHasher(u64);
-
-impl IdHasher {
-    const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
-
-    fn mix(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(26) ^ word).wrapping_mul(Self::MIX);
-    }
-}
-
-impl core::hash::Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.mix(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.mix(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.mix(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// Builds [`IdHasher`]s: `HashMap<SessionId, V, IdHashBuilder>`.
-pub type IdHashBuilder = core::hash::BuildHasherDefault<IdHasher>;
 
 macro_rules! random_id {
     ($(#[$doc:meta])* $name:ident, $bytes:literal) => {
@@ -561,128 +423,4 @@ impl fmt::Display for Epoch {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stream(seed: u64) -> StreamId {
-        StreamId::generate(&mut SeededEntropy::new(seed))
-    }
-
-    #[test]
-    fn session_id_is_22_chars_and_round_trips() {
-        let id = SessionId::generate(&mut SeededEntropy::new(7));
-        let text = id.to_string();
-        assert_eq!(text.len(), 22);
-        assert_eq!(text.parse::<SessionId>(), Ok(id));
-        assert!(text.bytes().all(|b| (0x21..=0x7e).contains(&b)));
-    }
-
-    #[test]
-    fn stream_id_is_16_chars_and_round_trips() {
-        let id = stream(1);
-        assert_eq!(id.to_string().len(), 16);
-        assert_eq!(id.to_string().parse::<StreamId>(), Ok(id));
-    }
-
-    #[test]
-    fn event_id_round_trips() {
-        let id = EventId::new(stream(2), Seq::new(41));
-        let text = id.to_string();
-        assert!(text.ends_with(".41"));
-        assert_eq!(text.parse::<EventId>(), Ok(id));
-    }
-
-    #[test]
-    fn event_id_rejections_are_typed() {
-        let s = stream(3).to_string();
-        let cases: Vec<(String, IdError)> = vec![
-            (String::new(), IdError::Empty),
-            ("41".into(), IdError::BareNumber),
-            (format!(" {s}.1"), IdError::Whitespace),
-            (format!("{s}.1 "), IdError::Whitespace),
-            (format!("{s}.1.2"), IdError::ExtraSeparator),
-            (s.clone(), IdError::MissingSeparator),
-            (format!("{s}.18446744073709551616"), IdError::SeqOverflow),
-            (format!("{s}.01"), IdError::SeqMalformed),
-            (format!("{s}.+1"), IdError::SeqMalformed),
-            (format!("{s}."), IdError::Empty),
-            (format!("{}*.1", &s[..15]), IdError::Alphabet { at: 15, byte: b'*' }),
-            (format!("{s}A.1"), IdError::Overlong { len: 17, max: 16 }),
-            (format!("{}.1", &s[..15]), IdError::Length { len: 15, expected: 16 }),
-            (format!("{s}{s}{s}.1"), IdError::Overlong { len: 50, max: 37 }),
-        ];
-        for (input, want) in cases {
-            assert_eq!(input.parse::<EventId>(), Err(want), "input {input:?}");
-        }
-    }
-
-    #[test]
-    fn session_id_rejects_non_canonical_trailing_bits() {
-        let mut text = SessionId::generate(&mut SeededEntropy::new(9)).to_string();
-        // The last character carries 2 data bits and 4 must-be-zero bits.
-        text.pop();
-        text.push('B');
-        assert_eq!(text.parse::<SessionId>(), Err(IdError::NonCanonical));
-    }
-
-    #[test]
-    fn seeded_entropy_is_deterministic() {
-        assert_eq!(stream(5), stream(5));
-        assert_ne!(stream(5), stream(6));
-    }
-
-    #[cfg(feature = "os-entropy")]
-    #[test]
-    fn os_entropy_hands_out_each_byte_once_across_draws() {
-        // Far more than one draw's worth, in sizes that do not divide it, on two threads.
-        let ids = |_| (0..2_000).map(|_| StreamId::generate(&mut OsEntropy)).collect::<Vec<_>>();
-        let (a, b) = std::thread::scope(|s| {
-            let other = s.spawn(|| ids(()));
-            (ids(()), other.join().unwrap())
-        });
-        let all: std::collections::HashSet<_> = a.iter().chain(&b).collect();
-        assert_eq!(all.len(), 4_000, "no id repeats");
-        let mut big = [0u8; OS_DRAW];
-        OsEntropy.fill(&mut big);
-        assert!(big.iter().any(|&b| b != 0), "a draw larger than the pool comes straight from the OS");
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn parse_never_panics_and_is_canonical(s in "\\PC{0,60}") {
-            if let Ok(id) = s.parse::<EventId>() {
-                proptest::prop_assert_eq!(id.to_string(), s.clone());
-            }
-            if let Ok(id) = s.parse::<SessionId>() {
-                proptest::prop_assert_eq!(id.to_string(), s);
-            }
-        }
-
-        #[test]
-        fn wire_forms_are_what_parses_back(bytes in proptest::array::uniform12(proptest::num::u8::ANY), seq: u64) {
-            let id = EventId::new(StreamId::from_bytes(bytes), Seq::new(seq));
-            let wire = id.wire();
-            proptest::prop_assert_eq!(wire.parse::<EventId>(), Ok(id));
-            proptest::prop_assert_eq!(wire.as_bytes(), wire.as_str().as_bytes());
-            proptest::prop_assert_eq!(&*wire, format!("{}.{seq}", id.stream.wire().as_str()));
-            proptest::prop_assert_eq!(id.stream.wire().parse::<StreamId>(), Ok(id.stream));
-        }
-
-        #[test]
-        fn ids_order_as_their_bytes(
-            a in proptest::array::uniform12(0u8..4),
-            b in proptest::array::uniform12(0u8..4),
-            c in proptest::array::uniform16(0u8..4),
-            d in proptest::array::uniform16(0u8..4),
-        ) {
-            proptest::prop_assert_eq!(StreamId::from_bytes(a).cmp(&StreamId::from_bytes(b)), a.cmp(&b));
-            proptest::prop_assert_eq!(SessionId::from_bytes(c).cmp(&SessionId::from_bytes(d)), c.cmp(&d));
-        }
-
-        #[test]
-        fn display_parse_round_trip(bytes in proptest::array::uniform12(0u8..), seq in 0u64..) {
-            let id = EventId::new(StreamId::from_bytes(bytes), Seq::new(seq));
-            proptest::prop_assert_eq!(id.to_string().parse::<EventId>(), Ok(id));
-        }
-    }
-}
+mod tests;

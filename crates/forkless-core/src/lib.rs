@@ -65,8 +65,10 @@
 
 pub mod config;
 pub mod decision;
+mod entropy;
 pub mod error;
 pub mod id;
+mod id_hash;
 pub mod reason;
 pub mod record;
 mod retention;

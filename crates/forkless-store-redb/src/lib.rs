@@ -37,43 +37,23 @@ mod codec;
 mod group;
 mod journal;
 mod op;
+mod open;
 mod recovery;
 mod wal;
 
-use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use forkless_core::{AppendTarget, EventId, Seq, SessionId, SessionRecord, StreamId, Timestamp};
-use redb::{Database, ReadableDatabase};
 
-use self::checkpoint::META;
-use self::group::{Ack, Msg, Settled};
+use self::group::{Ack, Msg};
 use self::journal::Poison;
 use self::op::Op;
-use self::recovery::{check_format, log_path, refuse_other_format, replay};
 use forkless_store::engine::{Effect, Engine, Origin};
 use forkless_store::{
     Append, Error, Orphan, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned,
 };
-
-/// Where the writer thread hands what a group's sync settled: a task on the async runtime the
-/// store was opened in, which delivers the events and acknowledges the waiters. Waking that one
-/// task costs one wake-up across threads per group; waking every waiter from the writer
-/// thread cost one per waiter (and, on a core shared with the runtime, two context switches
-/// each). `None` outside a runtime: the writer thread settles groups itself.
-fn courier(engine: &Arc<Engine>) -> Option<tokio::sync::mpsc::UnboundedSender<Settled>> {
-    let runtime = tokio::runtime::Handle::try_current().ok()?;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Settled>();
-    let engine = Arc::clone(engine);
-    runtime.spawn(async move {
-        while let Some(settled) = rx.recv().await {
-            settled.apply(|e| engine.deliver(e.session, e.event.stream, e.event.seq));
-        }
-    });
-    Some(tx)
-}
 
 /// The writer's acknowledgement of one mutation's writes (or of a barrier).
 type Durable = tokio::sync::oneshot::Receiver<Result<(), String>>;
@@ -156,115 +136,6 @@ impl Drop for Inner {
 }
 
 impl RedbStore {
-    /// Open (or create) the data file at `path` and its write-ahead log beside it (`path` with
-    /// `.wal` appended), recover their contents at `now`, and start the writer thread. A file
-    /// of an unknown format version is refused, and neither file is touched.
-    pub fn open(path: impl AsRef<Path>, durability: Durability, now: Timestamp) -> Result<(Self, Recovery)> {
-        let path = path.as_ref();
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-        if let Some(dir) = dir {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Error::Backend(format!("creating {}: {e}", dir.display())))?;
-        }
-        if path.metadata().is_ok_and(|m| m.len() > 0) {
-            // Check the format read-only first, so a file we cannot read is never touched.
-            // A file left by a crash needs repair, which read-only access cannot do; it is
-            // then checked in write mode (redb repairs its own structures, never our data).
-            match redb::ReadOnlyDatabase::open(path) {
-                Ok(db) => {
-                    let txn = db.begin_read().map_err(backend_err)?;
-                    if let Ok(meta) = txn.open_table(META) {
-                        let found = meta.get("format").map_err(backend_err)?.map(|v| v.value());
-                        refuse_other_format(found)?;
-                    }
-                }
-                Err(e) => tracing::info!(error = %e, "data file needs repair after an unclean stop"),
-            }
-        }
-        let db =
-            Database::create(path).map_err(|e| Error::Backend(format!("opening {}: {e}", path.display())))?;
-        // Redb holds the data file's lock from here on, and the log is only opened by whoever
-        // holds it. The log is opened only once the format is known to be ours.
-        let log_key = check_format(&db)?;
-        let log_path = log_path(path);
-        let log_err = |e: std::io::Error| Error::Backend(format!("opening {}: {e}", log_path.display()));
-        let existed = log_path.exists();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&log_path)
-            .map_err(log_err)?;
-        let log = redb::backends::FileBackend::new(file).map_err(backend_err)?;
-        let store = Self::start(db, log_key, log, durability, now)?;
-        if !existed && cfg!(unix) {
-            // The log is now sized and synced; make its directory entry durable too (a
-            // directory can be opened and synced like this on Unix only).
-            let dir = dir.unwrap_or(Path::new("."));
-            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(log_err)?;
-        }
-        Ok(store)
-    }
-
-    /// Open on custom redb storage backends for the data file and the log (fault injection
-    /// in tests). A log backend of length at least 64 KiB is used at its length; a shorter
-    /// one is filled with zeros to 8 MiB first.
-    pub fn open_with_backend(
-        backend: impl redb::StorageBackend,
-        log: impl redb::StorageBackend,
-        durability: Durability,
-        now: Timestamp,
-    ) -> Result<(Self, Recovery)> {
-        let db = Database::builder().create_with_backend(backend).map_err(backend_err)?;
-        let log_key = check_format(&db)?;
-        Self::start(db, log_key, log, durability, now)
-    }
-
-    fn start(
-        db: Database,
-        log_key: u64,
-        log: impl redb::StorageBackend,
-        durability: Durability,
-        now: Timestamp,
-    ) -> Result<(Self, Recovery)> {
-        let (writer, replayed) = replay(db, log_key, log)?;
-        let (tx, rx) = mpsc::channel();
-        let poison = Arc::new(Poison::default());
-        let engine = Arc::new(Engine::default());
-        let store = Self {
-            inner: Arc::new(Inner {
-                engine: Arc::clone(&engine),
-                durability,
-                early_delivery: false,
-                poison: Arc::clone(&poison),
-                tx: Mutex::new(Some(tx)),
-                writer: Mutex::new(None),
-            }),
-        };
-        let recovery = Recovery { replayed, ..store.recover(writer.db(), now)? };
-        let courier = courier(&engine);
-        let writer = std::thread::Builder::new()
-            .name("forkless-redb-writer".into())
-            .spawn(move || {
-                let settle = |settled: Settled| match &courier {
-                    Some(tx) => {
-                        // If the runtime went away, settle here instead.
-                        if let Err(back) = tx.send(settled) {
-                            back.0.apply(|e| engine.deliver(e.session, e.event.stream, e.event.seq));
-                        }
-                    }
-                    None => settled.apply(|e| engine.deliver(e.session, e.event.stream, e.event.seq)),
-                };
-                journal::run(writer, rx, durability, &poison, &settle);
-            })
-            .map_err(|e| Error::Backend(format!("spawning the writer thread: {e}")))?;
-        if let Ok(mut w) = store.inner.writer.lock() {
-            *w = Some(writer);
-        }
-        Ok((store, recovery))
-    }
-
     /// **Testing only**: the same store making every appended event visible to readers at
     /// once, before it is durable (as this store did before durable-before-delivery; answers
     /// still wait for their sync, so a history still has sync points). Negative-control tests

@@ -47,7 +47,7 @@ pub enum Delivery {
 /// live session reaches that session's owner, wherever it runs, at most once, and that
 /// [`Delivery::Unclaimed`] means nobody waits for it there.
 ///
-/// [`LiveSessions`] keeps this within one process. A multi-node implementation forwards a
+/// The live-session registry keeps this within one process. A multi-node implementation forwards a
 /// message for a session owned elsewhere to the owner node (through its inbox in the shared
 /// store, or the owner's internal endpoint) and reports what the owner said.
 pub trait Inbox: Send + Sync + 'static {
