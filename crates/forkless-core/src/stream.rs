@@ -424,12 +424,6 @@ impl Stream {
         }
     }
 
-    /// The next instant at which time alone changes this stream (liveness, TTL eviction, or
-    /// dropping a completed or fenced request stream); `None` if waiting changes nothing.
-    pub fn next_deadline(&self, ttl: Duration) -> Option<Timestamp> {
-        crate::wake::anchor(self).map(|a| a.deadline(ttl))
-    }
-
     fn attachment_mut(&mut self) -> Result<&mut Attachment, Error> {
         match &mut self.state {
             StreamState::Open(s) => Ok(&mut s.attachment),

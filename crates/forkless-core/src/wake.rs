@@ -2,7 +2,8 @@
 //! configuration: a record's [`Wake`] anchors, and the [`Schedule`] that turns them into
 //! deadlines.
 //!
-//! This module owns that arithmetic, so a store's "sessions due for a sweep" query
+//! This module owns that arithmetic (a stream's own [`Stream::next_deadline`] included), so a
+//! store's "sessions due for a sweep" query
 //! ([`Wake::due`]) and the sweeper's own check ([`SessionRecord::next_deadline`]) can never
 //! disagree. What a tick then does is [`crate::retention`]'s.
 
@@ -107,6 +108,14 @@ pub(crate) fn anchor(s: &Stream) -> Option<Anchor> {
             let evictable = s.retained_events() > 0;
             if droppable || evictable { s.idle_since().map(Anchor::Idle) } else { None }
         }
+    }
+}
+
+impl Stream {
+    /// The next instant at which time alone changes this stream (liveness, TTL eviction, or
+    /// dropping a completed or fenced request stream); `None` if waiting changes nothing.
+    pub fn next_deadline(&self, ttl: Duration) -> Option<Timestamp> {
+        anchor(self).map(|a| a.deadline(ttl))
     }
 }
 
