@@ -78,6 +78,30 @@ pub struct Eviction {
     pub events: usize,
     /// Their payload bytes.
     pub bytes: u64,
+    /// Which limit made them go (`None` when none go).
+    pub by: Option<EvictedBy>,
+}
+
+/// The retention limit that evicted events (PROTOCOL section 8), as `/metrics` labels it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EvictedBy {
+    /// [`crate::Limits::stream_max_events`].
+    StreamMaxEvents,
+    /// [`crate::Limits::stream_max_bytes`].
+    StreamMaxBytes,
+    /// [`crate::Limits::stream_ttl`] (a detached stream's events, all at once).
+    StreamTtl,
+}
+
+impl EvictedBy {
+    /// The label value: the limit's name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::StreamMaxEvents => "stream_max_events",
+            Self::StreamMaxBytes => "stream_max_bytes",
+            Self::StreamTtl => "stream_ttl",
+        }
+    }
 }
 
 /// What time alone did to a session in [`SessionRecord::on_tick`].
@@ -87,6 +111,8 @@ pub struct Tick {
     pub detached: Vec<StreamId>,
     /// Streams whose retained events were all evicted by their time-to-live.
     pub evicted: Vec<StreamId>,
+    /// How many events those streams held.
+    pub evicted_events: u64,
     /// Completed request streams dropped entirely by their time-to-live.
     pub dropped: Vec<StreamId>,
     /// Whether the session ended by idling.

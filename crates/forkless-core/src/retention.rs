@@ -7,7 +7,7 @@
 use crate::config::{Config, Limits};
 use crate::error::{EndReason, Error};
 use crate::id::StreamId;
-use crate::record::{Eviction, SessionRecord, Tick};
+use crate::record::{EvictedBy, Eviction, SessionRecord, Tick};
 use crate::session::SessionState;
 use crate::stream::{Stream, StreamKind, StreamState};
 use crate::time::Timestamp;
@@ -49,6 +49,13 @@ impl SessionRecord {
     ) -> Result<Eviction, Error> {
         let s = self.stream_mut(stream)?;
         let before = s.retained_bytes();
+        let by = if s.retained_events() > limits.stream_max_events {
+            Some(EvictedBy::StreamMaxEvents)
+        } else if s.retained_bytes() > limits.stream_max_bytes {
+            Some(EvictedBy::StreamMaxBytes)
+        } else {
+            None
+        };
         let mut events = 0;
         let mut sizes = oldest_sizes.into_iter();
         while s.retained_events() > 0
@@ -61,7 +68,7 @@ impl SessionRecord {
         }
         let freed = before - s.retained_bytes();
         self.retained_bytes = self.retained_bytes.saturating_sub(freed);
-        Ok(Eviction { events, bytes: freed })
+        Ok(Eviction { events, bytes: freed, by: by.filter(|_| events > 0) })
     }
 
     /// Let time pass: expire liveness, apply stream time-to-live, end an idle session.
@@ -80,6 +87,7 @@ impl SessionRecord {
             if expired && s.kind() == StreamKind::Request && s.is_completed() {
                 tick.dropped.push(s.id());
             } else if expired && s.retained_events() > 0 {
+                tick.evicted_events += s.retained_events();
                 s.on_evict_all();
                 tick.evicted.push(s.id());
             }

@@ -84,7 +84,7 @@ fn open_or_attached_streams_are_never_dropped() {
 /// go (and applies that to the metadata); a store drops exactly those.
 #[test]
 fn the_core_plans_retention_by_count_and_by_bytes() {
-    use forkless_core::Eviction;
+    use forkless_core::{EvictedBy, Eviction};
     let mut record = session(&mut SeededEntropy::new(11));
     let s = record.standalone().id();
     let limits = Limits { stream_max_events: 3, stream_max_bytes: 100, ..Default::default() };
@@ -95,7 +95,7 @@ fn the_core_plans_retention_by_count_and_by_bytes() {
     // Five events of 150 bytes against three events and 100 bytes: by count two go (10, 20),
     // leaving 120 bytes; by bytes one more (30), leaving 90.
     let plan = record.on_retention(s, sizes, &limits).unwrap();
-    assert_eq!(plan, Eviction { events: 3, bytes: 60 });
+    assert_eq!(plan, Eviction { events: 3, bytes: 60, by: Some(EvictedBy::StreamMaxEvents) });
     let meta = record.stream(s).unwrap();
     assert_eq!((meta.low_water().get(), meta.retained_bytes()), (4, 90));
     assert_eq!(record.retained_bytes(), 90);

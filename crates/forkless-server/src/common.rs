@@ -18,6 +18,7 @@ use crate::handler::Restorable;
 use crate::node::{Attachments, Inbox, LiveSessions};
 
 use crate::config::ServerConfig;
+use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::session::{Outbox, SessionShared};
 
@@ -25,6 +26,33 @@ use crate::session::{Outbox, SessionShared};
 pub(crate) fn now() -> Timestamp {
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
     Timestamp::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
+}
+
+/// What a client refused at capacity is told to wait.
+const CAPACITY_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Lets a log line through at most once per interval (for conditions that can repeat at the
+/// request rate).
+#[derive(Debug)]
+pub(crate) struct RateLimit {
+    every: std::time::Duration,
+    last: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl RateLimit {
+    pub(crate) const fn new(every: std::time::Duration) -> Self {
+        Self { every, last: std::sync::Mutex::new(None) }
+    }
+
+    /// Whether a line may be logged now (and, if so, the clock starts again).
+    pub(crate) fn due(&self) -> bool {
+        let mut last = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.is_some_and(|t| t.elapsed() < self.every) {
+            return false;
+        }
+        *last = Some(std::time::Instant::now());
+        true
+    }
 }
 
 /// State shared by the endpoint, the writers and the sweeper.
@@ -42,6 +70,13 @@ pub(crate) struct Common<S> {
     pub(crate) inbox: Arc<dyn Inbox>,
     /// Whether the handler's sessions survive the process that created them.
     pub(crate) restorable: Restorable,
+    /// The connections held (for `max_connections` and `/metrics`).
+    pub(crate) connections: Arc<crate::listener::Registry>,
+    /// Capacity refusals are logged at most this often.
+    pub(crate) capacity_log: RateLimit,
+    /// Eviction totals last logged (the sweeper logs what changed, at most every ten seconds).
+    pub(crate) evictions_logged: std::sync::Mutex<(u64, u64, u64)>,
+    pub(crate) eviction_log: RateLimit,
     pub(crate) outbox: Arc<dyn Outbox>,
     /// `Mcp-Stream-Grace-Ms`, the same on every SSE answer.
     pub(crate) grace_ms: HeaderValue,
@@ -74,6 +109,42 @@ impl<S: Store> Common<S> {
                 self.shutdown.child_token(),
             ))
         }))
+    }
+
+    /// Room for one more session: below `max_sessions` live here and `max_retained_bytes`
+    /// retained in the store; [`Error::AtCapacity`] (503, `Retry-After`) otherwise, counted
+    /// and logged (at most once every ten seconds).
+    pub(crate) fn check_capacity(&self) -> Result<(), Error> {
+        let limit = if self.sessions.len() >= self.cfg.max_sessions {
+            "max_sessions"
+        } else if self.store.usage().retained_bytes >= self.cfg.max_retained_bytes {
+            "max_retained_bytes"
+        } else {
+            return Ok(());
+        };
+        self.metrics.capacity_refused(limit);
+        if self.capacity_log.due() {
+            tracing::warn!(limit, sessions = self.sessions.len(), "initialize refused: server at capacity");
+        }
+        Err(Error::AtCapacity { limit, retry_after: CAPACITY_RETRY_AFTER })
+    }
+
+    /// The Prometheus text of `/metrics`: the counters, what the store reports, and the gauges
+    /// of what is held now.
+    pub(crate) fn render_metrics(&self) -> String {
+        let usage = self.store.usage();
+        let mut out = self.metrics.render();
+        self.metrics.render_evictions(&mut out, &usage);
+        let gauges: [(&str, &str, u64); 3] = [
+            ("forkless_sessions_live", "Sessions live on this node.", self.sessions.len() as u64),
+            ("forkless_connections_open", "Connections held.", self.connections.len() as u64),
+            ("forkless_retained_bytes", "Payload bytes of retained events.", usage.retained_bytes),
+        ];
+        for (name, help, v) in gauges {
+            use std::fmt::Write as _;
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+        out
     }
 
     /// Tear down the in-process state of an ended session: cancel its handlers, fail its

@@ -118,6 +118,31 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
     /// Binds sessions to a principal. Default `None` (no binding).
     pub principal: Option<PrincipalFn>,
+    /// How long a connection with no request in flight may take to deliver the next request's
+    /// headers: from when it opens, or its last response ends, until the headers are complete.
+    /// A silent connection, a slow header and an idle keep-alive connection are all closed
+    /// after it (hyper runs one timer for the three; an open SSE response is a request in
+    /// flight and keeps its connection with keep-alives). Default 10 s.
+    pub header_read_timeout: Duration,
+    /// How long a POST body may take to arrive once its headers are read; a slower one is
+    /// answered 408 and its connection closed. Default 10 s.
+    pub body_read_timeout: Duration,
+    /// Largest accepted request head (all header names and values); larger ones get 431.
+    /// Default 16 KiB.
+    pub max_header_bytes: usize,
+    /// Connections held at once. At the limit the longest-idle connection (no request in
+    /// flight) is closed to make room; if every connection is busy, the new one is answered
+    /// 503 and closed. Capped below the open-file limit in force (keeping 64 descriptors for
+    /// the store and logs). Default 10,000.
+    pub max_connections: usize,
+    /// Live sessions held by this server; at the limit `initialize` is answered 503 with
+    /// `Retry-After` (never by dropping an existing session). Default 50,000 (about 80 MiB
+    /// of session state in memory).
+    pub max_sessions: usize,
+    /// Payload bytes of retained events across all sessions; at the limit `initialize` is
+    /// refused like at `max_sessions`, and appends are refused with a typed error. Default
+    /// 1 GiB.
+    pub max_retained_bytes: u64,
 }
 
 impl Default for ServerConfig {
@@ -134,6 +159,12 @@ impl Default for ServerConfig {
             read_batch: 256,
             drain_timeout: Duration::from_secs(5),
             principal: None,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(10),
+            max_header_bytes: 16 << 10,
+            max_connections: 10_000,
+            max_sessions: 50_000,
+            max_retained_bytes: 1 << 30,
         }
     }
 }
@@ -160,8 +191,14 @@ impl ServerConfig {
         if !self.path.starts_with('/') || self.path == "/metrics" || self.path == "/healthz" {
             return Err(ConfigError::Path(self.path.clone()));
         }
-        let zero: [(&'static str, bool); 5] = [
+        let zero: [(&'static str, bool); 11] = [
             ("max_body_bytes", self.max_body_bytes == 0),
+            ("header_read_timeout", self.header_read_timeout.is_zero()),
+            ("body_read_timeout", self.body_read_timeout.is_zero()),
+            ("max_header_bytes", self.max_header_bytes == 0),
+            ("max_connections", self.max_connections == 0),
+            ("max_sessions", self.max_sessions == 0),
+            ("max_retained_bytes", self.max_retained_bytes == 0),
             ("sweep_interval", self.sweep_interval.is_zero()),
             ("read_batch", self.read_batch == 0),
             ("drain_timeout", self.drain_timeout.is_zero()),

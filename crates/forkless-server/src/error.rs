@@ -86,6 +86,28 @@ pub enum Error {
     /// The session holds too many streams or bytes (a retention limit).
     #[error("limit reached: {0}")]
     Limit(forkless_core::Error),
+    /// A header that carries one value arrived more than once (`Mcp-Session-Id`,
+    /// `MCP-Protocol-Version`, `Last-Event-ID`, `Mcp-Stream-Id`): which one is meant is never
+    /// guessed.
+    #[error("header {0} sent more than once")]
+    HeaderRepeated(&'static str),
+    /// The request's headers are larger than `max_header_bytes`.
+    #[error("request headers exceed {max} bytes")]
+    HeadersTooLarge {
+        /// The limit.
+        max: usize,
+    },
+    /// The body did not arrive within `body_read_timeout`.
+    #[error("the body did not arrive within {0:?}")]
+    BodyTimeout(std::time::Duration),
+    /// A server-wide limit is reached; try again later (`Retry-After`).
+    #[error("server at capacity: {limit} reached")]
+    AtCapacity {
+        /// The setting that is at its limit (`max_sessions`, `max_retained_bytes`).
+        limit: &'static str,
+        /// What the client is told to wait.
+        retry_after: std::time::Duration,
+    },
     /// The store failed.
     #[error("store failed: {0}")]
     Store(forkless_store::Error),
@@ -117,7 +139,11 @@ impl Error {
             | Self::UnsupportedVersion(_)
             | Self::AlreadyInitialized
             | Self::BatchNotAllowed(_)
+            | Self::HeaderRepeated(_)
             | Self::BodyRead(_) => (StatusCode::BAD_REQUEST, INVALID_REQUEST),
+            Self::HeadersTooLarge { .. } => (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, INVALID_REQUEST),
+            Self::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, INVALID_REQUEST),
+            Self::AtCapacity { .. } => (StatusCode::SERVICE_UNAVAILABLE, INTERNAL_ERROR),
             Self::OriginForbidden(_) => (StatusCode::FORBIDDEN, INVALID_REQUEST),
             Self::SessionUnknown | Self::SessionEnded(_) => (StatusCode::NOT_FOUND, SESSION_ENDED),
             Self::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, INVALID_REQUEST),
@@ -152,8 +178,21 @@ impl Error {
             Self::BodyRead(_) => "body_unreadable",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::Limit(_) => "limit_reached",
+            Self::HeaderRepeated(_) => "header_repeated",
+            Self::HeadersTooLarge { .. } => "headers_too_large",
+            Self::BodyTimeout(_) => "body_timeout",
+            Self::AtCapacity { limit, .. } => limit,
             Self::Store(_) => "store_failed",
         }
+    }
+
+    /// The JSON-RPC error body (no `id`) this error answers with.
+    pub(crate) fn body(&self) -> serde_json::Value {
+        let (_, code) = self.status_and_code();
+        json!({
+            "jsonrpc": "2.0",
+            "error": { "code": code, "message": self.message(), "data": { "reason": self.reason() } },
+        })
     }
 
     fn message(&self) -> String {
@@ -174,13 +213,17 @@ impl IntoResponse for Error {
         } else {
             tracing::debug!(status = status.as_u16(), reason = self.reason(), error = %self, "request refused");
         }
-        let body = json!({
-            "jsonrpc": "2.0",
-            "error": { "code": code, "message": self.message(), "data": { "reason": self.reason() } },
-        });
-        let mut response = (status, axum::Json(body)).into_response();
-        if let Self::MethodNotAllowed { allow } = self {
-            response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+        let _ = code;
+        let mut response = (status, axum::Json(self.body())).into_response();
+        match self {
+            Self::MethodNotAllowed { allow } => {
+                response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+            }
+            Self::AtCapacity { retry_after, .. } => {
+                let secs = retry_after.as_secs().max(1);
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            }
+            _ => {}
         }
         response
     }

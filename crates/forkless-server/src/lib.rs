@@ -57,6 +57,7 @@
 //! | module | owns |
 //! |---|---|
 //! | `server` | the router and [`Server`]: endpoints, the sweeper task, graceful shutdown |
+//! | `listener` | accepting connections: header timeout, `max_connections` (idle ones make room), accept errors, the open-file limit |
 //! | `request` | header names and checks, the session a request names, reading a body |
 //! | `post` | POST on a session: initialize, requests, notifications, responses |
 //! | `stateless` | POST in 2026-07-28 (no session) |
@@ -86,6 +87,7 @@ mod error;
 mod get;
 mod handler;
 mod jsonrpc;
+mod listener;
 mod metrics;
 pub mod node;
 mod outbox;
@@ -106,6 +108,7 @@ pub use error::{
 };
 pub use handler::{Handler, Restorable, ServerInfo};
 pub use jsonrpc::RpcError;
+pub use listener::raise_open_file_limit;
 pub use request::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};
 pub use server::Server;
 pub use session::SendError;

@@ -97,8 +97,15 @@ pub(crate) struct Metrics {
     get_outcomes: Labelled,
     pub(crate) fences: AtomicU64,
     pub(crate) displacements: AtomicU64,
+    /// Events evicted by their stream's time to live (the store counts the others).
     pub(crate) evictions: AtomicU64,
     pub(crate) liveness_expired: AtomicU64,
+    pub(crate) connections_refused: AtomicU64,
+    pub(crate) connections_dropped_idle: AtomicU64,
+    pub(crate) accept_errors: AtomicU64,
+    pub(crate) header_timeouts: AtomicU64,
+    pub(crate) body_timeouts: AtomicU64,
+    capacity_refusals: Labelled,
     errors: Labelled,
     replay_events: Histogram,
     request_seconds: Histogram,
@@ -116,6 +123,12 @@ impl Default for Metrics {
             displacements: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             liveness_expired: AtomicU64::new(0),
+            connections_refused: AtomicU64::new(0),
+            connections_dropped_idle: AtomicU64::new(0),
+            accept_errors: AtomicU64::new(0),
+            header_timeouts: AtomicU64::new(0),
+            body_timeouts: AtomicU64::new(0),
+            capacity_refusals: Labelled::default(),
             errors: Labelled::default(),
             replay_events: Histogram::new(&[0.0, 1.0, 10.0, 100.0, 1000.0, 10000.0]),
             request_seconds: Histogram::new(&[0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 10.0, 60.0]),
@@ -142,6 +155,25 @@ impl Metrics {
 
     pub(crate) fn get_outcome(&self, outcome: &'static str, reason: &'static str) {
         self.get_outcomes.inc(&[("outcome", outcome), ("reason", reason)]);
+    }
+
+    /// `forkless_evictions_total` by the limit that evicted: the store's counts and the
+    /// sweeper's time-to-live evictions.
+    pub(crate) fn render_evictions(&self, out: &mut String, usage: &forkless_store::Usage) {
+        let name = "forkless_evictions_total";
+        let _ = writeln!(out, "# HELP {name} Events evicted by retention, by limit.\n# TYPE {name} counter");
+        let rows = [
+            ("stream_max_events", usage.evicted_by_events),
+            ("stream_max_bytes", usage.evicted_by_bytes),
+            ("stream_ttl", self.evictions.load(Ordering::Relaxed)),
+        ];
+        for (reason, v) in rows {
+            let _ = writeln!(out, "{name}{{reason=\"{reason}\"}} {v}");
+        }
+    }
+
+    pub(crate) fn capacity_refused(&self, limit: &str) {
+        self.capacity_refusals.inc(&[("limit", limit)]);
     }
 
     pub(crate) fn error(&self, status: &str, reason: &str) {
@@ -177,17 +209,41 @@ impl Metrics {
         counter(&mut out, "forkless_streams_fenced_total", "Streams fenced by a reset.", &self.fences);
         counter(
             &mut out,
-            "forkless_evictions_total",
-            "Streams whose events retention evicted.",
-            &self.evictions,
-        );
-        counter(
-            &mut out,
             "forkless_liveness_expired_total",
             "Attachments detached because writes stopped completing.",
             &self.liveness_expired,
         );
         self.errors.render(&mut out, "forkless_http_errors_total", "Refused requests, by status and reason.");
+        for (name, help, v) in [
+            (
+                "forkless_connections_refused_total",
+                "Connections refused at max_connections (all busy).",
+                &self.connections_refused,
+            ),
+            (
+                "forkless_connections_dropped_idle_total",
+                "Idle connections closed to make room at max_connections.",
+                &self.connections_dropped_idle,
+            ),
+            (
+                "forkless_accept_errors_total",
+                "Failed accepts (for example out of file descriptors).",
+                &self.accept_errors,
+            ),
+            (
+                "forkless_header_timeouts_total",
+                "Connections closed by header_read_timeout.",
+                &self.header_timeouts,
+            ),
+            ("forkless_body_timeouts_total", "Requests refused by body_read_timeout.", &self.body_timeouts),
+        ] {
+            counter(&mut out, name, help, v);
+        }
+        self.capacity_refusals.render(
+            &mut out,
+            "forkless_capacity_refusals_total",
+            "Requests refused at a server-wide limit, by limit.",
+        );
         self.replay_events.render(&mut out, "forkless_replay_events", "Events replayed on a resume.");
         self.request_seconds.render(
             &mut out,

@@ -20,6 +20,8 @@ pub(crate) struct StoreOutbox<S> {
     pub(crate) store: Arc<S>,
     pub(crate) cfg: forkless_core::Config,
     pub(crate) metrics: Arc<Metrics>,
+    /// [`crate::ServerConfig::max_retained_bytes`].
+    pub(crate) max_retained_bytes: u64,
 }
 
 impl<S: Store> Outbox for StoreOutbox<S> {
@@ -31,6 +33,12 @@ impl<S: Store> Outbox for StoreOutbox<S> {
         complete: bool,
     ) -> BoxFuture<'_, Result<EventId, SendError>> {
         Box::pin(async move {
+            // The server-wide budget holds back notifications, never a response: a request
+            // always gets its answer (its session's own budget bounds that).
+            if !complete && self.store.usage().retained_bytes >= self.max_retained_bytes {
+                self.metrics.capacity_refused("max_retained_bytes");
+                return Err(SendError::AtCapacity { limit: "max_retained_bytes" });
+            }
             let id = self
                 .store
                 .append(Append {

@@ -38,7 +38,17 @@ impl<S: Store, H: Handler> App<S, H> {
         if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
             return Err(Error::NotAcceptable("application/json and text/event-stream"));
         }
-        let bytes = read_body(headers, body, self.common.cfg.max_body_bytes).await?;
+        let cfg = &self.common.cfg;
+        let bytes =
+            match tokio::time::timeout(cfg.body_read_timeout, read_body(headers, body, cfg.max_body_bytes))
+                .await
+            {
+                Ok(bytes) => bytes?,
+                Err(_) => {
+                    Metrics::inc(&self.common.metrics.body_timeouts);
+                    return Err(Error::BodyTimeout(cfg.body_read_timeout));
+                }
+            };
         let body = jsonrpc::parse(&bytes)?;
         let version = protocol_version(headers)?;
         if version == Some(Revision::V2026_07_28) {
@@ -123,6 +133,7 @@ impl<S: Store, H: Handler> App<S, H> {
             capabilities.pointer("/experimental/forkless~1resume/version").and_then(Value::as_u64) == Some(1);
         let client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
         let principal = self.principal(headers);
+        self.common.check_capacity()?;
         // Kept with the session, so a handler still knows its client after a restart.
         let client = ClientFacts {
             capabilities: Some(capabilities.to_string().into()),

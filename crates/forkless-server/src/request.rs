@@ -34,6 +34,30 @@ pub const STREAM_RESUMED: HeaderName = HeaderName::from_static("mcp-stream-resum
 /// `Mcp-Stream-Grace-Ms`.
 pub const STREAM_GRACE_MS: HeaderName = HeaderName::from_static("mcp-stream-grace-ms");
 
+/// The MCP headers that carry exactly one value.
+const SINGLE_VALUED: [HeaderName; 4] = [SESSION_ID, PROTOCOL_VERSION, LAST_EVENT_ID, STREAM_ID];
+
+/// Every single-valued MCP header at most once ([`Error::HeaderRepeated`] otherwise).
+pub(crate) fn check_single_valued(headers: &HeaderMap) -> Result<(), Error> {
+    for name in &SINGLE_VALUED {
+        let mut values = headers.get_all(name).iter();
+        if values.next().is_some() && values.next().is_some() {
+            return Err(Error::HeaderRepeated(header_name(name)));
+        }
+    }
+    Ok(())
+}
+
+/// The name as the MCP specification spells it.
+fn header_name(name: &HeaderName) -> &'static str {
+    match name.as_str() {
+        "mcp-session-id" => "Mcp-Session-Id",
+        "mcp-protocol-version" => "MCP-Protocol-Version",
+        "last-event-id" => "Last-Event-ID",
+        _ => "Mcp-Stream-Id",
+    }
+}
+
 impl<S: Store, H: Handler> App<S, H> {
     pub(crate) fn check_origin(&self, headers: &HeaderMap) -> Result<(), Error> {
         let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };

@@ -10,7 +10,7 @@
 
 use forkless_core::EventKind;
 use forkless_store::Append;
-use std::future::{Future, IntoFuture as _};
+use std::future::Future;
 use std::sync::Arc;
 
 use axum::Router;
@@ -35,6 +35,7 @@ use crate::session::Outbox;
 
 use crate::common::{Common, millis, now};
 use crate::outbox::StoreOutbox;
+use crate::request::check_single_valued;
 
 /// The MCP Streamable HTTP server around a store and a handler.
 pub struct Server<S, H> {
@@ -54,8 +55,12 @@ impl<S: Store, H: Handler> Server<S, H> {
         config.validate()?;
         let store = Arc::new(store);
         let metrics = Arc::new(Metrics::default());
-        let outbox: Arc<dyn Outbox> =
-            Arc::new(StoreOutbox { store: store.clone(), cfg: config.core, metrics: metrics.clone() });
+        let outbox: Arc<dyn Outbox> = Arc::new(StoreOutbox {
+            store: store.clone(),
+            cfg: config.core,
+            metrics: metrics.clone(),
+            max_retained_bytes: config.max_retained_bytes,
+        });
         let handler = Arc::new(handler);
         let restorable = handler.restorable();
         let told = handler.clone();
@@ -76,6 +81,10 @@ impl<S: Store, H: Handler> Server<S, H> {
             attachments: Arc::new(LocalAttachments::default()),
             inbox: sessions,
             restorable,
+            connections: Arc::new(crate::listener::Registry::default()),
+            capacity_log: crate::common::RateLimit::new(std::time::Duration::from_secs(10)),
+            evictions_logged: std::sync::Mutex::default(),
+            eviction_log: crate::common::RateLimit::new(std::time::Duration::from_secs(10)),
             outbox,
             on_end,
         };
@@ -100,7 +109,7 @@ impl<S: Store, H: Handler> Server<S, H> {
 
     /// The Prometheus text of `/metrics`.
     pub fn metrics_text(&self) -> String {
-        self.common.metrics.render()
+        self.common.render_metrics()
     }
 
     /// The router: the MCP endpoint at `config.path`, `GET /metrics`, `GET /healthz`.
@@ -204,39 +213,65 @@ impl<S: Store, H: Handler> Server<S, H> {
         let sweeper = self.spawn_sweeper();
         let token = self.common.shutdown.clone();
         let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
-        let signal = async move {
+        let signal_task = tokio::spawn(async move {
             shutdown.await;
             tracing::info!("shutting down: ending SSE streams");
             token.cancel();
             let _ = fired_tx.send(());
-        };
-        // SSE bodies go out as several small writes (priming event, events, response); with
-        // Nagle's algorithm each write after the first waits for the client's delayed ACK
-        // (about 40 ms on Linux), which capped a request answered over SSE at ~20 per second
-        // per connection.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "TCP_NODELAY not set");
-            }
         });
-        let server = axum::serve(listener, self.router()).with_graceful_shutdown(signal).into_future();
-        let mut server = std::pin::pin!(server);
-        let drain = self.common.cfg.drain_timeout;
-        let out = tokio::select! {
-            out = &mut server => out,
-            Ok(()) = fired_rx => match tokio::time::timeout(drain, &mut server).await {
-                Ok(out) => out,
-                Err(_) => {
-                    tracing::warn!(?drain, "drain timeout passed; dropping remaining connections");
-                    Ok(())
+        let cfg = &self.common.cfg;
+        let mut max_connections = cfg.max_connections;
+        match crate::listener::open_file_limit() {
+            Some(limit) => {
+                let room = usize::try_from(limit.saturating_sub(FILES_KEPT)).unwrap_or(usize::MAX).max(1);
+                if room < max_connections {
+                    tracing::warn!(
+                        open_file_limit = limit,
+                        max_connections,
+                        capped_to = room,
+                        "max_connections capped below the open-file limit"
+                    );
+                    max_connections = room;
                 }
-            },
+                tracing::info!(open_file_limit = limit, max_connections, "connection limits");
+            }
+            None => tracing::info!(max_connections, "connection limits"),
+        }
+        let bounds = crate::listener::Bounds {
+            header_read_timeout: cfg.header_read_timeout,
+            max_connections,
+            max_header_bytes: cfg.max_header_bytes,
+        };
+        let stop_accepting = CancellationToken::new();
+        let accepting = tokio::spawn(crate::listener::serve(
+            listener,
+            self.router(),
+            bounds,
+            self.common.metrics.clone(),
+            self.common.connections.clone(),
+            stop_accepting.clone(),
+        ));
+        let _ = fired_rx.await;
+        let _ = signal_task.await;
+        stop_accepting.cancel();
+        let drain = self.common.cfg.drain_timeout;
+        let out = match accepting.await {
+            Ok(connections) => {
+                if tokio::time::timeout(drain, connections.wait()).await.is_err() {
+                    tracing::warn!(?drain, "drain timeout passed; dropping remaining connections");
+                }
+                Ok(())
+            }
+            Err(e) => Err(std::io::Error::other(e)),
         };
         self.common.shutdown.cancel();
         sweeper.abort();
         out
     }
 }
+
+/// File descriptors kept out of `max_connections`: the store's files, logs, the listener.
+const FILES_KEPT: u64 = 64;
 
 /// The router's state.
 pub(crate) struct App<S, H> {
@@ -255,6 +290,9 @@ impl<S, H> Clone for App<S, H> {
 
 async fn post_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
+    if let Err(e) = check_single_valued(&parts.headers) {
+        return app.answer(Err(e));
+    }
     let out = app.post(&parts.headers, body).await;
     app.answer(out)
 }
@@ -264,17 +302,23 @@ async fn get_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, reques
     if request.method() == http::Method::HEAD {
         return app.answer(Err(Error::MethodNotAllowed { allow: "GET, POST, DELETE" }));
     }
+    if let Err(e) = check_single_valued(request.headers()) {
+        return app.answer(Err(e));
+    }
     let out = app.get(request.headers()).await;
     app.answer(out)
 }
 
 async fn delete_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, request: Request) -> Response {
+    if let Err(e) = check_single_valued(request.headers()) {
+        return app.answer(Err(e));
+    }
     let out = app.delete(request.headers()).await;
     app.answer(out)
 }
 
 async fn metrics_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.common.metrics.render()).into_response()
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.common.render_metrics()).into_response()
 }
 
 impl<S: Store, H: Handler> App<S, H> {

@@ -50,6 +50,12 @@ pub enum SendError {
     /// 2026-07-28: no sessions, no standalone stream, no server-to-client requests.
     #[error("not available in the stateless revision")]
     Stateless,
+    /// A server-wide limit is reached (`max_retained_bytes`): the event was not stored.
+    #[error("server at capacity: {limit} reached")]
+    AtCapacity {
+        /// The setting at its limit.
+        limit: &'static str,
+    },
 }
 
 impl SendError {

@@ -56,7 +56,7 @@ impl<S: Store> Common<S> {
                     match transact(&*self.store, id, |r| Ok(r.on_tick(now, &cfg))).await {
                         Ok((tick, _)) => {
                             Metrics::add(&self.metrics.liveness_expired, tick.detached.len() as u64);
-                            Metrics::add(&self.metrics.evictions, tick.evicted.len() as u64);
+                            Metrics::add(&self.metrics.evictions, tick.evicted_events);
                             if tick.ended {
                                 self.metrics.session_ended(EndReason::IdleExpired.as_str());
                                 self.end_local(id, EndReason::IdleExpired);
@@ -75,6 +75,25 @@ impl<S: Store> Common<S> {
         }
         if round.is_multiple_of(LIVE_CHECK_EVERY) {
             self.check_live().await;
+        }
+        self.log_evictions();
+    }
+
+    /// Log what retention evicted since the last line, at most every ten seconds (PROTOCOL
+    /// section 8: evictions are counted in `/metrics` and logged).
+    fn log_evictions(&self) {
+        let usage = self.store.usage();
+        let ttl = self.metrics.evictions.load(std::sync::atomic::Ordering::Relaxed);
+        let now = (usage.evicted_by_events, usage.evicted_by_bytes, ttl);
+        let mut last = self.evictions_logged.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if now != *last && self.eviction_log.due() {
+            tracing::info!(
+                stream_max_events = now.0 - last.0,
+                stream_max_bytes = now.1 - last.1,
+                stream_ttl = now.2 - last.2,
+                "events evicted by retention since the last report"
+            );
+            *last = now;
         }
     }
 

@@ -348,6 +348,10 @@ impl Store for RedbStore {
         self.inner.engine.sessions()
     }
 
+    fn usage(&self) -> forkless_store::Usage {
+        self.inner.engine.usage()
+    }
+
     async fn due(&self, now: Timestamp, schedule: &forkless_core::Schedule) -> Result<Vec<SessionId>> {
         self.check()?;
         self.inner.engine.due(now, schedule)

@@ -533,7 +533,11 @@ impl Model {
                 }
             }
             let live = session.streams.iter().any(|st| !st.dropped && st.live(now));
-            if !live && now.saturating_sub(session.last_activity) >= idle {
+            if live {
+                // Attached counts as activity: the idle clock starts when the last stream
+                // stops being live.
+                session.touch(now);
+            } else if now.saturating_sub(session.last_activity) >= idle {
                 self.end(s);
                 c.3 = true;
             }

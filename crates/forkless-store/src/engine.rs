@@ -10,17 +10,20 @@
 //! (durable before delivery: the crate's promise 3).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
 use forkless_core::{
-    AppendTarget, EventId, IdHashBuilder, Schedule, Seq, SessionId, SessionRecord, StreamChange, StreamId,
-    Timestamp, Wake,
+    AppendTarget, EventId, EvictedBy, IdHashBuilder, Schedule, Seq, SessionId, SessionRecord, StreamChange,
+    StreamId, Timestamp, Wake,
 };
 use tokio::sync::watch;
 
 use crate::due::{WakeIndex, merged};
-use crate::{Append, Error, Reader, Result, StoredEvent, StreamSignal, StreamWatch, Version, Versioned};
+use crate::{
+    Append, Error, Reader, Result, StoredEvent, StreamSignal, StreamWatch, Usage, Version, Versioned,
+};
 
 /// Whether a stream a mutation wrote existed before it: a journal that sees a new stream
 /// deleted again before it ever stored it can skip both.
@@ -91,6 +94,10 @@ pub struct Engine {
     /// When each session is next due for a sweep. Locked only while a session's lock is held
     /// (or alone), never the other way round.
     wakes: Mutex<WakeIndex>,
+    /// Payload bytes retained across every session.
+    retained: AtomicU64,
+    /// Events evicted by `stream_max_events` and by `stream_max_bytes`.
+    evicted: [AtomicU64; 2],
 }
 
 #[derive(Debug)]
@@ -197,6 +204,24 @@ impl Slot {
 }
 
 impl Engine {
+    /// Account for a session's retained bytes going from `before` to `after`.
+    fn retain(&self, before: u64, after: u64) {
+        if after >= before {
+            self.retained.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.retained.fetch_sub(before - after, Ordering::Relaxed);
+        }
+    }
+
+    /// What every session retains, and what retention evicted so far.
+    pub fn usage(&self) -> Usage {
+        Usage {
+            retained_bytes: self.retained.load(Ordering::Relaxed),
+            evicted_by_events: self.evicted[0].load(Ordering::Relaxed),
+            evicted_by_bytes: self.evicted[1].load(Ordering::Relaxed),
+        }
+    }
+
     /// Index `slot` as due no later than `fresh` says (only a change that makes the session
     /// due sooner takes the index's lock).
     fn index_sooner(&self, slot: &mut Slot, fresh: Wake) {
@@ -252,7 +277,12 @@ impl Engine {
         }
         self.index_exact(&mut slot);
         let mut map = self.sessions.write().map_err(|_| poisoned())?;
-        map.insert(slot.record.id(), Arc::new(Mutex::new(slot)));
+        self.retain(0, slot.record.retained_bytes());
+        if let Some(old) = map.insert(slot.record.id(), Arc::new(Mutex::new(slot)))
+            && let Ok(old) = old.lock()
+        {
+            self.retain(old.record.retained_bytes(), 0);
+        }
         Ok(())
     }
 
@@ -281,6 +311,7 @@ impl Engine {
             return Ok(None);
         }
         let old = std::mem::replace(&mut slot.record, record);
+        self.retain(old.retained_bytes(), slot.record.retained_bytes());
         slot.version = slot.version.next();
         persist(Effect::Header(&slot.record));
         slot.sync_logs(&old, &mut persist);
@@ -303,6 +334,7 @@ impl Engine {
         let mut guard = lock(&slot)?;
         let slot = &mut *guard;
         let size = payload.len() as u64;
+        let retained_before = slot.record.retained_bytes();
         let id = if let AppendTarget::Answer(_) = target
             && slot.record.opening_drops_streams(limits)
         {
@@ -328,6 +360,15 @@ impl Engine {
         let sizes = log.events.iter().map(|e| e.payload.len() as u64);
         let plan = slot.record.on_retention(id.stream, sizes, limits)?;
         log.events.drain(..plan.events);
+        match plan.by {
+            Some(EvictedBy::StreamMaxEvents) => {
+                self.evicted[0].fetch_add(plan.events as u64, Ordering::Relaxed)
+            }
+            Some(EvictedBy::StreamMaxBytes) => {
+                self.evicted[1].fetch_add(plan.events as u64, Ordering::Relaxed)
+            }
+            Some(EvictedBy::StreamTtl) | None => 0,
+        };
         let meta = slot.record.stream(id.stream).ok_or(Error::StreamUnknown)?;
         if low_before.is_some_and(|before| meta.low_water() > before) {
             persist(Effect::Trim { session, stream: id.stream, low_water: meta.low_water() });
@@ -339,6 +380,7 @@ impl Engine {
             log.delivered = id.seq;
         }
         log.announce(meta);
+        self.retain(retained_before, slot.record.retained_bytes());
         // Only the event's stream changed in a way that can make the session due sooner.
         let fresh = Wake::of_stream(meta);
         slot.record.mark_clean();
@@ -396,7 +438,10 @@ impl Engine {
     /// Forget a session and everything it holds.
     pub fn remove(&self, id: SessionId, mut persist: impl FnMut(Effect<'_>)) -> Result<()> {
         let mut map = self.sessions.write().map_err(|_| poisoned())?;
-        if map.remove(&id).is_some() {
+        if let Some(slot) = map.remove(&id) {
+            if let Ok(slot) = slot.lock() {
+                self.retain(slot.record.retained_bytes(), 0);
+            }
             persist(Effect::DropSession(id));
             persist(Effect::End);
         }

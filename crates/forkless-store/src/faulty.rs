@@ -123,6 +123,10 @@ impl<S: Store> Store for FaultyStore<S> {
         self.inner.sessions().await
     }
 
+    fn usage(&self) -> crate::Usage {
+        self.inner.usage()
+    }
+
     async fn due(
         &self,
         now: forkless_core::Timestamp,

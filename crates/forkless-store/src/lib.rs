@@ -269,6 +269,19 @@ impl Error {
     }
 }
 
+/// What a store holds and what retention dropped: for server-wide limits and `/metrics`.
+/// Counted where the store applies the core's plans; a shared store counts what this node
+/// applied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Payload bytes of retained events, across every session.
+    pub retained_bytes: u64,
+    /// Events evicted by [`Limits::stream_max_events`] since the store opened.
+    pub evicted_by_events: u64,
+    /// Events evicted by [`Limits::stream_max_bytes`] since the store opened.
+    pub evicted_by_bytes: u64,
+}
+
 /// The result type of store operations.
 pub type Result<T, E = Error> = core::result::Result<T, E>;
 
@@ -314,6 +327,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Ids of every stored session (for recovery and tools; a sweep asks [`Self::due`]).
     fn sessions(&self) -> impl Future<Output = Result<Vec<SessionId>>> + Send;
+
+    /// What the store holds and has evicted (cheap: no I/O).
+    fn usage(&self) -> Usage;
 
     /// Ids of exactly the sessions due for a sweep at `now`: those whose record's
     /// [`Wake`](forkless_core::Wake) anchors are due under `schedule` (see promise 8). It

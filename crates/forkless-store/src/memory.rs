@@ -61,6 +61,10 @@ impl Store for MemoryStore {
         self.engine.sessions()
     }
 
+    fn usage(&self) -> crate::Usage {
+        self.engine.usage()
+    }
+
     async fn due(&self, now: Timestamp, schedule: &Schedule) -> Result<Vec<SessionId>> {
         self.engine.due(now, schedule)
     }

@@ -86,6 +86,11 @@ impl LiveSessions {
         lock(&self.map).remove(&id)
     }
 
+    /// How many sessions are live here.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.map).len()
+    }
+
     /// Ids of every live session here.
     pub(crate) fn ids(&self) -> Vec<SessionId> {
         lock(&self.map).keys().copied().collect()

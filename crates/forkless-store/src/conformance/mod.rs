@@ -41,6 +41,7 @@ pub const CHECKS: &[&str] = &[
     "answer_opens_fills_and_releases_a_stream",
     "reads_are_fenced_by_epoch",
     "due_lists_exactly_what_time_changes",
+    "usage_counts_retained_bytes_and_evictions",
 ];
 
 /// Run one check by name against a fresh store.
@@ -69,6 +70,9 @@ pub async fn run<S: Store>(name: &str, store: S) {
         }
         "reads_are_fenced_by_epoch" => checks::reads_are_fenced_by_epoch(store).await,
         "due_lists_exactly_what_time_changes" => due::due_lists_exactly_what_time_changes(store).await,
+        "usage_counts_retained_bytes_and_evictions" => {
+            usage::usage_counts_retained_bytes_and_evictions(store).await
+        }
         other => panic!("no conformance check named {other}"),
     }
 }
@@ -92,7 +96,7 @@ macro_rules! store_conformance_tests {
             concurrent_appends_are_gap_free, concurrent_resumes_each_get_a_distinct_epoch,
             eviction_by_count, eviction_by_bytes, completed_stream_refuses_appends, remove_forgets_everything,
             answer_opens_fills_and_releases_a_stream, reads_are_fenced_by_epoch,
-            due_lists_exactly_what_time_changes);
+            due_lists_exactly_what_time_changes, usage_counts_retained_bytes_and_evictions);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -176,4 +180,5 @@ pub(super) fn seqs(events: &[crate::StoredEvent]) -> Vec<u64> {
 mod checks;
 mod crash;
 mod due;
+mod usage;
 pub use crash::{CrashReport, crash_keeps_every_delivered_id};

@@ -1,0 +1,351 @@
+//! Accepting connections and bounding them: how long a connection may take to send a
+//! request's headers (or wait for its next request), how many connections are held at once,
+//! what happens at that limit, accept errors, and the process's open-file limit.
+//!
+//! This module owns the TCP and HTTP/1.1 connection layer under the router. It knows nothing
+//! about MCP: a request, once its headers are read, is the router's. Bounds on the body and on
+//! sessions are the request path's ([`crate::request`], [`crate::post`]).
+//!
+//! ```text
+//!  accept ─ error? ─▶ count, log (at most once a second), back off 10 ms … 1 s, retry
+//!     │
+//!     ├─ below max_connections ─▶ serve (header_read_timeout: opened or idle → headers read)
+//!     └─ at the limit ─▶ close the longest-idle connection (no request in flight) and serve;
+//!                        none idle ─▶ 503 + JSON-RPC error, close
+//! ```
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use bytes::Bytes;
+use http::Request;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt as _;
+
+use crate::error::Error;
+use crate::metrics::Metrics;
+
+/// The bounds this layer enforces (from [`crate::ServerConfig`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bounds {
+    pub(crate) header_read_timeout: Duration,
+    pub(crate) max_connections: usize,
+    pub(crate) max_header_bytes: usize,
+}
+
+/// One accepted connection, as the limit sees it.
+#[derive(Debug)]
+struct Conn {
+    /// Requests whose response has not finished (an SSE stream is one until it ends).
+    in_flight: AtomicUsize,
+    /// When the last response finished (milliseconds after the registry's origin).
+    idle_since: AtomicU64,
+    /// Cancelled to drop the connection at once (it was idle and its slot is needed).
+    drop_now: CancellationToken,
+}
+
+/// The connections held, by id.
+#[derive(Debug)]
+pub(crate) struct Registry {
+    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    next_id: AtomicU64,
+    origin: Instant,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self { conns: Mutex::default(), next_id: AtomicU64::new(1), origin: Instant::now() }
+    }
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Arc<Conn>>> {
+        self.conns.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A slot for a new connection: free, or taken from the longest-idle one (which is
+    /// dropped); `None` when every held connection has a request in flight.
+    fn admit(&self, max: usize, metrics: &Metrics) -> Option<(u64, Arc<Conn>)> {
+        let mut conns = self.lock();
+        if conns.len() >= max {
+            let idlest = conns
+                .iter()
+                .filter(|(_, c)| c.in_flight.load(Ordering::Acquire) == 0)
+                .min_by_key(|(_, c)| c.idle_since.load(Ordering::Relaxed))
+                .map(|(id, _)| *id)?;
+            if let Some(evicted) = conns.remove(&idlest) {
+                evicted.drop_now.cancel();
+                Metrics::inc(&metrics.connections_dropped_idle);
+            }
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn {
+            in_flight: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(self.now_ms()),
+            drop_now: CancellationToken::new(),
+        });
+        conns.insert(id, conn.clone());
+        Some((id, conn))
+    }
+
+    fn release(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// How many connections are held.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// Marks its connection busy while a response is being sent; idle again when dropped.
+struct Busy {
+    conn: Arc<Conn>,
+    registry: Arc<Registry>,
+}
+
+impl Busy {
+    fn new(conn: Arc<Conn>, registry: Arc<Registry>) -> Self {
+        conn.in_flight.fetch_add(1, Ordering::AcqRel);
+        Self { conn, registry }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.conn.idle_since.store(self.registry.now_ms(), Ordering::Relaxed);
+        self.conn.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its connection busy until it ends or is dropped.
+struct Tracked {
+    inner: Body,
+    _busy: Busy,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A refusal written straight to a socket: a complete HTTP/1.1 response, then close.
+fn raw_response(error: &Error) -> Vec<u8> {
+    let (status, _) = error.status_and_code();
+    let body = error.body().to_string();
+    let retry = match error {
+        Error::AtCapacity { retry_after, .. } => format!("retry-after: {}\r\n", retry_after.as_secs().max(1)),
+        _ => String::new(),
+    };
+    format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\n{retry}connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Accept on `listener` and serve `router` until `shutdown`, then stop accepting and let
+/// every connection finish (the caller bounds how long: `drain_timeout`).
+pub(crate) async fn serve(
+    listener: TcpListener,
+    router: Router,
+    bounds: Bounds,
+    metrics: Arc<Metrics>,
+    registry: Arc<Registry>,
+    shutdown: CancellationToken,
+) -> TaskTracker {
+    let tracker = TaskTracker::new();
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    let mut last_logged: Option<Instant> = None;
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = shutdown.cancelled() => break,
+        };
+        let tcp = match accepted {
+            Ok((tcp, _)) => {
+                backoff = ACCEPT_BACKOFF_MIN;
+                tcp
+            }
+            Err(e) => {
+                // Out of file descriptors (or another transient failure): never a busy loop.
+                Metrics::inc(&metrics.accept_errors);
+                if last_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "accept failed; backing off");
+                    last_logged = Some(Instant::now());
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = shutdown.cancelled() => break,
+                }
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                continue;
+            }
+        };
+        // SSE bodies go out as several small writes; with Nagle's algorithm each write after
+        // the first waits for the client's delayed ACK (about 40 ms on Linux).
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+        let Some((id, conn)) = registry.admit(bounds.max_connections, &metrics) else {
+            Metrics::inc(&metrics.connections_refused);
+            tracker.spawn(refuse(tcp));
+            continue;
+        };
+        tracker.spawn(connection(
+            tcp,
+            id,
+            conn,
+            router.clone(),
+            bounds,
+            registry.clone(),
+            shutdown.clone(),
+            metrics.clone(),
+        ));
+    }
+    tracker.close();
+    tracker
+}
+
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+async fn refuse(mut tcp: TcpStream) {
+    let error = Error::AtCapacity { limit: "max_connections", retry_after: Duration::from_secs(1) };
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = tcp.write_all(&raw_response(&error)).await;
+        let _ = tcp.shutdown().await;
+    })
+    .await;
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn connection(
+    tcp: TcpStream,
+    id: u64,
+    conn: Arc<Conn>,
+    router: Router,
+    bounds: Bounds,
+    registry: Arc<Registry>,
+    shutdown: CancellationToken,
+    metrics: Arc<Metrics>,
+) {
+    let max_header = bounds.max_header_bytes;
+    let service = {
+        let (conn, registry) = (conn.clone(), registry.clone());
+        hyper::service::service_fn(move |request: Request<Incoming>| {
+            let busy = Busy::new(conn.clone(), registry.clone());
+            let router = router.clone();
+            async move {
+                let size: usize = request.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+                let response = if size > max_header {
+                    axum::response::IntoResponse::into_response(Error::HeadersTooLarge { max: max_header })
+                } else {
+                    let response = router.oneshot(request.map(Body::new)).await;
+                    match response {
+                        Ok(r) => r,
+                        Err(never) => match never {},
+                    }
+                };
+                Ok::<_, Infallible>(response.map(|inner| Tracked { inner, _busy: busy }))
+            }
+        })
+    };
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(bounds.header_read_timeout)
+        // hyper refuses what is larger than its buffer with an empty 431; ours answers with
+        // a JSON-RPC body, so hyper's limit sits well above ours.
+        .max_buf_size((max_header * 2).max(16 * 1024));
+    let served = builder.serve_connection(TokioIo::new(tcp), service).with_upgrades();
+    tokio::pin!(served);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            out = served.as_mut() => {
+                if let Err(e) = out {
+                    if e.is_timeout() {
+                        Metrics::inc(&metrics.header_timeouts);
+                    }
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                break;
+            }
+            () = conn.drop_now.cancelled() => break,
+            () = shutdown.cancelled(), if !closing => {
+                closing = true;
+                served.as_mut().graceful_shutdown();
+            }
+        }
+    }
+    registry.release(id);
+}
+
+/// Raise the soft open-file limit to the hard limit where the OS allows it, and return the
+/// limit in force (`None` where it cannot be read).
+pub fn raise_open_file_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Resource, getrlimit, setrlimit};
+        let limit = getrlimit(Resource::Nofile);
+        let (soft, hard) = (limit.current, limit.maximum);
+        if soft < hard {
+            let raised = rustix::process::Rlimit { current: hard, maximum: hard };
+            match setrlimit(Resource::Nofile, raised) {
+                Ok(()) => tracing::info!(from = ?soft, to = ?hard, "raised the open-file limit"),
+                Err(e) => tracing::info!(error = %e, "could not raise the open-file limit"),
+            }
+        }
+        getrlimit(Resource::Nofile).current
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// The open-file limit in force, if known.
+pub(crate) fn open_file_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}

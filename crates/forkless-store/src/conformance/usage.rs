@@ -1,0 +1,60 @@
+//! The check of [`Store::usage`]: retained bytes follow appends, evictions and removals, and
+//! every eviction is counted under the limit that made it.
+
+use std::sync::Arc;
+
+use forkless_core::{AppendTarget, Limits};
+
+use super::{T0, created, delivered, payload};
+use crate::{Append, EventKind, Store};
+
+pub(super) async fn usage_counts_retained_bytes_and_evictions<S: Store>(store: Arc<S>) {
+    let before = store.usage();
+    let sid = created(&*store, 1).await.id();
+    let limits = Limits { stream_max_events: 3, stream_max_bytes: 1 << 20, ..Limits::default() };
+    let mut sizes = Vec::new();
+    for n in 1..=5u64 {
+        let p = payload(n);
+        sizes.push(p.len() as u64);
+        let event = Append {
+            session: sid,
+            target: AppendTarget::Standalone,
+            payload: p,
+            kind: EventKind::Intermediate,
+            now: T0,
+            limits: &limits,
+        };
+        store.append(event).await.expect("append");
+    }
+    let standalone = store.load(sid).await.expect("load").expect("stored").value.standalone().id();
+    delivered(&*store, sid, standalone, 5).await;
+    let after = store.usage();
+    let kept: u64 = sizes[2..].iter().sum();
+    assert_eq!(after.retained_bytes - before.retained_bytes, kept, "the three newest events are retained");
+    assert_eq!(after.evicted_by_events - before.evicted_by_events, 2, "two evicted by stream_max_events");
+    assert_eq!(after.evicted_by_bytes, before.evicted_by_bytes, "none by bytes");
+
+    // By bytes: a limit of two events' worth keeps two.
+    let tight = Limits { stream_max_events: 100, stream_max_bytes: sizes[0] * 2, ..Limits::default() };
+    let sid2 = created(&*store, 2).await.id();
+    for n in 1..=4u64 {
+        let event = Append {
+            session: sid2,
+            target: AppendTarget::Standalone,
+            payload: payload(n),
+            kind: EventKind::Intermediate,
+            now: T0,
+            limits: &tight,
+        };
+        store.append(event).await.expect("append");
+    }
+    assert_eq!(
+        store.usage().evicted_by_bytes - before.evicted_by_bytes,
+        2,
+        "two evicted by stream_max_bytes"
+    );
+
+    store.remove(sid).await.expect("remove");
+    store.remove(sid2).await.expect("remove");
+    assert_eq!(store.usage().retained_bytes, before.retained_bytes, "a removed session retains nothing");
+}
