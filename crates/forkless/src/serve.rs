@@ -70,9 +70,27 @@ pub struct ServeArgs {
     /// (localhost, 127.0.0.1, `[::1]`) are allowed, which guards against DNS rebinding.
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     pub allowed_origins: Vec<String>,
-    /// Largest accepted POST body in bytes.
+    /// Largest accepted POST body in bytes (default 4 MiB).
     #[arg(long, value_name = "BYTES")]
     pub max_body_bytes: Option<usize>,
+    /// Milliseconds a connection with no request in flight may take to deliver the next
+    /// request's headers; silent, slow and idle keep-alive connections are closed after it
+    /// (default 10000).
+    #[arg(long, value_name = "MS")]
+    pub header_read_timeout: Option<u64>,
+    /// Milliseconds a POST body may take to arrive; slower ones get 408 (default 10000).
+    #[arg(long, value_name = "MS")]
+    pub body_read_timeout: Option<u64>,
+    /// Connections held at once; at the limit the longest-idle one makes room, and if all
+    /// are busy a new one gets 503 (default 10000, capped below the open-file limit).
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Live sessions; at the limit `initialize` gets 503 with Retry-After (default 50000).
+    #[arg(long, value_name = "N")]
+    pub max_sessions: Option<usize>,
+    /// Payload bytes of retained events across all sessions (default 1 GiB).
+    #[arg(long, value_name = "BYTES")]
+    pub max_retained_bytes: Option<u64>,
 }
 
 /// The store a server keeps its sessions in. Parsed from `--store`.
@@ -180,6 +198,21 @@ impl ServeArgs {
         if let Some(bytes) = self.max_body_bytes {
             config.max_body_bytes = bytes;
         }
+        if let Some(ms) = self.header_read_timeout {
+            config.header_read_timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.body_read_timeout {
+            config.body_read_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.max_connections {
+            config.max_connections = n;
+        }
+        if let Some(n) = self.max_sessions {
+            config.max_sessions = n;
+        }
+        if let Some(bytes) = self.max_retained_bytes {
+            config.max_retained_bytes = bytes;
+        }
         config.validate().map_err(|e| Error::Config(e.to_string()))?;
         Ok(config)
     }
@@ -205,6 +238,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Error> {
 }
 
 async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
+    forkless_server::raise_open_file_limit();
     let listener =
         TcpListener::bind(args.listen).await.map_err(|source| Error::Bind { addr: args.listen, source })?;
     let local = listener.local_addr().map_err(Error::Startup)?;

@@ -347,3 +347,30 @@ async fn json_answers_send_request_notifications_to_the_get_stream() {
     }
     assert_eq!(data, numbered("notification ", 4));
 }
+
+/// With the open-file limit at 128, a flood of silent connections cannot lock a real client
+/// out: the server caps `max_connections` below the limit and closes the longest-idle
+/// connection to make room for each new one.
+#[tokio::test]
+async fn a_real_client_initializes_while_silent_connections_hold_a_low_file_limit() {
+    let server = Serve::start_with_file_limit(128, &["--store", "memory"]).await;
+    let mut silent = Vec::new();
+    for _ in 0..200 {
+        match tokio::net::TcpStream::connect(server.addr()).await {
+            Ok(tcp) => silent.push(tcp),
+            Err(e) => panic!("connect failed: {e}"),
+        }
+    }
+    let (mut session, init) = Session::open(&server.url).await;
+    assert!(init["serverInfo"].is_object(), "{init}");
+    let echo = session.call_tool("echo", serde_json::json!({ "text": "still served" })).await;
+    assert!(echo.result().to_string().contains("still served"), "{:?}", echo.result());
+    let metrics = reqwest::get(server.url.replace("/mcp", "/metrics")).await.unwrap().text().await.unwrap();
+    let dropped = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("forkless_connections_dropped_idle_total "))
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("the counter is exported");
+    assert!(dropped >= 100, "idle connections made room: {dropped}");
+    drop(silent);
+}

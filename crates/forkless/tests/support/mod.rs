@@ -60,6 +60,24 @@ impl Serve {
     pub async fn start_with_env(listen: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_forkless"));
         command.arg("serve").args(["--listen", listen]).args(extra);
+        Self::spawn(command, extra, env).await
+    }
+
+    /// Like [`Self::start`], in a process whose open-file limit (soft and hard) is `nofile`.
+    pub async fn start_with_file_limit(nofile: u64, extra: &[&str]) -> Self {
+        let mut command = Command::new("sh");
+        command
+            .args([
+                "-c",
+                &format!("ulimit -n {nofile} && exec \"$0\" \"$@\""),
+                env!("CARGO_BIN_EXE_forkless"),
+            ])
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra);
+        Self::spawn(command, extra, &[]).await
+    }
+
+    async fn spawn(mut command: Command, extra: &[&str], env: &[(&str, &str)]) -> Self {
         command.envs(env.iter().copied());
         if !extra.iter().any(|a| *a == "--store" || *a == "--data-dir") {
             command.arg("--data-dir").arg(fresh_data_dir());
