@@ -38,6 +38,7 @@ mod group;
 mod journal;
 mod op;
 mod open;
+pub use open::LostFiles;
 mod recovery;
 mod wal;
 

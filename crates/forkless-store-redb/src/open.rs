@@ -16,7 +16,8 @@ use redb::{Database, ReadableDatabase};
 use crate::checkpoint::META;
 use crate::group::Settled;
 use crate::journal::{self, Poison};
-use crate::recovery::{check_format, log_path, refuse_other_format, replay};
+use crate::recovery::{check_format, holds_state, log_path, refuse_other_format, replay};
+use crate::wal::{LOG_MIN_SIZE, Tail};
 use crate::{Durability, Inner, Recovery, RedbStore, backend_err};
 
 /// Where the writer thread hands what a group's sync settled: a task on the async runtime the
@@ -36,12 +37,52 @@ fn courier(engine: &Arc<Engine>) -> Option<tokio::sync::mpsc::UnboundedSender<Se
     Some(tx)
 }
 
+/// What [`RedbStore::open_with`] does when a file it needs is missing, truncated or belongs to
+/// another store (what it held would be lost without a word).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LostFiles {
+    /// Refuse to open, with [`Error::Lost`] naming the file. The default.
+    #[default]
+    Refuse,
+    /// Open anyway, with what is left, and log a warning naming what was lost.
+    StartWithout,
+}
+
+/// The message of a lost file, ending with how to start anyway.
+fn lost(what: String) -> Error {
+    Error::Lost(format!(
+        "{what}; restore it, or start without it (`forkless serve --accept-lost-files`, LostFiles::StartWithout)"
+    ))
+}
+
 impl RedbStore {
     /// Open (or create) the data file at `path` and its write-ahead log beside it (`path` with
     /// `.wal` appended), recover their contents at `now`, and start the writer thread. A file
-    /// of an unknown format version is refused, and neither file is touched.
+    /// of an unknown format version is refused, and neither file is touched; so is a pair of
+    /// files one of which is missing, truncated or foreign ([`LostFiles::Refuse`]).
     pub fn open(path: impl AsRef<Path>, durability: Durability, now: Timestamp) -> Result<(Self, Recovery)> {
+        Self::open_with(path, durability, now, LostFiles::Refuse)
+    }
+
+    /// [`Self::open`], choosing what happens when a file is lost.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        durability: Durability,
+        now: Timestamp,
+        lost_files: LostFiles,
+    ) -> Result<(Self, Recovery)> {
         let path = path.as_ref();
+        let log_path = log_path(path);
+        let data_existed = path.metadata().is_ok_and(|m| m.len() > 0);
+        let log_len = log_path.metadata().ok().map(|m| m.len());
+        let mut losses = Vec::new();
+        if !data_existed && log_len.is_some_and(|n| n > 0) {
+            losses.push(format!(
+                "the data file {} is missing but its write-ahead log {} exists: what the data file held is lost",
+                path.display(),
+                log_path.display()
+            ));
+        }
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
         if let Some(dir) = dir {
             std::fs::create_dir_all(dir)
@@ -67,7 +108,21 @@ impl RedbStore {
         // Redb holds the data file's lock from here on, and the log is only opened by whoever
         // holds it. The log is opened only once the format is known to be ours.
         let log_key = check_format(&db)?;
-        let log_path = log_path(path);
+        if holds_state(&db)? {
+            match log_len {
+                None => losses.push(format!(
+                    "the write-ahead log {} is missing beside the data file {}: the writes it held are lost",
+                    log_path.display(),
+                    path.display()
+                )),
+                Some(n) if n < LOG_MIN_SIZE => losses.push(format!(
+                    "the write-ahead log {} is truncated ({n} bytes): the writes it held are lost",
+                    log_path.display()
+                )),
+                Some(_) => {}
+            }
+        }
+        check_losses(&losses, lost_files)?;
         let log_err = |e: std::io::Error| Error::Backend(format!("opening {}: {e}", log_path.display()));
         let existed = log_path.exists();
         let file = std::fs::OpenOptions::new()
@@ -78,7 +133,8 @@ impl RedbStore {
             .open(&log_path)
             .map_err(log_err)?;
         let log = redb::backends::FileBackend::new(file).map_err(backend_err)?;
-        let store = Self::start(db, log_key, log, durability, now)?;
+        let store =
+            Self::start(db, log_key, log, durability, now, (lost_files, &log_path.display().to_string()))?;
         if !existed && cfg!(unix) {
             // The log is now sized and synced; make its directory entry durable too (a
             // directory can be opened and synced like this on Unix only).
@@ -99,7 +155,7 @@ impl RedbStore {
     ) -> Result<(Self, Recovery)> {
         let db = Database::builder().create_with_backend(backend).map_err(backend_err)?;
         let log_key = check_format(&db)?;
-        Self::start(db, log_key, log, durability, now)
+        Self::start(db, log_key, log, durability, now, (LostFiles::Refuse, "(custom backend)"))
     }
 
     fn start(
@@ -108,8 +164,21 @@ impl RedbStore {
         log: impl redb::StorageBackend,
         durability: Durability,
         now: Timestamp,
+        (lost_files, log_name): (LostFiles, &str),
     ) -> Result<(Self, Recovery)> {
-        let (writer, replayed) = replay(db, log_key, log)?;
+        let (writer, replayed, tail) = replay(db, log_key, log)?;
+        match tail {
+            Tail::Foreign => check_losses(
+                &[format!(
+                    "the write-ahead log {log_name} begins with an entry written for another data file (taken from another store, or overwritten): the writes it held for this one are lost"
+                )],
+                lost_files,
+            )?,
+            Tail::Torn => tracing::info!(
+                "the write-ahead log ends in a write a crash interrupted; it was never acknowledged"
+            ),
+            Tail::Clean => {}
+        }
         let (tx, rx) = mpsc::channel();
         let poison = Arc::new(Poison::default());
         let engine = Arc::new(Engine::default());
@@ -144,5 +213,19 @@ impl RedbStore {
             *w = Some(writer);
         }
         Ok((store, recovery))
+    }
+}
+
+/// Refuse (or, if told to, warn about) what would be lost.
+fn check_losses(losses: &[String], lost_files: LostFiles) -> Result<()> {
+    let Some(first) = losses.first() else { return Ok(()) };
+    match lost_files {
+        LostFiles::Refuse => Err(lost(first.clone())),
+        LostFiles::StartWithout => {
+            for what in losses {
+                tracing::warn!("{what}; starting without it, as asked");
+            }
+            Ok(())
+        }
     }
 }

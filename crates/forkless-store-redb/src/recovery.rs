@@ -147,6 +147,21 @@ pub(super) fn check_format(db: &Database) -> Result<u64> {
     Ok(key)
 }
 
+/// Whether the data file holds anything a lost log could have added to: a checkpoint was
+/// taken, or sessions are stored. (A new file's log can be recreated without loss.)
+pub(super) fn holds_state(db: &Database) -> Result<bool> {
+    let txn = db.begin_read().map_err(backend_err)?;
+    let lsn = match txn.open_table(META) {
+        Ok(meta) => meta.get(META_LSN).map_err(backend_err)?.map_or(0, |v| v.value()),
+        Err(_) => 0,
+    };
+    let sessions = match txn.open_table(SESSIONS) {
+        Ok(sessions) => !checkpoint::is_empty(&sessions).map_err(backend_err)?,
+        Err(_) => false,
+    };
+    Ok(lsn > 0 || sessions)
+}
+
 /// A number that differs between data files (64 bits from the OS CSPRNG), so a log is never
 /// replayed into a data file it was not written for.
 fn new_log_key() -> u64 {
@@ -169,13 +184,13 @@ pub(super) fn replay(
     db: Database,
     log_key: u64,
     log: impl redb::StorageBackend,
-) -> Result<(journal::Writer, usize)> {
+) -> Result<(journal::Writer, usize, wal::Tail)> {
     let checkpoint = {
         let txn = db.begin_read().map_err(backend_err)?;
         let meta = txn.open_table(META).map_err(backend_err)?;
         meta.get(META_LSN).map_err(backend_err)?.map_or(0, |v| v.value())
     };
-    let (log, entries) = wal::Log::open(Box::new(log), log_key, checkpoint)
+    let (log, entries, tail) = wal::Log::open(Box::new(log), log_key, checkpoint)
         .map_err(|e| Error::Backend(format!("reading the write-ahead log: {e}")))?;
     if !entries.is_empty() {
         let mut ops = Vec::new();
@@ -185,5 +200,5 @@ pub(super) fn replay(
         tracing::info!(entries = entries.len(), writes = ops.len(), "replaying the write-ahead log");
         checkpoint::commit(&db, &ops, log.last_lsn()).map_err(backend_err)?;
     }
-    Ok((journal::Writer::new(db, log), entries.len()))
+    Ok((journal::Writer::new(db, log), entries.len(), tail))
 }

@@ -29,6 +29,35 @@ pub(crate) const LOG_MIN_SIZE: u64 = 64 << 10;
 /// Bytes of an entry's header.
 const HEADER: usize = 16;
 
+/// What follows the last entry a scan accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tail {
+    /// Zeros, or an entry of this data file's from an earlier cycle: the log ends cleanly.
+    Clean,
+    /// An entry with the next LSN whose checksum fails: a write the crash interrupted.
+    Torn,
+    /// At the start of the log, an entry written with another key: the log belongs to
+    /// another data file (or was overwritten), so what it held for this one is lost.
+    Foreign,
+}
+
+/// Classify the bytes after the accepted entries (`at_start`: none were accepted).
+fn tail(bytes: &[u8], key: u64, next_lsn: u64, at_start: bool) -> Tail {
+    let Some(head) = bytes.get(..HEADER) else { return Tail::Clean };
+    let len = u32::from_be_bytes(head[0..4].try_into().unwrap_or_default()) as usize;
+    let lsn = u64::from_be_bytes(head[4..12].try_into().unwrap_or_default());
+    let crc = u32::from_be_bytes(head[12..16].try_into().unwrap_or_default());
+    if len == 0 && lsn == 0 {
+        return Tail::Clean;
+    }
+    let ours = bytes.get(HEADER..HEADER + len).is_some_and(|payload| checksum(key, lsn, payload) == crc);
+    match (ours, lsn == next_lsn, at_start) {
+        (true, _, _) => Tail::Clean,
+        (false, true, _) | (false, false, false) => Tail::Torn,
+        (false, false, true) => Tail::Foreign,
+    }
+}
+
 /// The log, as the writer thread sees it: where the next entry goes and its LSN.
 pub(crate) struct Log {
     backend: Box<dyn StorageBackend>,
@@ -59,7 +88,7 @@ impl Log {
         backend: Box<dyn StorageBackend>,
         key: u64,
         checkpoint: u64,
-    ) -> std::io::Result<(Self, Vec<Vec<u8>>)> {
+    ) -> std::io::Result<(Self, Vec<Vec<u8>>, Tail)> {
         let mut len = backend.len()?;
         if len < LOG_MIN_SIZE {
             // Written, not `set_len`: the blocks must be allocated now so that a later
@@ -82,8 +111,9 @@ impl Log {
             entries.push(payload.to_vec());
             next_lsn += 1;
         }
+        let tail = tail(&image[at..], key, next_lsn, entries.is_empty());
         let log = Self { backend, key, capacity: len, offset: 0, next_lsn, entry: Vec::new() };
-        Ok((log, entries))
+        Ok((log, entries, tail))
     }
 
     /// Start a new entry; returns the buffer to append the payload to.
@@ -225,7 +255,8 @@ mod tests {
     }
 
     fn open(image: &Image, key: u64, checkpoint: u64) -> (Log, Vec<Vec<u8>>) {
-        Log::open(Box::new(image.clone()), key, checkpoint).unwrap()
+        let (log, entries, _) = Log::open(Box::new(image.clone()), key, checkpoint).unwrap();
+        (log, entries)
     }
 
     fn append(log: &mut Log, payload: &[u8]) {

@@ -257,6 +257,10 @@ pub enum Error {
     /// Persisted data is of an unknown format version or unreadable.
     #[error("stored data is unreadable: {0}")]
     Corrupt(String),
+    /// A file the store needs is missing, truncated or belongs to another store, so starting
+    /// would silently lose what it held; the message names the file and how to start anyway.
+    #[error("{0}")]
+    Lost(String),
 }
 
 impl Error {

@@ -21,7 +21,7 @@ use forkless_core::{Config as CoreConfig, ResumeMode, Revision};
 use forkless_server::{AllowedOrigins, AnswerMode, Server, ServerConfig};
 
 use forkless_store::{MemoryStore, Store};
-use forkless_store_redb::{Durability, RedbStore};
+use forkless_store_redb::{Durability, LostFiles, RedbStore};
 use tokio::net::TcpListener;
 
 use crate::Error;
@@ -91,6 +91,10 @@ pub struct ServeArgs {
     /// Payload bytes of retained events across all sessions (default 1 GiB).
     #[arg(long, value_name = "BYTES")]
     pub max_retained_bytes: Option<u64>,
+    /// Start even if a durable file is missing, truncated or belongs to another store (what
+    /// it held is lost; a warning names it). Without this, such a start is refused.
+    #[arg(long)]
+    pub accept_lost_files: bool,
 }
 
 /// The store a server keeps its sessions in. Parsed from `--store`.
@@ -250,8 +254,9 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
             let path = path.clone().unwrap_or_else(|| args.data_dir.join("forkless.redb"));
             let durability = args.durability();
             let now = wall_clock();
-            let (store, recovery) =
-                RedbStore::open(&path, durability, now).map_err(|e| Error::Store(e.to_string()))?;
+            let lost = if args.accept_lost_files { LostFiles::StartWithout } else { LostFiles::Refuse };
+            let (store, recovery) = RedbStore::open_with(&path, durability, now, lost)
+                .map_err(|e| Error::Store(e.to_string()))?;
             tracing::info!(
                 path = %path.display(),
                 sessions = recovery.sessions,

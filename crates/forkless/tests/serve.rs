@@ -374,3 +374,34 @@ async fn a_real_client_initializes_while_silent_connections_hold_a_low_file_limi
     assert!(dropped >= 100, "idle connections made room: {dropped}");
     drop(silent);
 }
+
+/// A durable store whose write-ahead log was deleted is not served silently empty:
+/// `forkless serve` stops with a message naming the file and the flag that accepts the loss,
+/// and starts with that flag.
+#[tokio::test]
+async fn a_lost_write_ahead_log_stops_serve_with_a_message_naming_it() {
+    let dir = support::fresh_data_dir();
+    let dir_arg = dir.to_str().unwrap().to_owned();
+    {
+        let server = Serve::start(&["--data-dir", &dir_arg]).await;
+        let (mut session, _) = Session::open(&server.url).await;
+        session.call_tool("echo", json!({ "text": "kept" })).await;
+        server.terminate();
+        let (status, _) = server.wait().await;
+        assert!(status.success());
+    }
+    let wal = dir.join("forkless.redb.wal");
+    std::fs::remove_file(&wal).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", &dir_arg])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "refused to start: {stderr}");
+    assert!(
+        stderr.contains(&wal.display().to_string()) && stderr.contains("--accept-lost-files"),
+        "{stderr}"
+    );
+    let server = Serve::start(&["--data-dir", &dir_arg, "--accept-lost-files"]).await;
+    server.terminate();
+}
