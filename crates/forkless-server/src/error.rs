@@ -86,6 +86,9 @@ pub enum Error {
     /// The session holds too many streams or bytes (a retention limit).
     #[error("limit reached: {0}")]
     Limit(forkless_core::Error),
+    /// No endpoint at this path.
+    #[error("no endpoint at this path")]
+    PathUnknown,
     /// A header that carries one value arrived more than once (`Mcp-Session-Id`,
     /// `MCP-Protocol-Version`, `Last-Event-ID`, `Mcp-Stream-Id`): which one is meant is never
     /// guessed.
@@ -147,6 +150,7 @@ impl Error {
             Self::OriginForbidden(_) => (StatusCode::FORBIDDEN, INVALID_REQUEST),
             Self::SessionUnknown | Self::SessionEnded(_) => (StatusCode::NOT_FOUND, SESSION_ENDED),
             Self::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, INVALID_REQUEST),
+            Self::PathUnknown => (StatusCode::NOT_FOUND, INVALID_REQUEST),
             Self::NotAcceptable(_) => (StatusCode::NOT_ACCEPTABLE, INVALID_REQUEST),
             Self::Conflict(_) => (StatusCode::CONFLICT, STREAM_CONFLICT),
             Self::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, INVALID_REQUEST),
@@ -179,6 +183,7 @@ impl Error {
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::Limit(_) => "limit_reached",
             Self::HeaderRepeated(_) => "header_repeated",
+            Self::PathUnknown => "path_unknown",
             Self::HeadersTooLarge { .. } => "headers_too_large",
             Self::BodyTimeout(_) => "body_timeout",
             Self::AtCapacity { limit, .. } => limit,

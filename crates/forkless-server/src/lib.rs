@@ -84,6 +84,8 @@ mod config;
 mod context;
 mod dispatch;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod get;
 mod handler;
 mod jsonrpc;

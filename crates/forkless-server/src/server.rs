@@ -118,11 +118,14 @@ impl<S: Store, H: Handler> Server<S, H> {
         let app = App { common: self.common.clone(), handler: self.handler.clone() };
         let mcp = axum::routing::post(post_endpoint::<S, H>)
             .get(get_endpoint::<S, H>)
-            .delete(delete_endpoint::<S, H>);
+            .delete(delete_endpoint::<S, H>)
+            .fallback(|| async { Error::MethodNotAllowed { allow: "GET, POST, DELETE" }.into_response() });
+        let get_only = || async { Error::MethodNotAllowed { allow: "GET" }.into_response() };
         let router = Router::new()
             .route(&self.common.cfg.path, mcp)
-            .route("/metrics", get(metrics_endpoint::<S, H>))
-            .route("/healthz", get(|| async { "ok\n" }));
+            .route("/metrics", get(metrics_endpoint::<S, H>).fallback(get_only))
+            .route("/healthz", get(|| async { "ok\n" }).fallback(get_only))
+            .fallback(|| async { Error::PathUnknown.into_response() });
         // A span and two clock reads per request even when nothing records them: the HTTP
         // trace layer is there only if the subscriber wants tower_http's debug events
         // (`RUST_LOG=tower_http=debug`) when the router is built.
