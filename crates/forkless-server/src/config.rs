@@ -116,8 +116,11 @@ pub struct ServerConfig {
     /// How long graceful shutdown waits for connections to finish after every SSE body was
     /// ended. Default 5 s.
     pub drain_timeout: Duration,
-    /// Binds sessions to a principal. Default `None` (no binding).
+    /// Binds sessions to a principal. Default `None` (no binding). With [`Self::auth`] the
+    /// principal is the token's issuer and subject, and this is not consulted.
     pub principal: Option<PrincipalFn>,
+    /// Require an OAuth bearer token on the MCP endpoint ([`crate::auth`]). Default `None`.
+    pub auth: Option<crate::auth::AuthConfig>,
     /// How long a connection with no request in flight may take to deliver the next request's
     /// headers: from when it opens, or its last response ends, until the headers are complete.
     /// A silent connection, a slow header and an idle keep-alive connection are all closed
@@ -159,6 +162,7 @@ impl Default for ServerConfig {
             read_batch: 256,
             drain_timeout: Duration::from_secs(5),
             principal: None,
+            auth: None,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(10),
             max_header_bytes: 16 << 10,
@@ -182,6 +186,9 @@ pub enum ConfigError {
     /// A size or duration that must be above zero is zero.
     #[error("{0} must be above zero")]
     Zero(&'static str),
+    /// The auth audience must be this resource's absolute URL (RFC 8707).
+    #[error("auth audience {0:?} must be an absolute URL such as https://mcp.example.com/mcp")]
+    Audience(String),
 }
 
 impl ServerConfig {
@@ -204,6 +211,12 @@ impl ServerConfig {
             ("drain_timeout", self.drain_timeout.is_zero()),
             ("poll_after", self.poll_after.is_some_and(|d| d.is_zero())),
         ];
+        if let Some(auth) = &self.auth {
+            let uri = auth.audience.parse::<http::Uri>().ok();
+            if uri.is_none_or(|u| u.scheme().is_none() || u.authority().is_none()) {
+                return Err(ConfigError::Audience(auth.audience.clone()));
+            }
+        }
         match zero.iter().find(|(_, z)| *z) {
             Some((name, _)) => Err(ConfigError::Zero(name)),
             None => Ok(()),

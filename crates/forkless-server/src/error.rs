@@ -86,6 +86,14 @@ pub enum Error {
     /// The session holds too many streams or bytes (a retention limit).
     #[error("limit reached: {0}")]
     Limit(forkless_core::Error),
+    /// The request carries no valid bearer token (401), or lacks a required scope (403).
+    #[error("not authorized: {}", refusal.as_str())]
+    Unauthorized {
+        /// Why.
+        refusal: crate::auth::Refusal,
+        /// The `WWW-Authenticate` challenge.
+        challenge: HeaderValue,
+    },
     /// No endpoint at this path.
     #[error("no endpoint at this path")]
     PathUnknown,
@@ -151,6 +159,10 @@ impl Error {
             Self::SessionUnknown | Self::SessionEnded(_) => (StatusCode::NOT_FOUND, SESSION_ENDED),
             Self::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, INVALID_REQUEST),
             Self::PathUnknown => (StatusCode::NOT_FOUND, INVALID_REQUEST),
+            Self::Unauthorized { refusal: crate::auth::Refusal::InsufficientScope, .. } => {
+                (StatusCode::FORBIDDEN, INVALID_REQUEST)
+            }
+            Self::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, INVALID_REQUEST),
             Self::NotAcceptable(_) => (StatusCode::NOT_ACCEPTABLE, INVALID_REQUEST),
             Self::Conflict(_) => (StatusCode::CONFLICT, STREAM_CONFLICT),
             Self::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, INVALID_REQUEST),
@@ -184,6 +196,7 @@ impl Error {
             Self::Limit(_) => "limit_reached",
             Self::HeaderRepeated(_) => "header_repeated",
             Self::PathUnknown => "path_unknown",
+            Self::Unauthorized { refusal, .. } => refusal.as_str(),
             Self::HeadersTooLarge { .. } => "headers_too_large",
             Self::BodyTimeout(_) => "body_timeout",
             Self::AtCapacity { limit, .. } => limit,
@@ -223,6 +236,9 @@ impl IntoResponse for Error {
         match self {
             Self::MethodNotAllowed { allow } => {
                 response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+            }
+            Self::Unauthorized { challenge, .. } => {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
             }
             Self::AtCapacity { retry_after, .. } => {
                 let secs = retry_after.as_secs().max(1);

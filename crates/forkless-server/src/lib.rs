@@ -57,6 +57,7 @@
 //! | module | owns |
 //! |---|---|
 //! | `server` | the router and [`Server`]: endpoints, the sweeper task, graceful shutdown |
+//! | [`auth`] | OAuth resource server: bearer JWTs, the 401/403 challenges, RFC 9728 metadata |
 //! | `listener` | accepting connections: header timeout, `max_connections` (idle ones make room), accept errors, the open-file limit |
 //! | `request` | header names and checks, the session a request names, reading a body |
 //! | `post` | POST on a session: initialize, requests, notifications, responses |
@@ -79,6 +80,7 @@
 //! | `metrics` | the Prometheus counters of `/metrics` |
 
 mod answer;
+pub mod auth;
 mod common;
 mod config;
 mod context;

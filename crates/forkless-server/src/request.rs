@@ -68,7 +68,15 @@ impl<S: Store, H: Handler> App<S, H> {
         }
     }
 
+    /// Who the request is: the verified token's issuer and subject when auth is on, else
+    /// what [`crate::ServerConfig::principal`] derives.
     pub(crate) fn principal(&self, headers: &HeaderMap) -> Option<String> {
+        if self.common.cfg.auth.is_some() {
+            return headers
+                .get(crate::auth::VERIFIED_PRINCIPAL)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+        }
         self.common.cfg.principal.as_ref().and_then(|p| (p.0)(headers))
     }
 
@@ -84,7 +92,7 @@ impl<S: Store, H: Handler> App<S, H> {
             self.common.end_local(id, reason);
             return Err(Error::SessionEnded(reason));
         }
-        if self.common.cfg.principal.is_some()
+        if (self.common.cfg.principal.is_some() || self.common.cfg.auth.is_some())
             && record.session().principal() != self.principal(headers).as_deref()
         {
             // Another principal's session looks exactly like an unknown one.

@@ -41,6 +41,7 @@ use crate::request::check_single_valued;
 pub struct Server<S, H> {
     common: Arc<Common<S>>,
     handler: Arc<H>,
+    auth: Option<Arc<crate::auth::Authenticator>>,
 }
 
 impl<S, H> std::fmt::Debug for Server<S, H> {
@@ -88,7 +89,13 @@ impl<S: Store, H: Handler> Server<S, H> {
             outbox,
             on_end,
         };
-        Ok(Self { common: Arc::new(common), handler })
+        let auth = common.cfg.auth.clone().map(|cfg| Arc::new(crate::auth::Authenticator::new(cfg)));
+        Ok(Self { common: Arc::new(common), handler, auth })
+    }
+
+    /// The bearer-token check, when [`ServerConfig::auth`] is set.
+    pub fn authenticator(&self) -> Option<&crate::auth::Authenticator> {
+        self.auth.as_deref()
     }
 
     /// The configuration.
@@ -121,11 +128,29 @@ impl<S: Store, H: Handler> Server<S, H> {
             .delete(delete_endpoint::<S, H>)
             .fallback(|| async { Error::MethodNotAllowed { allow: "GET, POST, DELETE" }.into_response() });
         let get_only = || async { Error::MethodNotAllowed { allow: "GET" }.into_response() };
-        let router = Router::new()
+        let mcp = match &self.auth {
+            Some(auth) => {
+                mcp.layer(axum::middleware::from_fn_with_state(auth.clone(), crate::auth::require_token))
+            }
+            None => mcp,
+        };
+        let mut router = Router::new()
             .route(&self.common.cfg.path, mcp)
             .route("/metrics", get(metrics_endpoint::<S, H>).fallback(get_only))
             .route("/healthz", get(|| async { "ok\n" }).fallback(get_only))
             .fallback(|| async { Error::PathUnknown.into_response() });
+        if let Some(auth) = &self.auth {
+            let doc = auth.metadata();
+            let metadata = get(move || {
+                let doc = doc.clone();
+                async move { axum::Json(doc).into_response() }
+            })
+            .fallback(get_only);
+            router = router.route(&auth.metadata_path(), metadata.clone());
+            if auth.metadata_path() != "/.well-known/oauth-protected-resource" {
+                router = router.route("/.well-known/oauth-protected-resource", metadata);
+            }
+        }
         // A span and two clock reads per request even when nothing records them: the HTTP
         // trace layer is there only if the subscriber wants tower_http's debug events
         // (`RUST_LOG=tower_http=debug`) when the router is built.

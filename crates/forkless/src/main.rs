@@ -28,7 +28,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the demo MCP server (tools, resources, prompts) on the forkless transport.
-    Serve(forkless::serve::ServeArgs),
+    Serve(Box<forkless::serve::ServeArgs>),
     /// Probe an MCP server for session forks: each scenario PASS, FAIL or UNSUPPORTED.
     Check(forkless::check::CheckArgs),
     /// Many sessions, random connection cuts and resumes; count duplicates, gaps and forks.

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use core::future::Future;
 use core::pin::Pin;
 use forkless_core::{Config as CoreConfig, ResumeMode, Revision};
+use forkless_server::auth::{AuthConfig, JwksSource};
 use forkless_server::{AllowedOrigins, AnswerMode, Server, ServerConfig};
 
 use forkless_store::{MemoryStore, Store};
@@ -95,6 +96,20 @@ pub struct ServeArgs {
     /// it held is lost; a warning names it). Without this, such a start is refused.
     #[arg(long)]
     pub accept_lost_files: bool,
+    /// Require OAuth bearer tokens from this authorization server (its `iss`). Sessions are
+    /// then bound to the token's issuer and subject.
+    #[arg(long, value_name = "URL", requires = "auth_jwks")]
+    pub auth_issuer: Option<String>,
+    /// This server's canonical resource URL, which every token's `aud` must name (default
+    /// `http://<listen><path>`).
+    #[arg(long, value_name = "URL", requires = "auth_issuer")]
+    pub auth_audience: Option<String>,
+    /// The issuer's keys: a JWKS URL (`http(s)://…`) or a JWKS file.
+    #[arg(long, value_name = "URL|FILE", requires = "auth_issuer")]
+    pub auth_jwks: Option<String>,
+    /// A scope every request's token must carry (repeatable); otherwise 403.
+    #[arg(long = "auth-scope", value_name = "SCOPE", requires = "auth_issuer")]
+    pub auth_scopes: Vec<String>,
 }
 
 /// The store a server keeps its sessions in. Parsed from `--store`.
@@ -216,6 +231,18 @@ impl ServeArgs {
         }
         if let Some(bytes) = self.max_retained_bytes {
             config.max_retained_bytes = bytes;
+        }
+        if let (Some(issuer), Some(jwks)) = (&self.auth_issuer, &self.auth_jwks) {
+            let source = if jwks.starts_with("http://") || jwks.starts_with("https://") {
+                JwksSource::Url(jwks.clone())
+            } else {
+                JwksSource::File(PathBuf::from(jwks))
+            };
+            let audience =
+                self.auth_audience.clone().unwrap_or_else(|| format!("http://{}{}", self.listen, self.path));
+            let mut auth = AuthConfig::new(issuer.clone(), audience, source);
+            auth.scopes = self.auth_scopes.clone();
+            config.auth = Some(auth);
         }
         config.validate().map_err(|e| Error::Config(e.to_string()))?;
         Ok(config)

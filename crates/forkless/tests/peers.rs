@@ -31,12 +31,17 @@ fn peer(rel: &str) -> Option<PathBuf> {
 
 /// Run a peer script against a fresh server; it prints `PASS ...` or `FAIL ...` last.
 async fn run_peer(program: &Path, script: &str, serve_args: &[&str]) {
+    run_peer_with_env(program, script, serve_args, &[]).await;
+}
+
+async fn run_peer_with_env(program: &Path, script: &str, serve_args: &[&str], env: &[(&str, &str)]) {
     let serve = Serve::start(serve_args).await;
     let out = tokio::time::timeout(
         GUARD * 8,
         tokio::process::Command::new(program)
             .arg(root().join(script))
             .arg(&serve.url)
+            .envs(env.iter().copied())
             .current_dir(root())
             .stdin(Stdio::null())
             .output(),
@@ -147,6 +152,71 @@ async fn typescript_sdk_initializes_lists_and_gets_progress() {
 #[tokio::test]
 async fn typescript_sdk_resumes_a_cut_stream_with_its_resumption_token() {
     node("tests/interop/ts/client_resume.mjs").await;
+}
+
+/// `forkless serve` requiring OAuth tokens (a JWKS file, an Ed25519 key), and a token for
+/// `alice` signed with it: the arguments and the token.
+fn oauth_setup() -> (Vec<String>, String) {
+    const KEY: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIADk8JAut6UlYHtTzERAm92OfFLaO4wqsGN4P4gKoewV\n-----END PRIVATE KEY-----\n";
+    const X: &str = "jTvnchwpVTeRAyQJl5YyuQUQ55iEI7F3Mao9I4dhbq4";
+    let dir = support::fresh_data_dir();
+    let jwks = dir.join("jwks.json");
+    let doc = serde_json::json!({ "keys": [{ "kty": "OKP", "crv": "Ed25519", "x": X, "kid": "k1", "alg": "EdDSA" }] });
+    std::fs::write(&jwks, doc.to_string()).expect("write the JWKS");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let claims = serde_json::json!({ "iss": "https://issuer.test", "aud": "https://mcp.test/mcp", "sub": "alice", "exp": now + 3600 });
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+    header.kid = Some("k1".into());
+    let token = jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_ed_pem(KEY.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    let args = [
+        "--store",
+        "memory",
+        "--auth-issuer",
+        "https://issuer.test",
+        "--auth-audience",
+        "https://mcp.test/mcp",
+        "--auth-jwks",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .chain([jwks.display().to_string()])
+    .collect();
+    (args, token)
+}
+
+#[tokio::test]
+async fn python_sdk_works_with_a_bearer_token() {
+    if let Some(py) = peer(".peers/py/bin/python") {
+        let (args, token) = oauth_setup();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_peer_with_env(
+            &py,
+            "tests/interop/python/client_basic.py",
+            &args,
+            &[("MCP_BEARER_TOKEN", &token)],
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn typescript_sdk_works_with_a_bearer_token() {
+    if peer(".peers/node/node_modules/@modelcontextprotocol/sdk").is_some() {
+        let (args, token) = oauth_setup();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_peer_with_env(
+            Path::new("node"),
+            "tests/interop/ts/client_basic.mjs",
+            &args,
+            &[("MCP_BEARER_TOKEN", &token)],
+        )
+        .await;
+    }
 }
 
 /// `@modelcontextprotocol/conformance` in server mode, `--suite all`: every active scenario

@@ -5,13 +5,15 @@ Steps: initialize; tools/list (must list `long-task`); tools/call `long-task`
 {steps: 5, interval: 10} with a progress callback, asserting progress 1..5 (total 5)
 arrives in order before the result; if the server lists `echo`, call it too.
 
-Usage: .peers/py/bin/python tests/interop/python/client_basic.py URL
+Usage: [MCP_BEARER_TOKEN=...] .peers/py/bin/python tests/interop/python/client_basic.py URL
 Prints `PASS client_basic (python) ...` or `FAIL client_basic (python): reason`;
 exit status 0 on pass, 1 on failure, 2 on usage error.
 """
 
 from __future__ import annotations
 
+import inspect
+import os
 import sys
 import traceback
 
@@ -58,13 +60,27 @@ def texts(result: types.CallToolResult) -> list[str]:
     return [c.text for c in result.content if isinstance(c, types.TextContent)]
 
 
+def connect(url: str):
+    """The SDK's Streamable HTTP client; with MCP_BEARER_TOKEN set, every request carries it
+    (a server requiring OAuth)."""
+    token = os.environ.get("MCP_BEARER_TOKEN")
+    if not token:
+        return _http_client(url)
+    headers = {"Authorization": f"Bearer {token}"}
+    if "headers" in inspect.signature(_http_client).parameters:
+        return _http_client(url, headers=headers)
+    import httpx
+
+    return _http_client(url, http_client=httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=300)))
+
+
 async def run(url: str) -> str:
     progress: list[tuple[float, float | None]] = []
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         progress.append((value, total))
 
-    async with _http_client(url) as (read, write, get_session_id):
+    async with connect(url) as (read, write, get_session_id):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             tools = await session.list_tools()

@@ -6,7 +6,7 @@
 // (total 5) arrives in order before the result; if the server lists `echo`, call it;
 // then DELETE the session.
 //
-// Usage: node tests/interop/ts/client_basic.mjs URL
+// Usage: [MCP_BEARER_TOKEN=…] node tests/interop/ts/client_basic.mjs URL
 // Prints `PASS client_basic (ts) ...` or `FAIL client_basic (ts): reason`; exit 0/1 (2 = usage).
 import { Client, StreamableHTTPClientTransport, check, parseUrlArg, runMain, sdkVersion } from './sdk.mjs';
 
@@ -15,7 +15,10 @@ const url = parseUrlArg('client_basic.mjs');
 
 await runMain(NAME, async () => {
   const client = new Client({ name: 'forkless-interop-ts', version: '0.0.0' });
-  const transport = new StreamableHTTPClientTransport(url);
+  // With MCP_BEARER_TOKEN set, every request carries it (a server requiring OAuth).
+  const token = process.env.MCP_BEARER_TOKEN;
+  const options = token ? { requestInit: { headers: { Authorization: `Bearer ${token}` } } } : undefined;
+  const transport = new StreamableHTTPClientTransport(url, options);
   await client.connect(transport);
   try {
     const { tools } = await client.listTools();

@@ -1,0 +1,296 @@
+//! OAuth 2.1 resource server (MCP authorization, revisions 2025-06-18 and later): bearer JWTs
+//! checked against the issuer's keys, the challenge a client without a valid token gets, and
+//! the protected resource metadata (RFC 9728) that tells it where to get one.
+//!
+//! This module owns deciding who a request is. A valid token yields the principal
+//! `issuer` + `subject` (not the token, which refreshes), which the session binding then
+//! compares ([`crate::request`]): another principal's session looks exactly like an unknown
+//! one. The token itself goes nowhere past this check: handlers never see request headers.
+//!
+//! ```text
+//!  no Authorization: Bearer      → 401, WWW-Authenticate: Bearer resource_metadata="…"
+//!  bad, expired, foreign token   → 401, … error="invalid_token"
+//!  valid, a required scope absent → 403, … error="insufficient_scope", scope="…"
+//!  valid                          → the request goes on as principal (iss, sub)
+//! ```
+
+mod jwks;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Validation, decode, decode_header};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::Error;
+pub use jwks::JwksSource;
+use jwks::{Jwks, KeyError};
+
+/// What tokens must say. Every field is required but `scopes` and the durations.
+#[derive(Clone, Debug)]
+pub struct AuthConfig {
+    /// The authorization server (`iss` of every token; listed in the resource metadata).
+    pub issuer: String,
+    /// This resource's canonical URL (RFC 8707): every token's `aud` must name it, and the
+    /// metadata URL is derived from it. For example `https://mcp.example.com/mcp`.
+    pub audience: String,
+    /// Where the issuer's keys are.
+    pub jwks: JwksSource,
+    /// Scopes every request needs (all of them; from `scope` or `scp`). Default none.
+    pub scopes: Vec<String>,
+    /// Refresh the keys for an unknown key id at most this often. Default 30 s.
+    pub jwks_min_refresh: Duration,
+    /// Clock skew allowed on `exp` and `nbf`. Default 30 s.
+    pub leeway: Duration,
+}
+
+impl AuthConfig {
+    /// Tokens from `issuer` for `audience`, verified with the keys at `jwks`; the defaults
+    /// for the rest.
+    pub fn new(issuer: impl Into<String>, audience: impl Into<String>, jwks: JwksSource) -> Self {
+        Self {
+            issuer: issuer.into(),
+            audience: audience.into(),
+            jwks,
+            scopes: Vec::new(),
+            jwks_min_refresh: Duration::from_secs(30),
+            leeway: Duration::from_secs(30),
+        }
+    }
+
+    /// The path of the protected resource metadata for the audience (RFC 9728 section 3.1:
+    /// the well-known prefix, then the resource's path).
+    pub fn metadata_path(&self) -> String {
+        let path = self.audience.parse::<http::Uri>().map(|u| u.path().to_owned()).unwrap_or_default();
+        let path = path.trim_end_matches('/');
+        format!("/.well-known/oauth-protected-resource{path}")
+    }
+
+    /// The metadata's URL, as the challenge names it.
+    fn metadata_url(&self) -> String {
+        match self.audience.parse::<http::Uri>() {
+            Ok(u) => match (u.scheme_str(), u.authority()) {
+                (Some(scheme), Some(authority)) => format!("{scheme}://{authority}{}", self.metadata_path()),
+                _ => self.metadata_path(),
+            },
+            Err(_) => self.metadata_path(),
+        }
+    }
+}
+
+/// Why a request was not let through, as the `error.data.reason` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// No `Authorization: Bearer` token.
+    Missing,
+    /// Malformed, badly signed, `alg` not the key's, or `alg: none`.
+    Invalid,
+    /// `exp` passed.
+    Expired,
+    /// `nbf` not reached.
+    NotYetValid,
+    /// `iss` is not the configured issuer.
+    WrongIssuer,
+    /// `aud` does not name this resource.
+    WrongAudience,
+    /// The token's key id is not among the issuer's keys.
+    UnknownKey,
+    /// The issuer's keys could not be fetched.
+    KeysUnavailable,
+    /// A required scope is absent.
+    InsufficientScope,
+}
+
+impl Refusal {
+    /// The wire code (`error.data.reason`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Missing => "token_missing",
+            Self::Invalid => "token_invalid",
+            Self::Expired => "token_expired",
+            Self::NotYetValid => "token_not_yet_valid",
+            Self::WrongIssuer => "token_wrong_issuer",
+            Self::WrongAudience => "token_wrong_audience",
+            Self::UnknownKey => "token_unknown_key",
+            Self::KeysUnavailable => "issuer_keys_unavailable",
+            Self::InsufficientScope => "insufficient_scope",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    iss: String,
+    sub: String,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    scp: Option<Value>,
+}
+
+impl Claims {
+    fn scopes(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self.scope.as_deref().map(|s| s.split(' ').collect()).unwrap_or_default();
+        if let Some(Value::Array(items)) = &self.scp {
+            out.extend(items.iter().filter_map(Value::as_str));
+        }
+        out
+    }
+}
+
+/// Checks bearer tokens for one resource.
+pub struct Authenticator {
+    cfg: AuthConfig,
+    jwks: Jwks,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator").field("cfg", &self.cfg).finish_non_exhaustive()
+    }
+}
+
+/// The header the check sets for the rest of the request path, after removing any copy the
+/// client sent: the verified principal, escaped to visible ASCII.
+pub(crate) const VERIFIED_PRINCIPAL: HeaderName = HeaderName::from_static("x-forkless-verified-principal");
+
+impl Authenticator {
+    /// An authenticator for `cfg`; the keys are fetched when the first token needs them.
+    pub fn new(cfg: AuthConfig) -> Self {
+        let jwks = Jwks::new(cfg.jwks.clone(), cfg.jwks_min_refresh);
+        Self { cfg, jwks }
+    }
+
+    /// How many times the keys were fetched.
+    pub fn jwks_fetches(&self) -> u64 {
+        self.jwks.fetches.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The principal a request's bearer token proves (issuer and subject), or why not.
+    pub(crate) async fn verify(&self, headers: &HeaderMap) -> Result<String, Refusal> {
+        let token = bearer(headers).ok_or(Refusal::Missing)?;
+        let head = decode_header(token).map_err(|_| Refusal::Invalid)?;
+        let kid = head.kid.ok_or(Refusal::UnknownKey)?;
+        let key = self.jwks.key(&kid).await.map_err(|e| match e {
+            KeyError::Unknown => Refusal::UnknownKey,
+            KeyError::Unavailable(why) => {
+                tracing::warn!(error = %why, "issuer keys unavailable");
+                Refusal::KeysUnavailable
+            }
+        })?;
+        // Pinned: the key's one algorithm, whatever the token's header claims.
+        let mut validation = Validation::new(key.algorithm);
+        validation.set_issuer(&[&self.cfg.issuer]);
+        validation.set_audience(&[&self.cfg.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.validate_nbf = true;
+        validation.leeway = self.cfg.leeway.as_secs();
+        let data = decode::<Claims>(token, &key.key, &validation).map_err(|e| match e.kind() {
+            ErrorKind::ExpiredSignature => Refusal::Expired,
+            ErrorKind::ImmatureSignature => Refusal::NotYetValid,
+            ErrorKind::InvalidIssuer => Refusal::WrongIssuer,
+            ErrorKind::InvalidAudience => Refusal::WrongAudience,
+            _ => Refusal::Invalid,
+        })?;
+        let granted = data.claims.scopes();
+        if !self.cfg.scopes.iter().all(|s| granted.contains(&s.as_str())) {
+            return Err(Refusal::InsufficientScope);
+        }
+        Ok(principal_of(&data.claims.iss, &data.claims.sub))
+    }
+
+    /// The `WWW-Authenticate` value for `refusal`.
+    pub(crate) fn challenge(&self, refusal: Refusal) -> HeaderValue {
+        let metadata = self.cfg.metadata_url();
+        let text = match refusal {
+            Refusal::Missing => format!("Bearer resource_metadata=\"{metadata}\""),
+            Refusal::InsufficientScope => format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{metadata}\"",
+                self.cfg.scopes.join(" ")
+            ),
+            other => format!(
+                "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{metadata}\"",
+                other.as_str()
+            ),
+        };
+        HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
+    }
+
+    /// The protected resource metadata document (RFC 9728).
+    pub fn metadata(&self) -> Value {
+        let mut doc = json!({
+            "resource": self.cfg.audience,
+            "authorization_servers": [self.cfg.issuer],
+            "bearer_methods_supported": ["header"],
+        });
+        if !self.cfg.scopes.is_empty() {
+            doc["scopes_supported"] = json!(self.cfg.scopes);
+        }
+        doc
+    }
+
+    /// The metadata's path on this server.
+    pub fn metadata_path(&self) -> String {
+        self.cfg.metadata_path()
+    }
+}
+
+/// The token of `Authorization: Bearer <token>` (the scheme case-insensitive, one header).
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    let text = value.to_str().ok()?;
+    let (scheme, token) = text.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| token.trim())
+}
+
+/// `issuer` and `subject` as one principal string (a NUL cannot occur in either as JSON
+/// text decoded from a token, so the pair is unambiguous).
+fn principal_of(issuer: &str, subject: &str) -> String {
+    format!("{issuer}\u{0}{subject}")
+}
+
+/// Visible ASCII for a header value: other bytes (and `%`) as `%XX`.
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_graphic() && b != b'%' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The middleware in front of the MCP endpoint: verify, then let the request through as its
+/// principal, or answer the refusal.
+pub(crate) async fn require_token(
+    State(auth): State<Arc<Authenticator>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    request.headers_mut().remove(VERIFIED_PRINCIPAL);
+    match auth.verify(request.headers()).await {
+        Ok(principal) => {
+            if let Ok(value) = HeaderValue::from_str(&escape(&principal)) {
+                request.headers_mut().insert(VERIFIED_PRINCIPAL, value);
+            }
+            next.run(request).await
+        }
+        Err(refusal) => {
+            let challenge = auth.challenge(refusal);
+            Error::Unauthorized { refusal, challenge }.into_response()
+        }
+    }
+}
