@@ -162,6 +162,10 @@ impl Error {
             Self::Unauthorized { refusal: crate::auth::Refusal::InsufficientScope, .. } => {
                 (StatusCode::FORBIDDEN, INVALID_REQUEST)
             }
+            // The issuer's keys could not be fetched: not the client's fault.
+            Self::Unauthorized { refusal: crate::auth::Refusal::KeysUnavailable, .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, INTERNAL_ERROR)
+            }
             Self::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, INVALID_REQUEST),
             Self::NotAcceptable(_) => (StatusCode::NOT_ACCEPTABLE, INVALID_REQUEST),
             Self::Conflict(_) => (StatusCode::CONFLICT, STREAM_CONFLICT),

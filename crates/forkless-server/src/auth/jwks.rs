@@ -51,9 +51,6 @@ pub(crate) struct Jwks {
 
 impl Jwks {
     pub(crate) fn new(source: JwksSource, min_refresh: Duration) -> Self {
-        // HTTPS through rustls with ring (one process-wide provider; a provider installed
-        // earlier by the application wins).
-        let _ = rustls::crypto::ring::default_provider().install_default();
         Self {
             source,
             min_refresh,
