@@ -129,6 +129,7 @@ impl Refusal {
 struct Claims {
     iss: String,
     sub: String,
+    exp: u64,
     #[serde(default)]
     scope: Option<String>,
     #[serde(default)]
@@ -149,6 +150,16 @@ impl Claims {
 pub struct Authenticator {
     cfg: AuthConfig,
     jwks: Jwks,
+    /// Tokens verified already, with their principal and `exp`: a client sends the same
+    /// token on every request, and its signature need not be checked again until it expires.
+    verified: std::sync::Mutex<std::collections::HashMap<String, (String, u64)>>,
+}
+
+/// Verified tokens remembered at most (the memory is dropped whole when full).
+const VERIFIED_CACHE: usize = 10_000;
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -165,7 +176,7 @@ impl Authenticator {
     /// An authenticator for `cfg`; the keys are fetched when the first token needs them.
     pub fn new(cfg: AuthConfig) -> Self {
         let jwks = Jwks::new(cfg.jwks.clone(), cfg.jwks_min_refresh);
-        Self { cfg, jwks }
+        Self { cfg, jwks, verified: std::sync::Mutex::default() }
     }
 
     /// How many times the keys were fetched.
@@ -176,6 +187,17 @@ impl Authenticator {
     /// The principal a request's bearer token proves (issuer and subject), or why not.
     pub(crate) async fn verify(&self, headers: &HeaderMap) -> Result<String, Refusal> {
         let token = bearer(headers).ok_or(Refusal::Missing)?;
+        let leeway = self.cfg.leeway.as_secs();
+        {
+            let cache = self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((principal, exp)) = cache.get(token) {
+                // Expiry is checked on every use; everything else held when it was verified.
+                if unix_now() <= exp.saturating_add(leeway) {
+                    return Ok(principal.clone());
+                }
+                return Err(Refusal::Expired);
+            }
+        }
         let head = decode_header(token).map_err(|_| Refusal::Invalid)?;
         let kid = head.kid.ok_or(Refusal::UnknownKey)?;
         let key = self.jwks.key(&kid).await.map_err(|e| match e {
@@ -191,7 +213,7 @@ impl Authenticator {
         validation.set_audience(&[&self.cfg.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         validation.validate_nbf = true;
-        validation.leeway = self.cfg.leeway.as_secs();
+        validation.leeway = leeway;
         let data = decode::<Claims>(token, &key.key, &validation).map_err(|e| match e.kind() {
             ErrorKind::ExpiredSignature => Refusal::Expired,
             ErrorKind::ImmatureSignature => Refusal::NotYetValid,
@@ -203,7 +225,13 @@ impl Authenticator {
         if !self.cfg.scopes.iter().all(|s| granted.contains(&s.as_str())) {
             return Err(Refusal::InsufficientScope);
         }
-        Ok(principal_of(&data.claims.iss, &data.claims.sub))
+        let principal = principal_of(&data.claims.iss, &data.claims.sub);
+        let mut cache = self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.len() >= VERIFIED_CACHE {
+            cache.clear();
+        }
+        cache.insert(token.to_owned(), (principal.clone(), data.claims.exp));
+        Ok(principal)
     }
 
     /// The `WWW-Authenticate` value for `refusal`.
