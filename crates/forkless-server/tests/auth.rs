@@ -236,3 +236,20 @@ async fn a_session_is_invisible_to_another_subject_on_every_method() {
     // Alice goes on.
     assert_eq!(alice.call(3, "echo", json!({ "still": "mine" })).await.status(), 200);
 }
+
+/// A token verified once is remembered, but never past its `exp`: the clock is checked on
+/// every request. (The test waits for the token to expire: time passing is the event.)
+#[tokio::test]
+async fn a_remembered_token_stops_working_when_it_expires() {
+    let issuer = issuer(vec![jwk("k1", K1_X)]).await;
+    let server = server(&issuer, |a| a.leeway = Duration::ZERO).await;
+    let mut short = claims("alice");
+    short["exp"] = json!(now() + 1);
+    let token = sign(K1, "k1", &short);
+    assert_eq!(initialize_status(&server, Some(&token)).await.status(), 200);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let resp = initialize_status(&server, Some(&token)).await;
+    assert_eq!(resp.status(), 401);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["data"]["reason"], "token_expired");
+}
