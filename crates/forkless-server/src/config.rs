@@ -127,6 +127,11 @@ pub struct ServerConfig {
     /// after it (hyper runs one timer for the three; an open SSE response is a request in
     /// flight and keeps its connection with keep-alives). Default 10 s.
     pub header_read_timeout: Duration,
+    /// How long a connection may sit with no request in flight (between requests, or before
+    /// its first) before it is closed. An open SSE response is a request in flight. hyper's
+    /// header timer also runs while a connection waits for a request, so the shorter of this
+    /// and `header_read_timeout` applies. Default 10 s.
+    pub idle_timeout: Duration,
     /// How long a POST body may take to arrive once its headers are read; a slower one is
     /// answered 408 and its connection closed. Default 10 s.
     pub body_read_timeout: Duration,
@@ -165,6 +170,7 @@ impl Default for ServerConfig {
             auth: None,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(10),
             max_header_bytes: 16 << 10,
             max_connections: 10_000,
             max_sessions: 50_000,
@@ -198,7 +204,8 @@ impl ServerConfig {
         if !self.path.starts_with('/') || self.path == "/metrics" || self.path == "/healthz" {
             return Err(ConfigError::Path(self.path.clone()));
         }
-        let zero: [(&'static str, bool); 11] = [
+        let zero: [(&'static str, bool); 12] = [
+            ("idle_timeout", self.idle_timeout.is_zero()),
             ("max_body_bytes", self.max_body_bytes == 0),
             ("header_read_timeout", self.header_read_timeout.is_zero()),
             ("body_read_timeout", self.body_read_timeout.is_zero()),

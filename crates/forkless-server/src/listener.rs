@@ -37,10 +37,14 @@ use tower::ServiceExt as _;
 use crate::error::Error;
 use crate::metrics::Metrics;
 
+mod rejection;
+use rejection::WithJsonRejections;
+
 /// The bounds this layer enforces (from [`crate::ServerConfig`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Bounds {
     pub(crate) header_read_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
     pub(crate) max_connections: usize,
     pub(crate) max_header_bytes: usize,
 }
@@ -291,10 +295,21 @@ async fn connection(
         // hyper refuses what is larger than its buffer with an empty 431; ours answers with
         // a JSON-RPC body, so hyper's limit sits well above ours.
         .max_buf_size((max_header * 2).max(16 * 1024));
-    let served = builder.serve_connection(TokioIo::new(tcp), service).with_upgrades();
+    let served =
+        builder.serve_connection(TokioIo::new(WithJsonRejections::new(tcp)), service).with_upgrades();
     tokio::pin!(served);
     let mut closing = false;
     loop {
+        // When this connection, if it stays idle, reaches `idle_timeout` (while a request is
+        // in flight, look again one `idle_timeout` from now).
+        let idle_deadline = if conn.in_flight.load(Ordering::Acquire) > 0 {
+            tokio::time::Instant::now() + bounds.idle_timeout
+        } else {
+            let since = conn.idle_since.load(Ordering::Relaxed);
+            tokio::time::Instant::from_std(
+                registry.origin + Duration::from_millis(since) + bounds.idle_timeout,
+            )
+        };
         tokio::select! {
             out = served.as_mut() => {
                 if let Err(e) = out {
@@ -309,6 +324,17 @@ async fn connection(
             () = shutdown.cancelled(), if !closing => {
                 closing = true;
                 served.as_mut().graceful_shutdown();
+            }
+            () = tokio::time::sleep_until(idle_deadline), if !closing => {
+                // Re-checked: a request may have started, or the clock moved on, since.
+                let idle_for = registry.now_ms().saturating_sub(conn.idle_since.load(Ordering::Relaxed));
+                if conn.in_flight.load(Ordering::Acquire) == 0
+                    && Duration::from_millis(idle_for) >= bounds.idle_timeout
+                {
+                    closing = true;
+                    Metrics::inc(&metrics.idle_timeouts);
+                    served.as_mut().graceful_shutdown();
+                }
             }
         }
     }

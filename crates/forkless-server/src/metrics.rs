@@ -105,6 +105,7 @@ pub(crate) struct Metrics {
     pub(crate) accept_errors: AtomicU64,
     pub(crate) header_timeouts: AtomicU64,
     pub(crate) body_timeouts: AtomicU64,
+    pub(crate) idle_timeouts: AtomicU64,
     capacity_refusals: Labelled,
     errors: Labelled,
     replay_events: Histogram,
@@ -128,6 +129,7 @@ impl Default for Metrics {
             accept_errors: AtomicU64::new(0),
             header_timeouts: AtomicU64::new(0),
             body_timeouts: AtomicU64::new(0),
+            idle_timeouts: AtomicU64::new(0),
             capacity_refusals: Labelled::default(),
             errors: Labelled::default(),
             replay_events: Histogram::new(&[0.0, 1.0, 10.0, 100.0, 1000.0, 10000.0]),
@@ -236,6 +238,7 @@ impl Metrics {
                 &self.header_timeouts,
             ),
             ("forkless_body_timeouts_total", "Requests refused by body_read_timeout.", &self.body_timeouts),
+            ("forkless_idle_timeouts_total", "Connections closed by idle_timeout.", &self.idle_timeouts),
         ] {
             counter(&mut out, name, help, v);
         }

@@ -267,6 +267,7 @@ impl<S: Store, H: Handler> Server<S, H> {
         }
         let bounds = crate::listener::Bounds {
             header_read_timeout: cfg.header_read_timeout,
+            idle_timeout: cfg.idle_timeout,
             max_connections,
             max_header_bytes: cfg.max_header_bytes,
         };

@@ -224,3 +224,53 @@ async fn oversized_headers_get_431_with_a_json_rpc_error() {
     let error: Value = resp.json().await.unwrap();
     assert_eq!(error["error"]["data"]["reason"], "headers_too_large");
 }
+
+#[tokio::test]
+async fn what_hyper_rejects_by_itself_still_gets_a_json_rpc_error() {
+    let server = TestServer::default().await;
+    for request in [
+        &b"GET /mcp HTTP/1.1\r\nhost: x\r\nx-bad: a\x01b\r\n\r\n"[..],
+        b"GET /mcp HTTP/1.1\r\nhost: x\r\nno colon here\r\n\r\n",
+        b"NOT HTTP AT ALL\r\n\r\n",
+    ] {
+        let mut tcp = TcpStream::connect(server.addr).await.unwrap();
+        tcp.write_all(request).await.unwrap();
+        let sent = until_closed(&mut tcp).await;
+        assert!(sent.starts_with("HTTP/1.1 400"), "{sent}");
+        assert!(
+            sent.contains("content-type: application/json")
+                && sent.contains("\"reason\":\"request_malformed\""),
+            "{sent}"
+        );
+    }
+    // The server goes on serving.
+    let mut client = server.client();
+    client.initialize().await;
+}
+
+#[tokio::test]
+async fn an_idle_connection_is_closed_after_the_idle_timeout_and_a_busy_one_is_not() {
+    let server = TestServer::start(with(|c| {
+        c.idle_timeout = Duration::from_millis(300);
+        c.header_read_timeout = Duration::from_secs(600);
+    }))
+    .await;
+    let mut tcp = TcpStream::connect(server.addr).await.unwrap();
+    tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    // Closed long before the ten-minute header timeout: the guard is ten seconds.
+    let sent = until_closed(&mut tcp).await;
+    assert!(sent.starts_with("HTTP/1.1 200"), "{sent}");
+    assert_eq!(counter(&metrics(&server).await, "forkless_idle_timeouts_total"), 1);
+    // An SSE response in flight keeps its connection past the idle timeout.
+    let mut client = server.client();
+    client.initialize().await;
+    let mut sse = Sse::new(client.call(1, "gated", json!({ "first": 1, "rest": 1 })).await);
+    sse.next_content().await.expect("the first event");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    server.controls.gate.add_permits(1);
+    let rest = sse.rest().await;
+    assert!(
+        rest.iter().any(|e| e.json().get("result").is_some()),
+        "the stream went on to its result: {rest:?}"
+    );
+}

@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// (default 10000).
     #[arg(long, value_name = "MS")]
     pub header_read_timeout: Option<u64>,
+    /// Milliseconds a connection may sit with no request in flight before it is closed
+    /// (default 10000; an open SSE stream is a request in flight).
+    #[arg(long, value_name = "MS")]
+    pub idle_timeout: Option<u64>,
     /// Milliseconds a POST body may take to arrive; slower ones get 408 (default 10000).
     #[arg(long, value_name = "MS")]
     pub body_read_timeout: Option<u64>,
@@ -219,6 +223,9 @@ impl ServeArgs {
         }
         if let Some(ms) = self.header_read_timeout {
             config.header_read_timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.idle_timeout {
+            config.idle_timeout = Duration::from_millis(ms);
         }
         if let Some(ms) = self.body_read_timeout {
             config.body_read_timeout = Duration::from_millis(ms);
