@@ -27,7 +27,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::Request;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -37,8 +37,8 @@ use tower::ServiceExt as _;
 use crate::error::Error;
 use crate::metrics::Metrics;
 
-mod rejection;
-use rejection::WithJsonRejections;
+mod socket;
+use socket::Socket;
 
 /// The bounds this layer enforces (from [`crate::ServerConfig`]).
 #[derive(Clone, Copy, Debug)]
@@ -56,8 +56,70 @@ struct Conn {
     in_flight: AtomicUsize,
     /// When the last response finished (milliseconds after the registry's origin).
     idle_since: AtomicU64,
+    /// When the next request's head started arriving (milliseconds after the origin, plus
+    /// one; 0 while none is arriving).
+    head_since: AtomicU64,
     /// Cancelled to drop the connection at once (it was idle and its slot is needed).
     drop_now: CancellationToken,
+}
+
+impl Conn {
+    /// Bytes arrived: with nothing in flight, a request's head has started (if not already).
+    fn head_arriving(&self, registry: &Registry) {
+        if self.in_flight.load(Ordering::Acquire) == 0 && self.head_since.load(Ordering::Relaxed) == 0 {
+            self.head_since.store(registry.now_ms() + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// When the connection's task should look at it next (never in the past unless a deadline
+    /// is due, so the task never spins). Nothing wakes the task when a head starts or a
+    /// response ends (that would cost a wake-up per request): it wakes at the deadline as it
+    /// stood, or, while idle, once at `header_read_timeout` after the idle start (a head may
+    /// have started since). A head that starts later than that is cut off at the idle deadline
+    /// at the latest.
+    fn wake(&self, registry: &Registry, bounds: &Bounds, now: Instant) -> Instant {
+        let (deadline, bound) = self.deadline(registry, bounds);
+        let look_for_head = self.idle_start(registry) + bounds.header_read_timeout;
+        match bound {
+            Bound::Idle if look_for_head > now => deadline.min(look_for_head),
+            Bound::Idle | Bound::Header | Bound::Busy => deadline,
+        }
+    }
+
+    /// When the connection last became idle.
+    fn idle_start(&self, registry: &Registry) -> Instant {
+        registry.origin + Duration::from_millis(self.idle_since.load(Ordering::Relaxed))
+    }
+
+    /// When this connection next needs looking at, and which bound that is: a head not
+    /// complete `header_read_timeout` after it started, or nothing at all `idle_timeout` after
+    /// the last response. While a request is in flight, look again one idle timeout from now.
+    fn deadline(&self, registry: &Registry, bounds: &Bounds) -> (Instant, Bound) {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return (Instant::now() + bounds.idle_timeout, Bound::Busy);
+        }
+        match self.head_since.load(Ordering::Relaxed) {
+            0 => {
+                let since = Duration::from_millis(self.idle_since.load(Ordering::Relaxed));
+                (registry.origin + since + bounds.idle_timeout, Bound::Idle)
+            }
+            started => {
+                let since = Duration::from_millis(started - 1);
+                (registry.origin + since + bounds.header_read_timeout, Bound::Header)
+            }
+        }
+    }
+}
+
+/// Which timeout a deadline is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bound {
+    /// A request is in flight: nothing to enforce, only a time to look again.
+    Busy,
+    /// Nothing in flight, no head arriving: `idle_timeout`.
+    Idle,
+    /// A head arriving: `header_read_timeout`.
+    Header,
 }
 
 /// The connections held, by id.
@@ -102,6 +164,7 @@ impl Registry {
         let conn = Arc::new(Conn {
             in_flight: AtomicUsize::new(0),
             idle_since: AtomicU64::new(self.now_ms()),
+            head_since: AtomicU64::new(0),
             drop_now: CancellationToken::new(),
         });
         conns.insert(id, conn.clone());
@@ -127,6 +190,7 @@ struct Busy {
 impl Busy {
     fn new(conn: Arc<Conn>, registry: Arc<Registry>) -> Self {
         conn.in_flight.fetch_add(1, Ordering::AcqRel);
+        conn.head_since.store(0, Ordering::Relaxed);
         Self { conn, registry }
     }
 }
@@ -289,33 +353,28 @@ async fn connection(
         })
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
+    // The header and idle timeouts are this task's (below), not hyper's timer: one timer per
+    // connection rather than one per request.
     builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(bounds.header_read_timeout)
+        .header_read_timeout(None)
         // hyper refuses what is larger than its buffer with an empty 431; ours answers with
         // a JSON-RPC body, so hyper's limit sits well above ours.
         .max_buf_size((max_header * 2).max(16 * 1024));
-    let served =
-        builder.serve_connection(TokioIo::new(WithJsonRejections::new(tcp)), service).with_upgrades();
+    let served = builder
+        .serve_connection(TokioIo::new(Socket::new(tcp, conn.clone(), registry.clone())), service)
+        .with_upgrades();
     tokio::pin!(served);
     let mut closing = false;
     loop {
-        // When this connection, if it stays idle, reaches `idle_timeout` (while a request is
-        // in flight, look again one `idle_timeout` from now).
-        let idle_deadline = if conn.in_flight.load(Ordering::Acquire) > 0 {
-            tokio::time::Instant::now() + bounds.idle_timeout
-        } else {
-            let since = conn.idle_since.load(Ordering::Relaxed);
-            tokio::time::Instant::from_std(
-                registry.origin + Duration::from_millis(since) + bounds.idle_timeout,
-            )
-        };
+        // Nothing wakes this task when a head starts or a response ends (that would cost a
+        // wake-up per request): it wakes at the deadline as it stood, or, while idle, once at
+        // `header_read_timeout` after the idle start (a head may have started since), and
+        // looks again. A head that starts later than that is cut off at the idle deadline
+        // at the latest.
+        let wake = conn.wake(&registry, &bounds, Instant::now());
         tokio::select! {
             out = served.as_mut() => {
                 if let Err(e) = out {
-                    if e.is_timeout() {
-                        Metrics::inc(&metrics.header_timeouts);
-                    }
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
                 break;
@@ -325,15 +384,17 @@ async fn connection(
                 closing = true;
                 served.as_mut().graceful_shutdown();
             }
-            () = tokio::time::sleep_until(idle_deadline), if !closing => {
-                // Re-checked: a request may have started, or the clock moved on, since.
-                let idle_for = registry.now_ms().saturating_sub(conn.idle_since.load(Ordering::Relaxed));
-                if conn.in_flight.load(Ordering::Acquire) == 0
-                    && Duration::from_millis(idle_for) >= bounds.idle_timeout
-                {
-                    closing = true;
-                    Metrics::inc(&metrics.idle_timeouts);
-                    served.as_mut().graceful_shutdown();
+            () = tokio::time::sleep_until(wake.into()), if !closing => {
+                // Re-checked: a request may have started, or a head begun, since.
+                let (now_due, now_bound) = conn.deadline(&registry, &bounds);
+                if now_bound != Bound::Busy && now_due <= Instant::now() {
+                    // Nothing is in flight: dropping the connection loses no response.
+                    let counter = match now_bound {
+                        Bound::Header => &metrics.header_timeouts,
+                        Bound::Idle | Bound::Busy => &metrics.idle_timeouts,
+                    };
+                    Metrics::inc(counter);
+                    break;
                 }
             }
         }
@@ -375,3 +436,6 @@ pub(crate) fn open_file_limit() -> Option<u64> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -39,16 +39,19 @@ impl<S: Store, H: Handler> App<S, H> {
             return Err(Error::NotAcceptable("application/json and text/event-stream"));
         }
         let cfg = &self.common.cfg;
-        let bytes =
-            match tokio::time::timeout(cfg.body_read_timeout, read_body(headers, body, cfg.max_body_bytes))
-                .await
-            {
+        let reading = read_body(headers, body, cfg.max_body_bytes);
+        tokio::pin!(reading);
+        // A small body is usually in hyper's buffer already: read without arming a timer.
+        let bytes = match futures::poll!(reading.as_mut()) {
+            std::task::Poll::Ready(bytes) => bytes?,
+            std::task::Poll::Pending => match tokio::time::timeout(cfg.body_read_timeout, reading).await {
                 Ok(bytes) => bytes?,
                 Err(_) => {
                     Metrics::inc(&self.common.metrics.body_timeouts);
                     return Err(Error::BodyTimeout(cfg.body_read_timeout));
                 }
-            };
+            },
+        };
         let body = jsonrpc::parse(&bytes)?;
         let version = protocol_version(headers)?;
         if version == Some(Revision::V2026_07_28) {

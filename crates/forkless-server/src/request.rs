@@ -39,6 +39,10 @@ const SINGLE_VALUED: [HeaderName; 4] = [SESSION_ID, PROTOCOL_VERSION, LAST_EVENT
 
 /// Every single-valued MCP header at most once ([`Error::HeaderRepeated`] otherwise).
 pub(crate) fn check_single_valued(headers: &HeaderMap) -> Result<(), Error> {
+    // No name repeated at all (the usual case): nothing to look up.
+    if headers.len() == headers.keys_len() {
+        return Ok(());
+    }
     for name in &SINGLE_VALUED {
         let mut values = headers.get_all(name).iter();
         if values.next().is_some() && values.next().is_some() {

@@ -1,4 +1,7 @@
-//! hyper's own rejections with a JSON-RPC body. When hyper cannot parse a request (control
+//! A connection's socket as the listener sees it: when a request's head starts arriving (for
+//! `header_read_timeout`), and hyper's own rejections given a JSON-RPC body.
+//!
+//! When hyper cannot parse a request (control
 //! bytes in a header, a malformed request line, a head beyond its buffer) it answers by
 //! itself, before any router runs, with an empty-bodied `400` or `431` and closes the
 //! connection. This wrapper around the connection's socket recognises exactly that response
@@ -10,27 +13,38 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use std::sync::Arc;
+
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::{Conn, Registry};
 use crate::error::INVALID_REQUEST;
 
-/// The socket, with hyper's empty error responses rewritten.
+/// The socket, noting read activity and rewriting hyper's empty error responses.
 #[derive(Debug)]
-pub(crate) struct WithJsonRejections {
+pub(crate) struct Socket {
     inner: TcpStream,
+    conn: Arc<Conn>,
+    registry: Arc<Registry>,
     /// A rewritten response being written, and how much of it is out.
     pending: Option<(Vec<u8>, usize)>,
 }
 
-impl WithJsonRejections {
-    pub(crate) fn new(inner: TcpStream) -> Self {
-        Self { inner, pending: None }
+impl Socket {
+    pub(super) fn new(inner: TcpStream, conn: Arc<Conn>, registry: Arc<Registry>) -> Self {
+        Self { inner, conn, registry, pending: None }
     }
 }
 
 /// The replacement for `head` if it is one of hyper's own empty error responses.
 fn rewrite(head: &[u8]) -> Option<Vec<u8>> {
+    // Checked on every write, so the common case (a success head, a body chunk) is turned
+    // away by its first bytes.
+    let error_status = head.starts_with(b"HTTP/1.1 4") || head.starts_with(b"HTTP/1.1 5");
+    if !error_status || head.len() > 512 || !head.ends_with(b"\r\n\r\n") {
+        return None;
+    }
     let text = std::str::from_utf8(head).ok()?;
     let rest = text.strip_prefix("HTTP/1.1 ")?;
     let status: u16 = rest.get(..3)?.parse().ok()?;
@@ -63,17 +77,23 @@ fn rewrite(head: &[u8]) -> Option<Vec<u8>> {
     )
 }
 
-impl AsyncRead for WithJsonRejections {
+impl AsyncRead for Socket {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let out = Pin::new(&mut self.inner).poll_read(cx, buf);
+        // Bytes while nothing is in flight are the start of a request's head.
+        if buf.filled().len() > before {
+            self.conn.head_arriving(&self.registry);
+        }
+        out
     }
 }
 
-impl AsyncWrite for WithJsonRejections {
+impl AsyncWrite for Socket {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
     }
