@@ -144,8 +144,8 @@ pub struct ServerConfig {
     /// the store and logs). Default 10,000.
     pub max_connections: usize,
     /// Live sessions held by this server; at the limit `initialize` is answered 503 with
-    /// `Retry-After` (never by dropping an existing session). Default 50,000 (about 80 MiB
-    /// of session state in memory).
+    /// `Retry-After` (never by dropping an existing session). Default 50,000 (measured: 161 MiB
+    /// resident for the whole `forkless serve` process on the durable store).
     pub max_sessions: usize,
     /// Payload bytes of retained events across all sessions; at the limit `initialize` is
     /// refused like at `max_sessions`, and appends are refused with a typed error. Default
