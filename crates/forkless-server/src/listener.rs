@@ -38,7 +38,9 @@ use crate::error::Error;
 use crate::metrics::Metrics;
 
 mod socket;
+mod woken;
 use socket::Socket;
+use woken::WokenOnly;
 
 /// The bounds this layer enforces (from [`crate::ServerConfig`]).
 #[derive(Clone, Copy, Debug)]
@@ -109,6 +111,16 @@ impl Conn {
             }
         }
     }
+}
+
+/// What the connection task is told besides its connection's progress.
+enum Control {
+    /// Dropped to make room at `max_connections`.
+    DropNow,
+    /// Graceful shutdown began.
+    Shutdown,
+    /// Its deadline (as it stood) passed.
+    Deadline,
 }
 
 /// Which timeout a deadline is.
@@ -308,6 +320,9 @@ pub(crate) async fn serve(
     tracker
 }
 
+/// The smallest read buffer hyper accepts.
+const HYPER_MIN_BUF: usize = 8 * 1024;
+
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
@@ -338,8 +353,13 @@ async fn connection(
             let busy = Busy::new(conn.clone(), registry.clone());
             let router = router.clone();
             async move {
-                let size: usize = request.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
-                let response = if size > max_header {
+                // hyper's buffer bounds the head at `max_header_bytes` when that is at least its
+                // minimum (8 KiB; hyper's own 431 then gets its JSON body from the socket);
+                // below that, the headers are measured here.
+                let too_large = max_header < HYPER_MIN_BUF
+                    && request.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum::<usize>()
+                        > max_header;
+                let response = if too_large {
                     axum::response::IntoResponse::into_response(Error::HeadersTooLarge { max: max_header })
                 } else {
                     let response = router.oneshot(request.map(Body::new)).await;
@@ -357,9 +377,9 @@ async fn connection(
     // connection rather than one per request.
     builder
         .header_read_timeout(None)
-        // hyper refuses what is larger than its buffer with an empty 431; ours answers with
-        // a JSON-RPC body, so hyper's limit sits well above ours.
-        .max_buf_size((max_header * 2).max(16 * 1024));
+        // hyper refuses a head larger than its buffer with a 431 (given a JSON-RPC body by
+        // the socket).
+        .max_buf_size(max_header.max(HYPER_MIN_BUF));
     let served = builder
         .serve_connection(TokioIo::new(Socket::new(tcp, conn.clone(), registry.clone())), service)
         .with_upgrades();
@@ -372,19 +392,37 @@ async fn connection(
         // looks again. A head that starts later than that is cut off at the idle deadline
         // at the latest.
         let wake = conn.wake(&registry, &bounds, Instant::now());
-        tokio::select! {
-            out = served.as_mut() => {
+        // The control events are polled only when one of them woke the task, not on each of
+        // the connection's own wake-ups.
+        let open = !closing;
+        let (drop_now, stopping) = (&conn.drop_now, &shutdown);
+        let mut control = WokenOnly::new(async move {
+            tokio::select! {
+                () = drop_now.cancelled() => Control::DropNow,
+                () = stopping.cancelled(), if open => Control::Shutdown,
+                () = tokio::time::sleep_until(wake.into()), if open => Control::Deadline,
+            }
+        });
+        let event = std::future::poll_fn(|cx| {
+            if let Poll::Ready(out) = served.as_mut().poll(cx) {
+                return Poll::Ready(Err(out));
+            }
+            control.poll_if_woken(cx).map(Ok)
+        })
+        .await;
+        match event {
+            Err(out) => {
                 if let Err(e) = out {
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
                 break;
             }
-            () = conn.drop_now.cancelled() => break,
-            () = shutdown.cancelled(), if !closing => {
+            Ok(Control::DropNow) => break,
+            Ok(Control::Shutdown) => {
                 closing = true;
                 served.as_mut().graceful_shutdown();
             }
-            () = tokio::time::sleep_until(wake.into()), if !closing => {
+            Ok(Control::Deadline) => {
                 // Re-checked: a request may have started, or a head begun, since.
                 let (now_due, now_bound) = conn.deadline(&registry, &bounds);
                 if now_bound != Bound::Busy && now_due <= Instant::now() {

@@ -280,3 +280,18 @@ async fn an_idle_connection_is_closed_after_the_idle_timeout_and_a_busy_one_is_n
         "the stream went on to its result: {rest:?}"
     );
 }
+
+#[tokio::test]
+async fn headers_beyond_the_default_limit_get_431_with_a_json_rpc_error() {
+    let server = TestServer::default().await;
+    let resp = reqwest::Client::new()
+        .get(&server.url)
+        .header("accept", "text/event-stream")
+        .header("x-padding", "p".repeat(20 * 1024))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 431);
+    let error: Value = resp.json().await.unwrap();
+    assert_eq!(error["error"]["data"]["reason"], "headers_too_large");
+}
