@@ -218,11 +218,17 @@ async fn a_single_valued_mcp_header_sent_twice_is_refused() {
 
 #[tokio::test]
 async fn oversized_headers_get_431_with_a_json_rpc_error() {
+    // Below hyper's smallest buffer the router measures; above it hyper refuses by itself.
     let server = TestServer::start(with(|c| c.max_header_bytes = 1024)).await;
+    assert_431(&server, 2000).await;
+}
+
+/// A GET padded with `padding` header bytes is refused with 431 and a typed JSON-RPC error.
+async fn assert_431(server: &TestServer, padding: usize) {
     let resp = reqwest::Client::new()
         .get(&server.url)
         .header("accept", "text/event-stream")
-        .header("x-padding", "p".repeat(2000))
+        .header("x-padding", "p".repeat(padding))
         .send()
         .await
         .unwrap();
@@ -283,15 +289,5 @@ async fn an_idle_connection_is_closed_after_the_idle_timeout_and_a_busy_one_is_n
 
 #[tokio::test]
 async fn headers_beyond_the_default_limit_get_431_with_a_json_rpc_error() {
-    let server = TestServer::default().await;
-    let resp = reqwest::Client::new()
-        .get(&server.url)
-        .header("accept", "text/event-stream")
-        .header("x-padding", "p".repeat(20 * 1024))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 431);
-    let error: Value = resp.json().await.unwrap();
-    assert_eq!(error["error"]["data"]["reason"], "headers_too_large");
+    assert_431(&TestServer::default().await, 20 * 1024).await;
 }
