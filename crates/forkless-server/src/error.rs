@@ -145,9 +145,11 @@ impl Error {
     pub fn status_and_code(&self) -> (StatusCode, i64) {
         match self {
             Self::Parse(_) => (StatusCode::BAD_REQUEST, PARSE_ERROR),
+            Self::UnsupportedVersion(_) => {
+                (StatusCode::BAD_REQUEST, crate::stateless::UNSUPPORTED_PROTOCOL_VERSION)
+            }
             Self::InvalidMessage(_)
             | Self::MissingSessionId
-            | Self::UnsupportedVersion(_)
             | Self::AlreadyInitialized
             | Self::BatchNotAllowed(_)
             | Self::HeaderRepeated(_)
@@ -211,10 +213,13 @@ impl Error {
     /// The JSON-RPC error body (no `id`) this error answers with.
     pub(crate) fn body(&self) -> serde_json::Value {
         let (_, code) = self.status_and_code();
-        json!({
-            "jsonrpc": "2.0",
-            "error": { "code": code, "message": self.message(), "data": { "reason": self.reason() } },
-        })
+        let mut data = json!({ "reason": self.reason() });
+        if let Self::UnsupportedVersion(requested) = self {
+            // As 2026-07-28's UnsupportedProtocolVersionError: what is served, what was asked.
+            data["supported"] = json!(crate::stateless::supported_versions());
+            data["requested"] = json!(requested);
+        }
+        json!({ "jsonrpc": "2.0", "error": { "code": code, "message": self.message(), "data": data } })
     }
 
     fn message(&self) -> String {
@@ -229,6 +234,14 @@ impl Error {
 
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
+        self.into_response_for(None)
+    }
+}
+
+impl Error {
+    /// The response, its body carrying the `id` of the request it refuses where that is known
+    /// (a single request whose body was read).
+    pub(crate) fn into_response_for(self, id: Option<&serde_json::Value>) -> Response {
         let (status, code) = self.status_and_code();
         if status.is_server_error() {
             tracing::warn!(status = status.as_u16(), reason = self.reason(), error = %self, "request failed");
@@ -236,7 +249,11 @@ impl IntoResponse for Error {
             tracing::debug!(status = status.as_u16(), reason = self.reason(), error = %self, "request refused");
         }
         let _ = code;
-        let mut response = (status, axum::Json(self.body())).into_response();
+        let mut body = self.body();
+        if let Some(id) = id {
+            body["id"] = id.clone();
+        }
+        let mut response = (status, axum::Json(body)).into_response();
         match self {
             Self::MethodNotAllowed { allow } => {
                 response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));

@@ -53,9 +53,20 @@ impl<S: Store, H: Handler> App<S, H> {
             },
         };
         let body = jsonrpc::parse(&bytes)?;
-        let version = protocol_version(headers)?;
+        let version = match protocol_version(headers) {
+            Ok(version) => version,
+            Err(e) => {
+                let id = match body.single() {
+                    Some(Message::Request { id, .. }) => Some(id.clone()),
+                    _ => None,
+                };
+                let (status, _) = e.status_and_code();
+                self.common.metrics.error(status.as_str(), e.reason());
+                return Ok(e.into_response_for(id.as_ref()));
+            }
+        };
         if version == Some(Revision::V2026_07_28) {
-            return self.post_stateless(body).await;
+            return self.post_stateless(headers, body).await;
         }
         if let Some(Message::Request { id, method, params }) = body.single()
             && method == "initialize"

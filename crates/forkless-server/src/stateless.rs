@@ -1,5 +1,10 @@
 //! POST in the 2026-07-28 revision: no session, no resumption; closing the response stream
-//! cancels the request.
+//! cancels the request. What the revision says of each request and result (its headers,
+//! `server/discover`, `resultType`, caching hints) is [`wire`]'s.
+
+mod wire;
+pub(crate) use wire::supported_versions;
+pub use wire::{HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION};
 
 use std::sync::Arc;
 
@@ -23,7 +28,11 @@ use crate::dispatch::Call;
 use crate::server::App;
 
 impl<S: Store, H: Handler> App<S, H> {
-    pub(crate) async fn post_stateless(&self, body: jsonrpc::Body) -> Result<Response, Error> {
+    pub(crate) async fn post_stateless(
+        &self,
+        headers: &http::HeaderMap,
+        body: jsonrpc::Body,
+    ) -> Result<Response, Error> {
         if body.batch {
             return Err(Error::BatchNotAllowed(Revision::V2026_07_28.as_str()));
         }
@@ -48,32 +57,71 @@ impl<S: Store, H: Handler> App<S, H> {
                 }
                 return Ok(StatusCode::ACCEPTED.into_response());
             }
-            Message::Request { id, method, params } => Call { id, method, params },
+            Message::Request { id, method, params } => {
+                if let Err(refusal) = wire::check_request(headers, &method, params.as_ref()) {
+                    return Ok((refusal.status, axum::Json(refusal.body(&id))).into_response());
+                }
+                if method == "server/discover" {
+                    let mut result = wire::discover(&self.handler.info());
+                    wire::complete(&method, &mut result);
+                    return Ok(json_response(jsonrpc::response_payload(&id, &Ok(result))));
+                }
+                Call { id, method, params }
+            }
         };
+        let method = call.method.clone();
         // Closing the response cancels the request in this revision.
         let cancel = shared.cancel.child_token();
         match self.common.cfg.answer {
             AnswerMode::Json => {
                 let guard = cancel.clone().drop_guard();
                 let out = self.run(shared, &mut call, cancel, Outlet::Nowhere).await;
+                let out = out.map(|mut result| {
+                    wire::complete(&method, &mut result);
+                    result
+                });
                 guard.disarm();
-                Ok(json_response(jsonrpc::response_payload(&call.id, &out)))
+                let mut response = json_response(jsonrpc::response_payload(&call.id, &out));
+                *response.status_mut() = wire::status_of(&out);
+                Ok(response)
             }
             AnswerMode::Sse => {
-                let (tx, rx) = mpsc::channel::<Value>(64);
+                let (tx, mut rx) = mpsc::channel::<Value>(64);
                 let app = self.clone();
                 let task_cancel = cancel.clone();
                 tokio::spawn(async move {
                     let out =
                         app.run(shared, &mut call, task_cancel.clone(), Outlet::Direct(tx.clone())).await;
+                    let out = out.map(|mut result| {
+                        wire::complete(&method, &mut result);
+                        result
+                    });
                     if !task_cancel.is_cancelled() {
                         let _ = tx.send(jsonrpc::respond(&call.id, out)).await;
                     }
                 });
-                let state = (rx, Some(cancel.drop_guard()));
-                let stream = futures::stream::unfold(state, |(mut rx, guard)| async move {
+                // Closing the response (dropping this future) cancels the request from here on.
+                let guard = cancel.drop_guard();
+                // The head waits for the first message: a request answered before it sent
+                // anything is answered with plain JSON, and an unknown method with 404.
+                let Some(first) = rx.recv().await else {
+                    guard.disarm();
+                    return Err(Error::InvalidMessage("the request was cancelled".into()));
+                };
+                if first.get("id").is_some() {
+                    guard.disarm();
+                    let unknown = first.pointer("/error/code").and_then(Value::as_i64)
+                        == Some(crate::error::METHOD_NOT_FOUND);
+                    let status = if unknown { StatusCode::NOT_FOUND } else { StatusCode::OK };
+                    return Ok((status, axum::Json(first)).into_response());
+                }
+                let state = (rx, Some(guard), Some(first));
+                let stream = futures::stream::unfold(state, |(mut rx, guard, mut first)| async move {
                     guard.as_ref()?;
-                    let message = rx.recv().await?;
+                    let message = match first.take() {
+                        Some(m) => m,
+                        None => rx.recv().await?,
+                    };
                     // The response (the one message with an id) ends the stream.
                     let guard = if message.get("id").is_some() {
                         if let Some(g) = guard {
@@ -84,7 +132,7 @@ impl<S: Store, H: Handler> App<S, H> {
                         guard
                     };
                     let chunk = crate::sse::event(None, message.to_string().as_bytes());
-                    Some((Ok::<_, std::convert::Infallible>(chunk), (rx, guard)))
+                    Some((Ok::<_, std::convert::Infallible>(chunk), (rx, guard, first)))
                 });
                 let mut response = Response::new(Body::from_stream(stream));
                 let h = response.headers_mut();

@@ -2,8 +2,9 @@
 """Interop: the official MCP Python SDK v2 client (`mcp` 2.x) reading a tool call's stream
 while the server is killed with SIGKILL and restarted.
 
-1. Connect (`mcp.Client`, its default mode: it probes, then uses the 2025 session handshake
-   a server without `server/discover` speaks), call `start-notification-stream`
+1. Connect (`mcp.Client` in `mode="legacy"`: the 2025 session handshake, whose streams are
+   resumable; in 2026-07-28 there is no resumption, and a crash loses the call), call
+   `start-notification-stream`
    {interval: 50, count: 30}; the server sends numbered notifications/message `#1`..`#30`.
 2. After `#10`, print `CUT` on stdout: the harness kills the server (`kill -9`) and starts it
    again on the same address and data directory. The SDK's own reconnection resumes the
@@ -52,7 +53,7 @@ async def main(url: str) -> None:
 
     started = time.monotonic()
     outcome: tuple[str, object]
-    async with Client(url, logging_callback=on_log, read_timeout_seconds=30) as client:
+    async with Client(url, mode="legacy", logging_callback=on_log, read_timeout_seconds=30) as client:
         try:
             with anyio.fail_after(30):
                 result = await client.call_tool("start-notification-stream", {"interval": 50, "count": COUNT})

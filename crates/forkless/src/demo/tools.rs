@@ -66,12 +66,14 @@ pub enum Tool {
 
 impl Tool {
     /// Every tool, in the order `tools/list` gives them.
+    // A tool without arguments first: probes that call the first listed tool with `{}`
+    // (the 2026-07-28 conformance suite's header checks) then exercise a call that succeeds.
     pub const ALL: [Self; 18] = [
+        Self::SimpleText,
         Self::Echo,
         Self::StartNotificationStream,
         Self::StartBackgroundStream,
         Self::LongTask,
-        Self::SimpleText,
         Self::ImageContent,
         Self::AudioContent,
         Self::EmbeddedResource,
