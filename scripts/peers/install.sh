@@ -130,39 +130,33 @@ install_py() { # dir-name requirements-file import-check label
 }
 
 # ------------------------------------------------------------ TypeScript SDK v2 client
-install_node2() {
-  local dir="$peers/node2" src="$here/node2"
+# An npm prefix under .peers/NAME from scripts/peers/NAME/package{,-lock}.json, checked by
+# the file CHECK (relative to the prefix) and reported by the version of PACKAGE.
+install_npm_prefix() {
+  local name=$1 check=$2 package=$3
+  local dir="$peers/$name" src="$here/$name"
   local h; h="$(hash_of "$src/package.json" "$src/package-lock.json")"
-  if up_to_date "$dir/.stamp" "$h" && [[ -f "$dir/node_modules/@modelcontextprotocol/client/dist/index.mjs" ]]; then
-    log "node2: up to date (client $(ver_of "$dir/node_modules/@modelcontextprotocol/client"))"
+  if up_to_date "$dir/.stamp" "$h" && [[ -f "$dir/$check" ]]; then
+    log "$name: up to date ($package $(ver_of "$dir/node_modules/$package"))"
     return
   fi
   command -v npm >/dev/null || die "npm not found on PATH"
-  log "node2: installing @modelcontextprotocol/client into $dir (npm ci)"
+  log "$name: installing $package into $dir (npm ci)"
   rm -rf "$dir/node_modules" "$dir/.stamp"
   mkdir -p "$dir"
   cp "$src/package.json" "$src/package-lock.json" "$dir/"
   npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
   echo "$h" >"$dir/.stamp"
-  log "node2: installed client $(ver_of "$dir/node_modules/@modelcontextprotocol/client")"
+  log "$name: installed $package $(ver_of "$dir/node_modules/$package")"
+}
+
+install_node2() {
+  install_npm_prefix node2 node_modules/@modelcontextprotocol/client/dist/index.mjs @modelcontextprotocol/client
 }
 
 install_conformance2() {
-  local dir="$peers/conformance2" src="$here/conformance2"
-  local h; h="$(hash_of "$src/package.json" "$src/package-lock.json")"
-  local cli="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
-  if up_to_date "$dir/.stamp" "$h" && [[ -f "$cli" ]]; then
-    log "conformance2: up to date (conformance $(ver_of "$dir/node_modules/@modelcontextprotocol/conformance"))"
-    return
-  fi
-  command -v npm >/dev/null || die "npm not found on PATH"
-  log "conformance2: installing @modelcontextprotocol/conformance into $dir (npm ci)"
-  rm -rf "$dir/node_modules" "$dir/.stamp"
-  mkdir -p "$dir"
-  cp "$src/package.json" "$src/package-lock.json" "$dir/"
-  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
-  echo "$h" >"$dir/.stamp"
-  log "conformance2: installed conformance $(ver_of "$dir/node_modules/@modelcontextprotocol/conformance")"
+  install_npm_prefix conformance2 node_modules/@modelcontextprotocol/conformance/dist/index.js \
+    @modelcontextprotocol/conformance
 }
 
 want node22 && install_node22
