@@ -27,6 +27,10 @@ use crate::answer::json_response;
 use crate::dispatch::Call;
 use crate::server::App;
 
+/// How long a stateless POST waits for its first message before starting an SSE stream: an
+/// answer within it goes out as plain JSON (an unknown method as 404).
+const FIRST_MESSAGE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl<S: Store, H: Handler> App<S, H> {
     pub(crate) async fn post_stateless(
         &self,
@@ -104,18 +108,23 @@ impl<S: Store, H: Handler> App<S, H> {
                 let guard = cancel.drop_guard();
                 // The head waits for the first message: a request answered before it sent
                 // anything is answered with plain JSON, and an unknown method with 404.
-                let Some(first) = rx.recv().await else {
-                    guard.disarm();
-                    return Err(Error::InvalidMessage("the request was cancelled".into()));
+                // Only briefly, so a long request's stream (and its keep-alive) starts at once.
+                let first = match tokio::time::timeout(FIRST_MESSAGE_WAIT, rx.recv()).await {
+                    Ok(Some(first)) => Some(first),
+                    Ok(None) => {
+                        guard.disarm();
+                        return Err(Error::InvalidMessage("the request was cancelled".into()));
+                    }
+                    Err(_) => None,
                 };
-                if first.get("id").is_some() {
+                if let Some(first) = first.as_ref().filter(|m| m.get("id").is_some()) {
                     guard.disarm();
                     let unknown = first.pointer("/error/code").and_then(Value::as_i64)
                         == Some(crate::error::METHOD_NOT_FOUND);
                     let status = if unknown { StatusCode::NOT_FOUND } else { StatusCode::OK };
-                    return Ok((status, axum::Json(first)).into_response());
+                    return Ok((status, axum::Json(first.clone())).into_response());
                 }
-                let state = (rx, Some(guard), Some(first));
+                let state = (rx, Some(guard), first);
                 let stream = futures::stream::unfold(state, |(mut rx, guard, mut first)| async move {
                     guard.as_ref()?;
                     let message = match first.take() {

@@ -71,8 +71,8 @@ async fn bad_protocol_version_is_400() {
     let mut c = srv.client();
     c.initialize().await;
     c.version = Some("1999-01-01".into());
-    assert_refused(c.call(1, "echo", json!({})).await, 400, -32600, "protocol_version_unsupported").await;
-    assert_refused(c.resume(None, None).await, 400, -32600, "protocol_version_unsupported").await;
+    assert_refused(c.call(1, "echo", json!({})).await, 400, -32022, "protocol_version_unsupported").await;
+    assert_refused(c.resume(None, None).await, 400, -32022, "protocol_version_unsupported").await;
     // Absent: the negotiated revision is assumed.
     c.version = None;
     assert_eq!(c.call(2, "echo", json!({})).await.status(), 200);
@@ -348,7 +348,7 @@ async fn stateless_2026_requests_create_no_session() {
         match answer {
             // With a JSON answer there is nowhere to send notifications: the handler is told.
             AnswerMode::Json => assert_eq!(response["error"]["code"], -32603),
-            AnswerMode::Sse => assert_eq!(response["result"], json!({ "done": 2 })),
+            AnswerMode::Sse => assert_eq!(response["result"], json!({ "done": 2, "resultType": "complete" })),
         }
         assert!(srv.store.sessions().await.unwrap().is_empty());
         let e = error_body(c.post_raw(&json!([{ "jsonrpc": "2.0", "id": 1, "method": "echo" }])).await).await;

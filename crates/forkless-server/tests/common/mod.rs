@@ -280,8 +280,18 @@ impl Client {
         self.post().body(body.to_string()).send().await.unwrap()
     }
 
-    /// POST a request with `id` and return the response.
+    /// POST a request with `id` and return the response. In 2026-07-28 the request carries
+    /// what that revision requires: the per-request `_meta` fields and `Mcp-Method`.
     pub async fn call(&self, id: u64, method: &str, params: Value) -> reqwest::Response {
+        if self.version.as_deref() == Some("2026-07-28") {
+            let mut params = params;
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            });
+            let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+            return self.post().header("mcp-method", method).body(body.to_string()).send().await.unwrap();
+        }
         self.post_raw(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })).await
     }
 
@@ -317,11 +327,12 @@ impl Client {
     }
 }
 
-/// The JSON-RPC error of a refused request; asserts the body has no `id`.
+/// The JSON-RPC error of a refused request. Its `id` is absent, or (where the refusal is of a
+/// single request whose body was read, as 2026-07-28 asks) a number the test sent.
 pub async fn error_body(resp: reqwest::Response) -> Value {
     let v: Value = resp.json().await.expect("JSON error body");
     assert_eq!(v["jsonrpc"], "2.0");
-    assert!(v.get("id").is_none(), "error bodies carry no id: {v}");
+    assert!(v.get("id").is_none_or(Value::is_u64), "an error body's id is the request's: {v}");
     v["error"].clone()
 }
 
