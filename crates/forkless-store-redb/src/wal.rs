@@ -34,28 +34,47 @@ const HEADER: usize = 16;
 pub(crate) enum Tail {
     /// Zeros, or an entry of this data file's from an earlier cycle: the log ends cleanly.
     Clean,
-    /// An entry with the next LSN whose checksum fails: a write the crash interrupted.
+    /// An entry whose checksum fails: a write the crash interrupted.
     Torn,
     /// At the start of the log, an entry written with another key: the log belongs to
     /// another data file (or was overwritten), so what it held for this one is lost.
     Foreign,
 }
 
-/// Classify the bytes after the accepted entries (`at_start`: none were accepted).
-fn tail(bytes: &[u8], key: u64, next_lsn: u64, at_start: bool) -> Tail {
-    let Some(head) = bytes.get(..HEADER) else { return Tail::Clean };
+/// One entry's header fields at the start of `bytes`, and whether its checksum holds under
+/// `key` (`None`: no header there, or zeros).
+fn entry_at(bytes: &[u8], key: u64) -> Option<(usize, u64, bool)> {
+    let head = bytes.get(..HEADER)?;
     let len = u32::from_be_bytes(head[0..4].try_into().unwrap_or_default()) as usize;
     let lsn = u64::from_be_bytes(head[4..12].try_into().unwrap_or_default());
     let crc = u32::from_be_bytes(head[12..16].try_into().unwrap_or_default());
     if len == 0 && lsn == 0 {
-        return Tail::Clean;
+        return None;
     }
     let ours = bytes.get(HEADER..HEADER + len).is_some_and(|payload| checksum(key, lsn, payload) == crc);
-    match (ours, lsn == next_lsn, at_start) {
-        (true, _, _) => Tail::Clean,
-        (false, true, _) | (false, false, false) => Tail::Torn,
-        (false, false, true) => Tail::Foreign,
+    Some((len, lsn, ours))
+}
+
+/// Classify the bytes after the accepted entries (`at_start`: none were accepted).
+///
+/// A crash can leave any bytes where the interrupted write was, so a single entry that fails
+/// its checksum proves nothing. A log written for another data file is told by more: at the
+/// start, a whole entry that fails ours, followed by another whole one with the next LSN that
+/// fails it too (a chain no crash produces: this store's own older entries pass its
+/// checksum).
+fn tail(bytes: &[u8], key: u64, at_start: bool) -> Tail {
+    let Some((len, lsn, ours)) = entry_at(bytes, key) else { return Tail::Clean };
+    if ours {
+        return Tail::Clean;
     }
+    if !at_start {
+        return Tail::Torn;
+    }
+    let whole = bytes.len() >= HEADER + len;
+    let chained = whole
+        && entry_at(&bytes[HEADER + len..], key)
+            .is_some_and(|(len2, lsn2, ours2)| len2 > 0 && lsn2 == lsn.wrapping_add(1) && !ours2);
+    if chained { Tail::Foreign } else { Tail::Torn }
 }
 
 /// The log, as the writer thread sees it: where the next entry goes and its LSN.
@@ -111,7 +130,7 @@ impl Log {
             entries.push(payload.to_vec());
             next_lsn += 1;
         }
-        let tail = tail(&image[at..], key, next_lsn, entries.is_empty());
+        let tail = tail(&image[at..], key, entries.is_empty());
         let log = Self { backend, key, capacity: len, offset: 0, next_lsn, entry: Vec::new() };
         Ok((log, entries, tail))
     }
@@ -320,5 +339,36 @@ mod tests {
         append(&mut log, b"f");
         let (_, entries) = open(&image, 7, 4);
         assert_eq!(entries, vec![b"e".to_vec(), b"f".to_vec()]);
+    }
+
+    #[test]
+    fn only_a_chain_of_another_keys_entries_is_foreign_never_crash_damage() {
+        let tail_of = |image: &Image, key: u64, checkpoint: u64| {
+            Log::open(Box::new(image.clone()), key, checkpoint).unwrap().2
+        };
+        // Another data file's log: two whole entries under its key.
+        let theirs = Image::default();
+        let (mut log, _) = open(&theirs, 99, 0);
+        append(&mut log, b"their first");
+        append(&mut log, b"their second");
+        assert_eq!(tail_of(&theirs, 7, 0), Tail::Foreign);
+        assert_eq!(tail_of(&theirs, 7, 10), Tail::Foreign, "whatever our checkpoint");
+        // Our log, its first entry after a checkpoint torn in every way one byte can be.
+        let ours = Image::default();
+        let (mut log, _) = open(&ours, 7, 0);
+        for p in [&b"a"[..], b"b", b"c"] {
+            append(&mut log, p);
+        }
+        log.restart();
+        append(&mut log, b"new entry, torn");
+        let clean = ours.0.lock().unwrap().clone();
+        for at in 0..HEADER + 15 {
+            for flip in [0x01u8, 0x80, 0xff] {
+                *ours.0.lock().unwrap() = clean.clone();
+                ours.0.lock().unwrap()[at] ^= flip;
+                let tail = tail_of(&ours, 7, 3);
+                assert_ne!(tail, Tail::Foreign, "byte {at} ^ {flip:#x} read as another store's log");
+            }
+        }
     }
 }
