@@ -89,6 +89,40 @@ pub struct RequestContext {
     pub(crate) progress_token: Option<Value>,
     pub(crate) cancel: CancellationToken,
     pub(crate) outlet: Outlet,
+    pub(crate) logs: LogOptIn,
+}
+
+/// Which of a request's log messages go to the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LogOptIn {
+    /// The session revisions: every one (the session's `logging/setLevel` is the handler's).
+    Session,
+    /// 2026-07-28 without `_meta` `io.modelcontextprotocol/logLevel`: none.
+    None,
+    /// 2026-07-28: those at or above this rank (`debug` 0 … `emergency` 7).
+    AtLeast(u8),
+}
+
+/// The syslog levels MCP logs with, least severe first.
+const LOG_LEVELS: [&str; 8] =
+    ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+
+impl LogOptIn {
+    /// From a 2026-07-28 request's `_meta` `logLevel` (an unknown level opts out).
+    pub(crate) fn from_meta(level: Option<&Value>) -> Self {
+        level
+            .and_then(Value::as_str)
+            .and_then(|l| LOG_LEVELS.iter().position(|x| *x == l))
+            .map_or(Self::None, |rank| Self::AtLeast(rank as u8))
+    }
+
+    fn admits(self, level: &str) -> bool {
+        match self {
+            Self::Session => true,
+            Self::None => false,
+            Self::AtLeast(min) => LOG_LEVELS.iter().position(|x| *x == level).is_some_and(|r| r as u8 >= min),
+        }
+    }
 }
 
 impl fmt::Debug for RequestContext {
@@ -167,6 +201,10 @@ impl RequestContext {
 
     /// `notifications/message` with `level` and `data`.
     pub async fn log(&self, level: &str, data: Value) -> Result<(), SendError> {
+        // 2026-07-28: a request that did not opt in (or asked for a higher level) gets none.
+        if !self.logs.admits(level) {
+            return Ok(());
+        }
         self.notify("notifications/message", json!({ "level": level, "data": data })).await
     }
 

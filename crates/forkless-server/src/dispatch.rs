@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use crate::context::LogOptIn;
 use crate::context::{Outlet, RequestContext, SessionHandle};
 use crate::handler::Handler;
 use crate::jsonrpc::RpcError;
@@ -42,12 +43,20 @@ impl<S: Store, H: Handler> App<S, H> {
         }
         // Two lookups rather than `Value::pointer`, which allocates for every path segment.
         let progress_token = call.params.as_ref().and_then(|p| p.get("_meta")?.get("progressToken")).cloned();
+        // 2026-07-28: logs only for a request that opted in, at or above its level.
+        let logs = match shared.revision {
+            forkless_core::Revision::V2026_07_28 => LogOptIn::from_meta(
+                call.params.as_ref().and_then(|p| p.get("_meta")?.get("io.modelcontextprotocol/logLevel")),
+            ),
+            _ => LogOptIn::Session,
+        };
         let ctx = RequestContext {
             session: SessionHandle { shared: shared.clone() },
             request_id: call.id.clone(),
             progress_token,
             cancel,
             outlet,
+            logs,
         };
         let handler = self.handler.clone();
         let span = tracing::info_span!("request", session = %shared.id, id = %call.id, method = %call.method);

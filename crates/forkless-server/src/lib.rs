@@ -116,4 +116,4 @@ pub use listener::raise_open_file_limit;
 pub use request::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};
 pub use server::Server;
 pub use session::SendError;
-pub use stateless::{HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION};
+pub use stateless::{HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION};

@@ -4,7 +4,7 @@
 
 mod wire;
 pub(crate) use wire::supported_versions;
-pub use wire::{HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION};
+pub use wire::{HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION};
 
 use std::sync::Arc;
 
@@ -43,11 +43,19 @@ impl<S: Store, H: Handler> App<S, H> {
         let Some(message) = body.messages.into_iter().next() else {
             return Err(Error::InvalidMessage("empty body".into()));
         };
+        // No session: what the client says of itself travels in each request's `_meta`.
+        let meta = match &message {
+            Message::Request { params, .. } | Message::Notification { params, .. } => {
+                params.as_ref().and_then(|p| p.get("_meta"))
+            }
+            Message::Response { .. } => None,
+        };
+        let field = |key: &str| meta.and_then(|m| m.get(key)).cloned().unwrap_or(Value::Null);
         let shared = Arc::new(SessionShared::new(
             SessionId::generate(&mut OsEntropy),
             Revision::V2026_07_28,
-            Value::Null,
-            Value::Null,
+            field("io.modelcontextprotocol/clientCapabilities"),
+            field("io.modelcontextprotocol/clientInfo"),
             None,
             self.common.shutdown.child_token(),
         ));
@@ -119,9 +127,7 @@ impl<S: Store, H: Handler> App<S, H> {
                 };
                 if let Some(first) = first.as_ref().filter(|m| m.get("id").is_some()) {
                     guard.disarm();
-                    let unknown = first.pointer("/error/code").and_then(Value::as_i64)
-                        == Some(crate::error::METHOD_NOT_FOUND);
-                    let status = if unknown { StatusCode::NOT_FOUND } else { StatusCode::OK };
+                    let status = wire::status_of_code(first.pointer("/error/code").and_then(Value::as_i64));
                     return Ok((status, axum::Json(first.clone())).into_response());
                 }
                 let state = (rx, Some(guard), first);

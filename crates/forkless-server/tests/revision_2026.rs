@@ -112,3 +112,28 @@ async fn every_refusal_has_its_status_code_and_request_id() {
     assert_eq!(v["error"]["data"]["requested"], "1900-01-01");
     assert!(v["error"]["data"]["supported"].as_array().unwrap().contains(&json!("2026-07-28")));
 }
+
+#[tokio::test]
+async fn log_messages_go_only_to_a_request_that_opted_in_at_their_level() {
+    let server = TestServer::default().await;
+    let count = |meta: Value| json!({ "jsonrpc": "2.0", "id": 1, "method": "count", "params": { "n": 2, "_meta": meta } });
+    let raw = |server: &TestServer, body: Value| {
+        let req = reqwest::Client::new()
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "count")
+            .body(body.to_string());
+        async move { req.send().await.unwrap().text().await.unwrap() }
+    };
+    let silent = raw(&server, count(meta())).await;
+    assert!(!silent.contains("notifications/message") && silent.contains("\"done\":2"), "{silent}");
+    let mut opted = meta();
+    opted["io.modelcontextprotocol/logLevel"] = json!("info");
+    let loud = raw(&server, count(opted.clone())).await;
+    assert_eq!(loud.matches("notifications/message").count(), 2, "{loud}");
+    opted["io.modelcontextprotocol/logLevel"] = json!("error");
+    let above = raw(&server, count(opted)).await;
+    assert!(!above.contains("notifications/message"), "info is below error: {above}");
+}

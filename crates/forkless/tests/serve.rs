@@ -405,3 +405,33 @@ async fn a_lost_write_ahead_log_stops_serve_with_a_message_naming_it() {
     let server = Serve::start(&["--data-dir", &dir_arg, "--accept-lost-files"]).await;
     server.terminate();
 }
+
+/// 2026-07-28: a tool that needs a client capability the request's `_meta` did not declare
+/// is refused with 400 and `-32021` naming it; declared, it runs.
+#[tokio::test]
+async fn a_2026_request_missing_a_required_capability_gets_32021() {
+    let server = Serve::start(&["--store", "memory"]).await;
+    let call = |caps: Value| {
+        let body = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "test_missing_capability", "arguments": {},
+            "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps } } });
+        reqwest::Client::new()
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "test_missing_capability")
+            .body(body.to_string())
+            .send()
+    };
+    let refused = call(json!({})).await.unwrap();
+    assert_eq!(refused.status(), 400);
+    let v: Value = refused.json().await.unwrap();
+    assert_eq!((v["id"].clone(), v["error"]["code"].clone()), (json!(7), json!(-32021)), "{v}");
+    assert!(v["error"]["data"]["requiredCapabilities"]["sampling"].is_object(), "{v}");
+    let served = call(json!({ "sampling": {} })).await.unwrap();
+    assert_eq!(served.status(), 200);
+    let v: Value = served.json().await.unwrap();
+    assert_eq!(v["result"]["resultType"], "complete", "{v}");
+}

@@ -20,6 +20,8 @@ pub(crate) const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// JSON-RPC: the headers do not match the body, or a required one is missing or malformed.
 pub const HEADER_MISMATCH: i64 = -32020;
+/// JSON-RPC: the request needs a client capability its `_meta` did not declare.
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// JSON-RPC: the requested protocol version is not served.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
@@ -183,8 +185,15 @@ pub(crate) fn discover(info: &ServerInfo) -> Value {
 /// The HTTP status of a response carrying `out`: an unknown method is 404 (the revision
 /// distinguishes it from a legacy server's 404 by the body), everything else 200.
 pub(crate) fn status_of(out: &Result<Value, crate::jsonrpc::RpcError>) -> StatusCode {
-    match out {
-        Err(e) if e.code == crate::error::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+    status_of_code(out.as_ref().err().map(|e| e.code))
+}
+
+/// The HTTP status for a response whose error code is `code` (`None`: a result): an unknown
+/// method 404, a missing client capability 400, else 200.
+pub(crate) fn status_of_code(code: Option<i64>) -> StatusCode {
+    match code {
+        Some(crate::error::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        Some(MISSING_REQUIRED_CLIENT_CAPABILITY) => StatusCode::BAD_REQUEST,
         _ => StatusCode::OK,
     }
 }

@@ -281,13 +281,15 @@ impl Client {
     }
 
     /// POST a request with `id` and return the response. In 2026-07-28 the request carries
-    /// what that revision requires: the per-request `_meta` fields and `Mcp-Method`.
+    /// what that revision requires (the per-request `_meta` fields and `Mcp-Method`) and opts
+    /// in to every log message.
     pub async fn call(&self, id: u64, method: &str, params: Value) -> reqwest::Response {
         if self.version.as_deref() == Some("2026-07-28") {
             let mut params = params;
             params["_meta"] = json!({
                 "io.modelcontextprotocol/protocolVersion": "2026-07-28",
                 "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/logLevel": "debug",
             });
             let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
             return self.post().header("mcp-method", method).body(body.to_string()).send().await.unwrap();

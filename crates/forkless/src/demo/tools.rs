@@ -62,13 +62,20 @@ pub enum Tool {
     Reconnection,
     /// Conformance: the JSON Schema 2020-12 fixture (SEP-1613).
     JsonSchema2020,
+    /// Conformance (2026-07-28): logs, so a request without the `logLevel` opt-in sees none.
+    LoggingTool,
+    /// Conformance (2026-07-28): needs the client's `sampling` capability (`-32021` without).
+    MissingCapability,
+    /// Conformance (2026-07-28): would elicit on its response stream, which that revision
+    /// forbids, so it answers with a tool error there.
+    StreamingElicitation,
 }
 
 impl Tool {
     /// Every tool, in the order `tools/list` gives them.
     // A tool without arguments first: probes that call the first listed tool with `{}`
     // (the 2026-07-28 conformance suite's header checks) then exercise a call that succeeds.
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 21] = [
         Self::SimpleText,
         Self::Echo,
         Self::StartNotificationStream,
@@ -87,6 +94,9 @@ impl Tool {
         Self::ElicitationEnums,
         Self::Reconnection,
         Self::JsonSchema2020,
+        Self::LoggingTool,
+        Self::MissingCapability,
+        Self::StreamingElicitation,
     ];
 
     /// The tool's name on the wire.
@@ -106,6 +116,9 @@ impl Tool {
             Self::ErrorHandling => "test_error_handling",
             Self::Sampling => "test_sampling",
             Self::Elicitation => "test_elicitation",
+            Self::LoggingTool => "test_logging_tool",
+            Self::MissingCapability => "test_missing_capability",
+            Self::StreamingElicitation => "test_streaming_elicitation",
             Self::ElicitationDefaults => "test_elicitation_sep1034_defaults",
             Self::ElicitationEnums => "test_elicitation_sep1330_enums",
             Self::Reconnection => "test_reconnection",
@@ -138,6 +151,13 @@ impl Tool {
             Self::ErrorHandling => "Always fails, reporting the failure with isError.",
             Self::Sampling => "Asks the client to sample an LLM with the given prompt.",
             Self::Elicitation => "Asks the client for a username and an email address.",
+            Self::LoggingTool => "Logs three info messages (sent only where the request opts in to logs).",
+            Self::MissingCapability => {
+                "Needs the client's sampling capability; refused with -32021 without it."
+            }
+            Self::StreamingElicitation => {
+                "Elicits on its response stream in the session revisions; a tool error in 2026-07-28."
+            }
             Self::ElicitationDefaults => "Asks the client for input with defaults for every primitive type.",
             Self::ElicitationEnums => "Asks the client for input with all five enum schema variants.",
             Self::Reconnection => {
@@ -211,7 +231,10 @@ impl Tool {
             | Self::ErrorHandling
             | Self::ElicitationDefaults
             | Self::ElicitationEnums
-            | Self::Reconnection => object_schema(json!({}), &[]),
+            | Self::Reconnection
+            | Self::LoggingTool
+            | Self::MissingCapability
+            | Self::StreamingElicitation => object_schema(json!({}), &[]),
         }
     }
 

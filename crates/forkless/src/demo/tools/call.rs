@@ -109,6 +109,26 @@ pub(in crate::demo) async fn call(
             handler.log(ctx, LogLevel::Info, json!("Tool execution completed")).await?;
             Ok(text_result("Tool with logging executed successfully"))
         }
+        Tool::LoggingTool => {
+            for message in ["logging tool started", "logging tool working", "logging tool done"] {
+                handler.log(ctx, LogLevel::Info, json!(message)).await?;
+            }
+            Ok(text_result("logged three messages"))
+        }
+        Tool::MissingCapability => {
+            if !client_declared(ctx.session(), "sampling") {
+                return Err(RpcError::new(
+                    MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    "missing required client capability: sampling",
+                )
+                .with_data(json!({ "requiredCapabilities": { "sampling": {} } })));
+            }
+            Ok(text_result("the client declared sampling"))
+        }
+        Tool::StreamingElicitation => {
+            let schema = json!({ "type": "object", "properties": { "answer": { "type": "string" } } });
+            elicit(ctx, "Anything to add?", schema, "Answer").await
+        }
         Tool::ToolWithProgress => {
             let reports = ctx.progress_token().is_some();
             for (i, progress) in [0.0, 50.0, 100.0].into_iter().enumerate() {
@@ -349,6 +369,9 @@ fn image_content() -> Value {
 fn client_declared(session: &SessionHandle, capability: &str) -> bool {
     session.client_capabilities().get(capability).is_some_and(|c| !c.is_null())
 }
+
+/// JSON-RPC (2026-07-28): the request needs a client capability it did not declare.
+const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 
 /// Send the numbered notifications of `start-background-stream` on the standalone stream.
 /// Stops early when the stream refuses (session ended, stream fenced): the refusal is the
