@@ -26,6 +26,59 @@ pub const INTERNAL_ERROR: i64 = -32603;
 pub const SESSION_ENDED: i64 = -32001;
 /// The standalone stream already has a live connection (row 2).
 pub const STREAM_CONFLICT: i64 = -32002;
+/// 2026-07-28: the headers do not match the body, or a required one is missing or malformed.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// 2026-07-28: the request needs a client capability its `_meta` did not declare.
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+/// The requested protocol version is not served (2026-07-28's code, used for every revision).
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+/// The versions this server speaks, newest first (for discovery and refusals).
+pub(crate) fn supported_versions() -> Vec<&'static str> {
+    forkless_core::Revision::ALL.iter().rev().map(|r| r.as_str()).collect()
+}
+
+/// Why the OAuth check ([`crate::auth`]) did not let a request through, as the
+/// `error.data.reason` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthRefusal {
+    /// No `Authorization: Bearer` token.
+    Missing,
+    /// Malformed, badly signed, `alg` not the key's, or `alg: none`.
+    Invalid,
+    /// `exp` passed.
+    Expired,
+    /// `nbf` not reached.
+    NotYetValid,
+    /// `iss` is not the configured issuer.
+    WrongIssuer,
+    /// `aud` does not name this resource.
+    WrongAudience,
+    /// The token's key id is not among the issuer's keys.
+    UnknownKey,
+    /// The issuer's keys could not be fetched.
+    KeysUnavailable,
+    /// A required scope is absent.
+    InsufficientScope,
+}
+
+impl AuthRefusal {
+    /// The wire code (`error.data.reason`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Missing => "token_missing",
+            Self::Invalid => "token_invalid",
+            Self::Expired => "token_expired",
+            Self::NotYetValid => "token_not_yet_valid",
+            Self::WrongIssuer => "token_wrong_issuer",
+            Self::WrongAudience => "token_wrong_audience",
+            Self::UnknownKey => "token_unknown_key",
+            Self::KeysUnavailable => "issuer_keys_unavailable",
+            Self::InsufficientScope => "insufficient_scope",
+        }
+    }
+}
 
 /// Why a request to the MCP endpoint was refused.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +143,7 @@ pub enum Error {
     #[error("not authorized: {}", refusal.as_str())]
     Unauthorized {
         /// Why.
-        refusal: crate::auth::Refusal,
+        refusal: AuthRefusal,
         /// The `WWW-Authenticate` challenge.
         challenge: HeaderValue,
     },
@@ -145,9 +198,7 @@ impl Error {
     pub fn status_and_code(&self) -> (StatusCode, i64) {
         match self {
             Self::Parse(_) => (StatusCode::BAD_REQUEST, PARSE_ERROR),
-            Self::UnsupportedVersion(_) => {
-                (StatusCode::BAD_REQUEST, crate::stateless::UNSUPPORTED_PROTOCOL_VERSION)
-            }
+            Self::UnsupportedVersion(_) => (StatusCode::BAD_REQUEST, UNSUPPORTED_PROTOCOL_VERSION),
             Self::InvalidMessage(_)
             | Self::MissingSessionId
             | Self::AlreadyInitialized
@@ -161,11 +212,11 @@ impl Error {
             Self::SessionUnknown | Self::SessionEnded(_) => (StatusCode::NOT_FOUND, SESSION_ENDED),
             Self::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, INVALID_REQUEST),
             Self::PathUnknown => (StatusCode::NOT_FOUND, INVALID_REQUEST),
-            Self::Unauthorized { refusal: crate::auth::Refusal::InsufficientScope, .. } => {
+            Self::Unauthorized { refusal: AuthRefusal::InsufficientScope, .. } => {
                 (StatusCode::FORBIDDEN, INVALID_REQUEST)
             }
             // The issuer's keys could not be fetched: not the client's fault.
-            Self::Unauthorized { refusal: crate::auth::Refusal::KeysUnavailable, .. } => {
+            Self::Unauthorized { refusal: AuthRefusal::KeysUnavailable, .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, INTERNAL_ERROR)
             }
             Self::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, INVALID_REQUEST),
@@ -216,7 +267,7 @@ impl Error {
         let mut data = json!({ "reason": self.reason() });
         if let Self::UnsupportedVersion(requested) = self {
             // As 2026-07-28's UnsupportedProtocolVersionError: what is served, what was asked.
-            data["supported"] = json!(crate::stateless::supported_versions());
+            data["supported"] = json!(supported_versions());
             data["requested"] = json!(requested);
         }
         json!({ "jsonrpc": "2.0", "error": { "code": code, "message": self.message(), "data": data } })

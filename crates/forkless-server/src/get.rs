@@ -13,11 +13,14 @@ use crate::writer::WriterOptions;
 
 use crate::answer::preamble;
 use crate::common::now;
-use crate::request::{LAST_EVENT_ID, STREAM_ID, accepts, lossy_header, protocol_version};
+use crate::request::{
+    LAST_EVENT_ID, STREAM_ID, accepts, check_single_valued, lossy_header, protocol_version,
+};
 use crate::server::App;
 
 impl<S: Store, H: Handler> App<S, H> {
     pub(crate) async fn get(&self, headers: &HeaderMap) -> Result<Response, Error> {
+        check_single_valued(headers)?;
         self.check_origin(headers)?;
         let version = protocol_version(headers)?;
         if version == Some(Revision::V2026_07_28) {
@@ -81,6 +84,7 @@ impl<S: Store, H: Handler> App<S, H> {
     }
 
     pub(crate) async fn delete(&self, headers: &HeaderMap) -> Result<Response, Error> {
+        check_single_valued(headers)?;
         self.check_origin(headers)?;
         if protocol_version(headers)? == Some(Revision::V2026_07_28) {
             return Err(Error::MethodNotAllowed { allow: "POST" });

@@ -107,8 +107,9 @@ mod writer;
 pub use config::{AllowedOrigins, AnswerMode, ConfigError, PrincipalClosure, PrincipalFn, ServerConfig};
 pub use context::{RequestContext, SessionHandle};
 pub use error::{
-    Error, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, SESSION_ENDED,
-    STREAM_CONFLICT,
+    Error, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR, SESSION_ENDED, STREAM_CONFLICT,
+    UNSUPPORTED_PROTOCOL_VERSION,
 };
 pub use handler::{Handler, Restorable, ServerInfo};
 pub use jsonrpc::RpcError;
@@ -116,4 +117,3 @@ pub use listener::raise_open_file_limit;
 pub use request::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};
 pub use server::Server;
 pub use session::SendError;
-pub use stateless::{HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION};

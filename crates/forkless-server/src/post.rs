@@ -26,11 +26,14 @@ use crate::session::SessionShared;
 
 use crate::common::{millis, now};
 use crate::dispatch::Call;
-use crate::request::{SESSION_ID, accepts, header_value, is_json, protocol_version, read_body};
+use crate::request::{
+    SESSION_ID, accepts, check_single_valued, header_value, is_json, protocol_version, read_body,
+};
 use crate::server::App;
 
 impl<S: Store, H: Handler> App<S, H> {
     pub(crate) async fn post(&self, headers: &HeaderMap, body: Body) -> Result<Response, Error> {
+        check_single_valued(headers)?;
         self.check_origin(headers)?;
         if !is_json(headers) {
             return Err(Error::UnsupportedMediaType);

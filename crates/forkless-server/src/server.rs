@@ -35,7 +35,6 @@ use crate::session::Outbox;
 
 use crate::common::{Common, millis, now};
 use crate::outbox::StoreOutbox;
-use crate::request::check_single_valued;
 
 /// The MCP Streamable HTTP server around a store and a handler.
 pub struct Server<S, H> {
@@ -319,9 +318,6 @@ impl<S, H> Clone for App<S, H> {
 
 async fn post_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    if let Err(e) = check_single_valued(&parts.headers) {
-        return app.answer(Err(e));
-    }
     let out = app.post(&parts.headers, body).await;
     app.answer(out)
 }
@@ -331,17 +327,11 @@ async fn get_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, reques
     if request.method() == http::Method::HEAD {
         return app.answer(Err(Error::MethodNotAllowed { allow: "GET, POST, DELETE" }));
     }
-    if let Err(e) = check_single_valued(request.headers()) {
-        return app.answer(Err(e));
-    }
     let out = app.get(request.headers()).await;
     app.answer(out)
 }
 
 async fn delete_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, request: Request) -> Response {
-    if let Err(e) = check_single_valued(request.headers()) {
-        return app.answer(Err(e));
-    }
     let out = app.delete(request.headers()).await;
     app.answer(out)
 }

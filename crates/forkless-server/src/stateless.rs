@@ -3,8 +3,6 @@
 //! `server/discover`, `resultType`, caching hints) is [`wire`]'s.
 
 mod wire;
-pub(crate) use wire::supported_versions;
-pub use wire::{HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION};
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //!
 //! This module owns deciding who a request is. A valid token yields the principal
 //! `issuer` + `subject` (not the token, which refreshes), which the session binding then
-//! compares ([`crate::request`]): another principal's session looks exactly like an unknown
+//! compares (in the request path): another principal's session looks exactly like an unknown
 //! one. The token itself goes nowhere past this check: handlers never see request headers.
 //!
 //! ```text
@@ -28,6 +28,7 @@ use jsonwebtoken::{Validation, decode, decode_header};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+pub use crate::error::AuthRefusal as Refusal;
 use crate::error::Error;
 pub use jwks::JwksSource;
 use jwks::{Jwks, KeyError};
@@ -80,47 +81,6 @@ impl AuthConfig {
                 _ => self.metadata_path(),
             },
             Err(_) => self.metadata_path(),
-        }
-    }
-}
-
-/// Why a request was not let through, as the `error.data.reason` says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Refusal {
-    /// No `Authorization: Bearer` token.
-    Missing,
-    /// Malformed, badly signed, `alg` not the key's, or `alg: none`.
-    Invalid,
-    /// `exp` passed.
-    Expired,
-    /// `nbf` not reached.
-    NotYetValid,
-    /// `iss` is not the configured issuer.
-    WrongIssuer,
-    /// `aud` does not name this resource.
-    WrongAudience,
-    /// The token's key id is not among the issuer's keys.
-    UnknownKey,
-    /// The issuer's keys could not be fetched.
-    KeysUnavailable,
-    /// A required scope is absent.
-    InsufficientScope,
-}
-
-impl Refusal {
-    /// The wire code (`error.data.reason`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Missing => "token_missing",
-            Self::Invalid => "token_invalid",
-            Self::Expired => "token_expired",
-            Self::NotYetValid => "token_not_yet_valid",
-            Self::WrongIssuer => "token_wrong_issuer",
-            Self::WrongAudience => "token_wrong_audience",
-            Self::UnknownKey => "token_unknown_key",
-            Self::KeysUnavailable => "issuer_keys_unavailable",
-            Self::InsufficientScope => "insufficient_scope",
         }
     }
 }

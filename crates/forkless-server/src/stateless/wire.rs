@@ -9,21 +9,14 @@
 use http::{HeaderMap, HeaderName, StatusCode};
 use serde_json::{Value, json};
 
+use crate::error::{HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, supported_versions};
 use crate::handler::ServerInfo;
 use crate::request::PROTOCOL_VERSION;
-use forkless_core::Revision;
 
 /// `Mcp-Method`.
 pub(crate) const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 /// `Mcp-Name`.
 pub(crate) const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
-
-/// JSON-RPC: the headers do not match the body, or a required one is missing or malformed.
-pub const HEADER_MISMATCH: i64 = -32020;
-/// JSON-RPC: the request needs a client capability its `_meta` did not declare.
-pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
-/// JSON-RPC: the requested protocol version is not served.
-pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// Methods the 2026-07-28 revision removed: answered 404 with `-32601`.
 const REMOVED: [&str; 5] =
@@ -64,11 +57,6 @@ impl Refusal {
         }
         json!({ "jsonrpc": "2.0", "id": id, "error": error })
     }
-}
-
-/// The versions this server speaks, newest first (for discovery and refusals).
-pub(crate) fn supported_versions() -> Vec<&'static str> {
-    Revision::ALL.iter().rev().map(|r| r.as_str()).collect()
 }
 
 /// A header's value decoded from the Base64 sentinel (`=?base64?…?=`) if it uses it.
