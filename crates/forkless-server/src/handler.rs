@@ -95,6 +95,15 @@ pub trait Handler: Send + Sync + 'static {
         ctx: RequestContext,
     ) -> impl Future<Output = Result<Value, RpcError>> + Send;
 
+    /// The `inputSchema` of tool `name`, if the handler wants the server to check the
+    /// `Mcp-Param-{Name}` headers of its calls (2026-07-28: every property annotated with
+    /// `x-mcp-header` must arrive as that header, equal to the argument). Default `None`: no
+    /// such check.
+    fn tool_input_schema(&self, name: &str) -> Option<Value> {
+        let _ = name;
+        None
+    }
+
     /// A client notification other than notifications/initialized and notifications/cancelled.
     fn handle_notification(
         &self,

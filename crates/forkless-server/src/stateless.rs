@@ -68,7 +68,15 @@ impl<S: Store, H: Handler> App<S, H> {
                 return Ok(StatusCode::ACCEPTED.into_response());
             }
             Message::Request { id, method, params } => {
-                if let Err(refusal) = wire::check_request(headers, &method, params.as_ref()) {
+                let schema = (method == "tools/call")
+                    .then(|| params.as_ref().and_then(|p| p.get("name")?.as_str()))
+                    .flatten()
+                    .and_then(|name| self.handler.tool_input_schema(name));
+                let arguments = params.as_ref().and_then(|p| p.get("arguments"));
+                let checked = wire::check_request(headers, &method, params.as_ref()).and_then(|()| {
+                    schema.map_or(Ok(()), |s| wire::check_param_headers(headers, &s, arguments))
+                });
+                if let Err(refusal) = checked {
                     return Ok((refusal.status, axum::Json(refusal.body(&id))).into_response());
                 }
                 if method == "server/discover" {

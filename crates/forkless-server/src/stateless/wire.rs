@@ -157,6 +157,47 @@ pub(crate) fn check_request(
     Ok(())
 }
 
+/// Check the `Mcp-Param-{Name}` headers of a `tools/call` against its arguments, for every
+/// property of the tool's `schema` annotated with `x-mcp-header`: a present, non-null argument
+/// needs its header (decoded from the Base64 sentinel, whitespace around it trimmed) with the
+/// same value; numbers compare as numbers.
+pub(crate) fn check_param_headers(
+    headers: &HeaderMap,
+    schema: &Value,
+    arguments: Option<&Value>,
+) -> Result<(), Refusal> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return Ok(()) };
+    for (property, spec) in properties {
+        let Some(name) = spec.get("x-mcp-header").and_then(Value::as_str) else { continue };
+        let header_name = format!("mcp-param-{}", name.to_ascii_lowercase());
+        let value = arguments.and_then(|a| a.get(property)).filter(|v| !v.is_null());
+        let raw = headers.get(header_name.as_str());
+        let Some(value) = value else { continue };
+        let Some(raw) = raw else {
+            return Err(Refusal::mismatch(format!(
+                "Header mismatch: the Mcp-Param-{name} header is missing"
+            )));
+        };
+        let Some(text) = raw.to_str().ok().map(|v| v.trim_matches([' ', '\t'])).and_then(decoded) else {
+            return Err(Refusal::mismatch(format!(
+                "Header mismatch: the Mcp-Param-{name} header is malformed"
+            )));
+        };
+        let same = match value {
+            Value::String(s) => *s == text,
+            Value::Number(n) => text.parse::<f64>().ok().zip(n.as_f64()).is_some_and(|(a, b)| a == b),
+            Value::Bool(b) => text == if *b { "true" } else { "false" },
+            _ => false,
+        };
+        if !same {
+            return Err(Refusal::mismatch(format!(
+                "Header mismatch: Mcp-Param-{name} header value '{text}' does not match body value {value}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The `server/discover` result: versions, capabilities, identity and instructions.
 pub(crate) fn discover(info: &ServerInfo) -> Value {
     let mut result = json!({
@@ -273,5 +314,32 @@ mod tests {
         complete("resources/read", &mut read);
         assert_eq!(read["ttlMs"], 5, "the handler's own hint wins");
         assert_eq!(read["cacheScope"], "private");
+    }
+
+    #[test]
+    fn annotated_arguments_must_arrive_as_their_headers() {
+        let schema = json!({ "properties": {
+            "region": { "type": "string", "x-mcp-header": "Region" },
+            "count": { "type": "integer", "x-mcp-header": "Count" },
+            "note": { "type": "string" },
+        } });
+        let region = HeaderName::from_static("mcp-param-region");
+        let count = HeaderName::from_static("mcp-param-count");
+        let args = json!({ "region": "eu-west", "count": 42, "note": "x" });
+        let ok = headers(&[(&region, "eu-west"), (&count, "42.0")]);
+        assert!(check_param_headers(&ok, &schema, Some(&args)).is_ok(), "numbers compare as numbers");
+        let b64 = headers(&[(&region, "=?base64?ZXUtd2VzdA==?="), (&count, "42")]);
+        assert!(check_param_headers(&b64, &schema, Some(&args)).is_ok(), "the sentinel is decoded");
+        for bad in [
+            headers(&[(&count, "42")]),
+            headers(&[(&region, "us-east"), (&count, "42")]),
+            headers(&[(&region, "eu-west"), (&count, "41")]),
+        ] {
+            let r = check_param_headers(&bad, &schema, Some(&args)).expect_err("refused");
+            assert_eq!(r.code, HEADER_MISMATCH, "{}", r.message);
+        }
+        // An argument that is absent or null needs no header.
+        let sparse = json!({ "region": null });
+        assert!(check_param_headers(&HeaderMap::new(), &schema, Some(&sparse)).is_ok());
     }
 }

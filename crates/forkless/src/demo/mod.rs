@@ -141,6 +141,10 @@ impl DemoHandler {
 }
 
 impl Handler for DemoHandler {
+    fn tool_input_schema(&self, name: &str) -> Option<Value> {
+        name.parse::<Tool>().ok().map(Tool::input_schema)
+    }
+
     fn info(&self) -> ServerInfo {
         ServerInfo {
             name: SERVER_NAME.to_owned(),

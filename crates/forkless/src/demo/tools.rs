@@ -66,6 +66,8 @@ pub enum Tool {
     LoggingTool,
     /// Conformance (2026-07-28): needs the client's `sampling` capability (`-32021` without).
     MissingCapability,
+    /// Conformance (2026-07-28): a `region` argument mirrored into `Mcp-Param-Region`.
+    HeaderParam,
     /// Conformance (2026-07-28): would elicit on its response stream, which that revision
     /// forbids, so it answers with a tool error there.
     StreamingElicitation,
@@ -75,7 +77,7 @@ impl Tool {
     /// Every tool, in the order `tools/list` gives them.
     // A tool without arguments first: probes that call the first listed tool with `{}`
     // (the 2026-07-28 conformance suite's header checks) then exercise a call that succeeds.
-    pub const ALL: [Self; 21] = [
+    pub const ALL: [Self; 22] = [
         Self::SimpleText,
         Self::Echo,
         Self::StartNotificationStream,
@@ -97,6 +99,7 @@ impl Tool {
         Self::LoggingTool,
         Self::MissingCapability,
         Self::StreamingElicitation,
+        Self::HeaderParam,
     ];
 
     /// The tool's name on the wire.
@@ -119,6 +122,7 @@ impl Tool {
             Self::LoggingTool => "test_logging_tool",
             Self::MissingCapability => "test_missing_capability",
             Self::StreamingElicitation => "test_streaming_elicitation",
+            Self::HeaderParam => "test_header_param",
             Self::ElicitationDefaults => "test_elicitation_sep1034_defaults",
             Self::ElicitationEnums => "test_elicitation_sep1330_enums",
             Self::Reconnection => "test_reconnection",
@@ -158,6 +162,7 @@ impl Tool {
             Self::StreamingElicitation => {
                 "Elicits on its response stream in the session revisions; a tool error in 2026-07-28."
             }
+            Self::HeaderParam => "Echoes its region, which 2026-07-28 clients mirror into Mcp-Param-Region.",
             Self::ElicitationDefaults => "Asks the client for input with defaults for every primitive type.",
             Self::ElicitationEnums => "Asks the client for input with all five enum schema variants.",
             Self::Reconnection => {
@@ -168,7 +173,7 @@ impl Tool {
         }
     }
 
-    fn input_schema(self) -> Value {
+    pub(super) fn input_schema(self) -> Value {
         let interval = json!({
             "type": "number", "minimum": 0, "maximum": MAX_INTERVAL_MS, "default": DEFAULT_INTERVAL_MS,
             "description": "Milliseconds between two notifications."
@@ -221,6 +226,10 @@ impl Tool {
                 },
                 "additionalProperties": false
             }),
+            Self::HeaderParam => object_schema(
+                json!({ "region": { "type": "string", "description": "A region name.", "x-mcp-header": "Region" } }),
+                &["region"],
+            ),
             Self::SimpleText
             | Self::ImageContent
             | Self::AudioContent

@@ -125,6 +125,12 @@ pub(in crate::demo) async fn call(
             }
             Ok(text_result("the client declared sampling"))
         }
+        Tool::HeaderParam => {
+            let region = args.arguments.as_ref().and_then(|a| a.get("region")).and_then(Value::as_str);
+            let region =
+                region.ok_or_else(|| RpcError::invalid_params("test_header_param needs a string region"))?;
+            Ok(text_result(format!("region: {region}")))
+        }
         Tool::StreamingElicitation => {
             let schema = json!({ "type": "object", "properties": { "answer": { "type": "string" } } });
             elicit(ctx, "Anything to add?", schema, "Answer").await
