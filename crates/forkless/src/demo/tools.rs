@@ -211,19 +211,29 @@ impl Tool {
                 json!({ "message": { "type": "string", "description": "The message to show the user." } }),
                 &["message"],
             ),
+            // 2020-12 keywords a server must pass on untouched (SEP-1613, SEP-2106): `$defs`
+            // with an `$anchor`, composition (`allOf` around `anyOf`) and conditionals.
             Self::JsonSchema2020 => json!({
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
                 "type": "object",
                 "$defs": {
                     "address": {
+                        "$anchor": "postalAddress",
                         "type": "object",
                         "properties": { "street": { "type": "string" }, "city": { "type": "string" } }
                     }
                 },
                 "properties": {
                     "name": { "type": "string" },
-                    "address": { "$ref": "#/$defs/address" }
+                    "address": { "$ref": "#/$defs/address" },
+                    "reach": { "type": "string", "enum": ["email", "phone"] },
+                    "email": { "type": "string" },
+                    "phone": { "type": "string" }
                 },
+                "allOf": [{ "anyOf": [{ "required": ["email"] }, { "required": ["phone"] }] }],
+                "if": { "properties": { "reach": { "const": "email" } }, "required": ["reach"] },
+                "then": { "required": ["email"] },
+                "else": { "required": ["phone"] },
                 "additionalProperties": false
             }),
             Self::HeaderParam => object_schema(
