@@ -36,11 +36,16 @@ async fn run_peer(program: &Path, script: &str, serve_args: &[&str]) {
 
 async fn run_peer_with_env(program: &Path, script: &str, serve_args: &[&str], env: &[(&str, &str)]) {
     let serve = Serve::start(serve_args).await;
+    peer_passes(program, script, &serve.url, env).await;
+}
+
+/// Run the peer `script` with `program` against `url`; it must end with `PASS`.
+async fn peer_passes(program: &Path, script: &str, url: &str, env: &[(&str, &str)]) {
     let out = tokio::time::timeout(
         GUARD * 8,
         tokio::process::Command::new(program)
             .arg(root().join(script))
-            .arg(&serve.url)
+            .arg(url)
             .envs(env.iter().copied())
             .current_dir(root())
             .stdin(Stdio::null())
@@ -53,8 +58,7 @@ async fn run_peer_with_env(program: &Path, script: &str, serve_args: &[&str], en
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() && stdout.lines().last().is_some_and(|l| l.starts_with("PASS")),
-        "{script} against {} failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        serve.url,
+        "{script} against {url} failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
         out.status
     );
 }
@@ -332,4 +336,28 @@ async fn conformance_requirements_2026_07_28_keep_what_passes() {
     let Some((passed, failed, total)) = requirements("2026-07-28").await else { return };
     let regressed: Vec<&&str> = PASSING.iter().filter(|s| !passed.iter().any(|p| p == **s)).collect();
     assert!(regressed.is_empty(), "regressed: {regressed:?} ({total}; failing: {failed:?})");
+}
+
+/// Run several peer scripts at once against one fresh server; each must end with `PASS`.
+async fn run_peers_together(peers: &[(PathBuf, &str)]) {
+    let serve = Serve::start(&["--store", "memory"]).await;
+    let runs = peers.iter().map(|(program, script)| peer_passes(program, script, &serve.url, &[]));
+    futures::future::join_all(runs).await;
+}
+
+/// The SDK v2 clients pinned to 2026-07-28 and in auto mode (which chooses 2026-07-28), and a
+/// 2025-era client (the Python SDK v1, sessions and resumable streams) on the same server at
+/// the same time.
+#[tokio::test]
+async fn sdk_v2_clients_speak_2026_07_28_beside_a_2025_client() {
+    let (Some(py2), Some(py)) = (peer(".peers/py2/bin/python"), peer(".peers/py/bin/python")) else { return };
+    if peer(".peers/node2/node_modules/@modelcontextprotocol/client").is_none() {
+        return;
+    }
+    run_peers_together(&[
+        (py2, "tests/interop/python2/client_2026.py"),
+        (PathBuf::from("node"), "tests/interop/ts2/client_2026.mjs"),
+        (py, "tests/interop/python/client_basic.py"),
+    ])
+    .await;
 }
