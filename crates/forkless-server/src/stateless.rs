@@ -2,6 +2,7 @@
 //! cancels the request. What the revision says of each request and result (its headers,
 //! `server/discover`, `resultType`, caching hints) is [`wire`]'s.
 
+mod listen;
 mod wire;
 
 use std::sync::Arc;
@@ -78,6 +79,17 @@ impl<S: Store, H: Handler> App<S, H> {
                 });
                 if let Err(refusal) = checked {
                     return Ok((refusal.status, axum::Json(refusal.body(&id))).into_response());
+                }
+                if method == "subscriptions/listen" {
+                    let info = self.handler.info();
+                    let keep_alive = self.common.cfg.core.keep_alive;
+                    return Ok(listen::listen(
+                        &id,
+                        params.as_ref(),
+                        &info,
+                        keep_alive,
+                        self.common.shutdown.clone(),
+                    ));
                 }
                 if method == "server/discover" {
                     let mut result = wire::discover(&self.handler.info());

@@ -33,6 +33,16 @@ async fn post(server: &TestServer, headers: &[(&str, &str)], body: Value) -> (u1
 
 const V: (&str, &str) = ("mcp-protocol-version", "2026-07-28");
 
+/// A 2026-07-28 POST of `method`, its headers set (the body is the caller's).
+fn request_2026(server: &TestServer, method: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+}
+
 /// Headers, body, and the HTTP status and JSON-RPC code the answer must have.
 type Case<'a> = (Vec<(&'a str, &'a str)>, Value, u16, i64);
 
@@ -118,13 +128,7 @@ async fn log_messages_go_only_to_a_request_that_opted_in_at_their_level() {
     let server = TestServer::default().await;
     let count = |meta: Value| json!({ "jsonrpc": "2.0", "id": 1, "method": "count", "params": { "n": 2, "_meta": meta } });
     let raw = |server: &TestServer, body: Value| {
-        let req = reqwest::Client::new()
-            .post(&server.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "count")
-            .body(body.to_string());
+        let req = request_2026(server, "count").body(body.to_string());
         async move { req.send().await.unwrap().text().await.unwrap() }
     };
     let silent = raw(&server, count(meta())).await;
@@ -136,4 +140,29 @@ async fn log_messages_go_only_to_a_request_that_opted_in_at_their_level() {
     opted["io.modelcontextprotocol/logLevel"] = json!("error");
     let above = raw(&server, count(opted)).await;
     assert!(!above.contains("notifications/message"), "info is below error: {above}");
+}
+
+#[tokio::test]
+async fn a_listen_stream_opens_with_its_acknowledgement() {
+    use futures::StreamExt as _;
+    let server = TestServer::default().await;
+    let body = json!({ "jsonrpc": "2.0", "id": "l1", "method": "subscriptions/listen",
+        "params": { "_meta": meta(), "notifications": { "toolsListChanged": true, "promptsListChanged": true } } });
+    let resp = request_2026(&server, "subscriptions/listen").body(body.to_string()).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut chunks = resp.bytes_stream();
+    let mut text = String::new();
+    let ack = common::guard("the acknowledgement", async {
+        loop {
+            text.push_str(std::str::from_utf8(&chunks.next().await.unwrap().unwrap()).unwrap());
+            if let Some(line) = text.lines().find_map(|l| l.strip_prefix("data:")) {
+                return serde_json::from_str::<Value>(line.trim()).unwrap();
+            }
+        }
+    })
+    .await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "l1");
+    // The test handler declares no list changes: nothing of the filter is honoured.
+    assert_eq!(ack["params"]["notifications"], json!({}));
 }

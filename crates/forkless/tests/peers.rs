@@ -331,8 +331,8 @@ async fn conformance_requirements_2026_07_28_keep_what_passes() {
         "http-header-validation",
         "http-custom-header-server-validation",
         "json-schema-2020-12",
+        "server-stateless",
     ];
-    // server-stateless: 25 of its 28 checks pass; the 3 left need `subscriptions/listen`.
     let Some((passed, failed, total)) = requirements("2026-07-28").await else { return };
     let regressed: Vec<&&str> = PASSING.iter().filter(|s| !passed.iter().any(|p| p == **s)).collect();
     assert!(regressed.is_empty(), "regressed: {regressed:?} ({total}; failing: {failed:?})");

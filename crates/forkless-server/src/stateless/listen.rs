@@ -1,0 +1,96 @@
+//! `subscriptions/listen` (2026-07-28): a stream that opens with its acknowledgement (the
+//! subset of the requested notification filter this server honours, tagged with the
+//! subscription id) and then stays open, with keep-alives, until the client closes it or the
+//! server shuts down, when it ends with the listen result.
+//!
+//! This module owns that stream. It honours only what the handler's capabilities declare
+//! (`listChanged` per list, `resources.subscribe`); the server itself emits no list change.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderValue, header};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::handler::ServerInfo;
+
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// The part of `requested` this server honours, given its capabilities.
+fn honoured(requested: Option<&Value>, capabilities: &Value) -> Value {
+    let mut out = Map::new();
+    let Some(requested) = requested.and_then(Value::as_object) else { return Value::Object(out) };
+    let declared = |pointer: &str| capabilities.pointer(pointer).and_then(Value::as_bool) == Some(true);
+    for (field, pointer) in [
+        ("toolsListChanged", "/tools/listChanged"),
+        ("promptsListChanged", "/prompts/listChanged"),
+        ("resourcesListChanged", "/resources/listChanged"),
+    ] {
+        if requested.get(field).and_then(Value::as_bool) == Some(true) && declared(pointer) {
+            out.insert(field.to_owned(), Value::Bool(true));
+        }
+    }
+    if let Some(uris) = requested.get("resourceSubscriptions").filter(|_| declared("/resources/subscribe")) {
+        out.insert("resourceSubscriptions".to_owned(), uris.clone());
+    }
+    Value::Object(out)
+}
+
+/// The stream answering `subscriptions/listen` request `id` with `params`.
+pub(crate) fn listen(
+    id: &Value,
+    params: Option<&Value>,
+    info: &ServerInfo,
+    keep_alive: Duration,
+    shutdown: CancellationToken,
+) -> Response {
+    let filter = honoured(params.and_then(|p| p.get("notifications")), &info.capabilities);
+    let ack = json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": { "_meta": { SUBSCRIPTION_ID: id }, "notifications": filter },
+    });
+    let result = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "result": { "resultType": "complete", "_meta": { SUBSCRIPTION_ID: id } },
+    });
+    let first = crate::sse::event(None, ack.to_string().as_bytes());
+    let last = crate::sse::event(None, result.to_string().as_bytes());
+    let state = (Some(first), Some(last), shutdown);
+    let stream = futures::stream::unfold(state, move |(mut first, mut last, shutdown)| async move {
+        if let Some(chunk) = first.take() {
+            return Some((Ok::<Bytes, std::convert::Infallible>(chunk), (first, last, shutdown)));
+        }
+        let chunk = tokio::select! {
+            () = tokio::time::sleep(keep_alive) => crate::sse::comment("keep-alive"),
+            () = shutdown.cancelled() => last.take()?,
+        };
+        Some((Ok(chunk), (first, last, shutdown)))
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::honoured;
+    use serde_json::json;
+
+    #[test]
+    fn only_what_the_capabilities_declare_is_acknowledged() {
+        let caps = json!({ "tools": { "listChanged": true }, "prompts": { "listChanged": false }, "resources": { "subscribe": true } });
+        let asked = json!({ "toolsListChanged": true, "promptsListChanged": true, "resourceSubscriptions": ["file:///a"] });
+        assert_eq!(
+            honoured(Some(&asked), &caps),
+            json!({ "toolsListChanged": true, "resourceSubscriptions": ["file:///a"] })
+        );
+        assert_eq!(honoured(None, &caps), json!({}));
+    }
+}
