@@ -88,7 +88,8 @@ pub use id::{
     EntropySource, Epoch, EventId, IdError, IdHashBuilder, IdHasher, SeededEntropy, Seq, SessionId, StreamId,
     Wire,
 };
-pub use record::{AppendTarget, EvictedBy, Eviction, GetOutcome, Grant, Orphan, SessionRecord, Tick};
+pub use record::{AppendTarget, GetOutcome, Grant, Orphan, SessionRecord};
+pub use retention::{EvictedBy, Eviction, Tick};
 pub use revision::{Revision, UnsupportedRevision};
 pub use session::{Active, ClientFacts, Ended, NewSession, Session, SessionState};
 pub use stream::{

@@ -70,62 +70,6 @@ pub struct Orphan {
     pub label: Option<Label>,
 }
 
-/// What retention takes from one stream: its oldest `events` retained events, `bytes` of
-/// payload in all ([`SessionRecord::on_retention`]). A store drops exactly these.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Eviction {
-    /// How many of the oldest retained events go.
-    pub events: usize,
-    /// Their payload bytes.
-    pub bytes: u64,
-    /// Which limit made them go (`None` when none go).
-    pub by: Option<EvictedBy>,
-}
-
-/// The retention limit that evicted events (PROTOCOL section 8), as `/metrics` labels it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EvictedBy {
-    /// [`crate::Limits::stream_max_events`].
-    StreamMaxEvents,
-    /// [`crate::Limits::stream_max_bytes`].
-    StreamMaxBytes,
-    /// [`crate::Limits::stream_ttl`] (a detached stream's events, all at once).
-    StreamTtl,
-}
-
-impl EvictedBy {
-    /// The label value: the limit's name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::StreamMaxEvents => "stream_max_events",
-            Self::StreamMaxBytes => "stream_max_bytes",
-            Self::StreamTtl => "stream_ttl",
-        }
-    }
-}
-
-/// What time alone did to a session in [`SessionRecord::on_tick`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Tick {
-    /// Attachments detached by liveness expiry.
-    pub detached: Vec<StreamId>,
-    /// Streams whose retained events were all evicted by their time-to-live.
-    pub evicted: Vec<StreamId>,
-    /// How many events those streams held.
-    pub evicted_events: u64,
-    /// Completed request streams dropped entirely by their time-to-live.
-    pub dropped: Vec<StreamId>,
-    /// Whether the session ended by idling.
-    pub ended: bool,
-}
-
-impl Tick {
-    /// Whether nothing changed.
-    pub fn is_empty(&self) -> bool {
-        self.detached.is_empty() && self.evicted.is_empty() && self.dropped.is_empty() && !self.ended
-    }
-}
-
 /// A session with its streams' metadata: the unit of compare-and-set in every store.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionRecord {

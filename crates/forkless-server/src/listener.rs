@@ -37,8 +37,13 @@ use tower::ServiceExt as _;
 use crate::error::Error;
 use crate::metrics::Metrics;
 
+mod deadline;
+mod files;
 mod socket;
 mod woken;
+use deadline::Bound;
+pub(crate) use files::open_file_limit;
+pub use files::raise_open_file_limit;
 use socket::Socket;
 use woken::WokenOnly;
 
@@ -65,54 +70,6 @@ struct Conn {
     drop_now: CancellationToken,
 }
 
-impl Conn {
-    /// Bytes arrived: with nothing in flight, a request's head has started (if not already).
-    fn head_arriving(&self, registry: &Registry) {
-        if self.in_flight.load(Ordering::Acquire) == 0 && self.head_since.load(Ordering::Relaxed) == 0 {
-            self.head_since.store(registry.now_ms() + 1, Ordering::Relaxed);
-        }
-    }
-
-    /// When the connection's task should look at it next (never in the past unless a deadline
-    /// is due, so the task never spins). Nothing wakes the task when a head starts or a
-    /// response ends (that would cost a wake-up per request): it wakes at the deadline as it
-    /// stood, or, while idle, once at `header_read_timeout` after the idle start (a head may
-    /// have started since). A head that starts later than that is cut off at the idle deadline
-    /// at the latest.
-    fn wake(&self, registry: &Registry, bounds: &Bounds, now: Instant) -> Instant {
-        let (deadline, bound) = self.deadline(registry, bounds);
-        let look_for_head = self.idle_start(registry) + bounds.header_read_timeout;
-        match bound {
-            Bound::Idle if look_for_head > now => deadline.min(look_for_head),
-            Bound::Idle | Bound::Header | Bound::Busy => deadline,
-        }
-    }
-
-    /// When the connection last became idle.
-    fn idle_start(&self, registry: &Registry) -> Instant {
-        registry.origin + Duration::from_millis(self.idle_since.load(Ordering::Relaxed))
-    }
-
-    /// When this connection next needs looking at, and which bound that is: a head not
-    /// complete `header_read_timeout` after it started, or nothing at all `idle_timeout` after
-    /// the last response. While a request is in flight, look again one idle timeout from now.
-    fn deadline(&self, registry: &Registry, bounds: &Bounds) -> (Instant, Bound) {
-        if self.in_flight.load(Ordering::Acquire) > 0 {
-            return (Instant::now() + bounds.idle_timeout, Bound::Busy);
-        }
-        match self.head_since.load(Ordering::Relaxed) {
-            0 => {
-                let since = Duration::from_millis(self.idle_since.load(Ordering::Relaxed));
-                (registry.origin + since + bounds.idle_timeout, Bound::Idle)
-            }
-            started => {
-                let since = Duration::from_millis(started - 1);
-                (registry.origin + since + bounds.header_read_timeout, Bound::Header)
-            }
-        }
-    }
-}
-
 /// What the connection task is told besides its connection's progress.
 enum Control {
     /// Dropped to make room at `max_connections`.
@@ -121,17 +78,6 @@ enum Control {
     Shutdown,
     /// Its deadline (as it stood) passed.
     Deadline,
-}
-
-/// Which timeout a deadline is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Bound {
-    /// A request is in flight: nothing to enforce, only a time to look again.
-    Busy,
-    /// Nothing in flight, no head arriving: `idle_timeout`.
-    Idle,
-    /// A head arriving: `header_read_timeout`.
-    Header,
 }
 
 /// The connections held, by id.
@@ -438,41 +384,6 @@ async fn connection(
         }
     }
     registry.release(id);
-}
-
-/// Raise the soft open-file limit to the hard limit where the OS allows it, and return the
-/// limit in force (`None` where it cannot be read).
-pub fn raise_open_file_limit() -> Option<u64> {
-    #[cfg(unix)]
-    {
-        use rustix::process::{Resource, getrlimit, setrlimit};
-        let limit = getrlimit(Resource::Nofile);
-        let (soft, hard) = (limit.current, limit.maximum);
-        if soft < hard {
-            let raised = rustix::process::Rlimit { current: hard, maximum: hard };
-            match setrlimit(Resource::Nofile, raised) {
-                Ok(()) => tracing::info!(from = ?soft, to = ?hard, "raised the open-file limit"),
-                Err(e) => tracing::info!(error = %e, "could not raise the open-file limit"),
-            }
-        }
-        getrlimit(Resource::Nofile).current
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
-}
-
-/// The open-file limit in force, if known.
-pub(crate) fn open_file_limit() -> Option<u64> {
-    #[cfg(unix)]
-    {
-        rustix::process::getrlimit(rustix::process::Resource::Nofile).current
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
 }
 
 #[cfg(test)]

@@ -264,11 +264,15 @@ impl RedbStore {
 }
 
 fn put_header(record: &SessionRecord) -> Op {
-    Op::PutHeader { session: *record.id().as_bytes(), header: codec::encode_header(record) }
+    Op::PutHeader { session: *record.id().as_bytes(), header: forkless_store::codec::encode_header(record) }
 }
 
 fn put_stream(session: SessionId, meta: &forkless_core::Stream, origin: Origin) -> Op {
-    Op::PutStream { prefix: prefix(session, meta.id()), stream: codec::encode_stream(meta), origin }
+    Op::PutStream {
+        prefix: prefix(session, meta.id()),
+        stream: forkless_store::codec::encode_stream(meta),
+        origin,
+    }
 }
 
 fn prefix(session: SessionId, stream: StreamId) -> [u8; 28] {

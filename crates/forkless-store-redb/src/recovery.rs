@@ -26,13 +26,13 @@ impl RedbStore {
             let streams = txn.open_table(STREAMS).map_err(backend_err)?;
             for entry in sessions.iter().map_err(backend_err)? {
                 let (k, v) = entry.map_err(backend_err)?;
-                let mut parts = codec::decode_header(v.value())?;
+                let mut parts = forkless_store::codec::decode_header(v.value())?;
                 let session: &[u8; 16] =
                     k.value().try_into().map_err(|_| Error::Corrupt("session key of wrong length".into()))?;
                 let (lo, hi) = checkpoint::session_range::<28>(session);
                 for row in streams.range(&lo[..]..=&hi[..]).map_err(backend_err)? {
                     let (_, v) = row.map_err(backend_err)?;
-                    parts.streams.push(codec::decode_stream(v.value())?);
+                    parts.streams.push(forkless_store::codec::decode_stream(v.value())?);
                 }
                 records.push(parts);
             }

@@ -3,7 +3,8 @@
 //! This crate owns the [`Store`] trait, the promises every backend keeps, the in-memory
 //! backend ([`MemoryStore`]), the [`engine`] in-process backends are built on, the conformance
 //! suite every backend must pass ([`conformance`], behind the `conformance` feature) and a
-//! fault-injecting wrapper ([`FaultyStore`]). It has no disk dependency: the durable embedded
+//! fault-injecting wrapper ([`FaultyStore`]), and the binary encoding of a record that persisting
+//! stores share ([`codec`]). It has no disk dependency: the durable embedded
 //! store is the crate `forkless-store-redb`.
 //!
 //! It does not decide anything: every decision is made by `forkless-core` on a
@@ -70,6 +71,7 @@ use forkless_core::{
     Timestamp,
 };
 
+pub mod codec;
 mod due;
 pub mod engine;
 mod faulty;
