@@ -93,6 +93,12 @@ impl SessionRecord {
         Ok(())
     }
 
+    /// Which limit, if any, `stream` is over: whether [`Self::on_retention`] has anything to
+    /// evict. A store that must fetch the sizes it asks for fetches them only when this says so.
+    pub fn retention_due(&self, stream: StreamId, limits: &Limits) -> Option<EvictedBy> {
+        self.stream(stream).and_then(|s| over_limits(s, limits))
+    }
+
     /// Retention by size after an append to `stream` (PROTOCOL section 8): how many of its oldest
     /// retained events must go for the stream to be within `limits`, given their sizes oldest
     /// first, applied to the metadata at once (the low-water mark rises, the bytes are freed).
@@ -105,19 +111,10 @@ impl SessionRecord {
     ) -> Result<Eviction, Error> {
         let s = self.stream_mut(stream)?;
         let before = s.retained_bytes();
-        let by = if s.retained_events() > limits.stream_max_events {
-            Some(EvictedBy::StreamMaxEvents)
-        } else if s.retained_bytes() > limits.stream_max_bytes {
-            Some(EvictedBy::StreamMaxBytes)
-        } else {
-            None
-        };
+        let by = over_limits(s, limits);
         let mut events = 0;
         let mut sizes = oldest_sizes.into_iter();
-        while s.retained_events() > 0
-            && (s.retained_events() > limits.stream_max_events
-                || s.retained_bytes() > limits.stream_max_bytes)
-        {
+        while over_limits(s, limits).is_some() {
             let Some(size) = sizes.next() else { break };
             s.on_evict_oldest(size);
             events += 1;
@@ -221,4 +218,17 @@ impl SessionRecord {
 /// nothing attached.
 fn droppable_since(s: &Stream) -> Option<Timestamp> {
     if s.kind() == StreamKind::Request && s.is_completed() { s.idle_since() } else { None }
+}
+
+/// The limit a stream with events left is over (by count first).
+fn over_limits(s: &Stream, limits: &Limits) -> Option<EvictedBy> {
+    if s.retained_events() == 0 {
+        None
+    } else if s.retained_events() > limits.stream_max_events {
+        Some(EvictedBy::StreamMaxEvents)
+    } else if s.retained_bytes() > limits.stream_max_bytes {
+        Some(EvictedBy::StreamMaxBytes)
+    } else {
+        None
+    }
 }

@@ -21,6 +21,7 @@ use forkless_core::{
 use tokio::sync::watch;
 
 use crate::due::{WakeIndex, merged};
+use crate::read::check_read;
 use crate::{
     Append, Error, Reader, Result, StoredEvent, StreamSignal, StreamWatch, Usage, Version, Versioned,
 };
@@ -120,18 +121,6 @@ struct Log {
     /// Made by the first [`Engine::watch`]: a stream answered at once is never watched, and
     /// then costs no channel.
     signal: Option<watch::Sender<StreamSignal>>,
-}
-
-/// The fence where the data is read: a writer holding `held` may read only while that is the
-/// stream's epoch and the stream is not fenced.
-fn check_reader(meta: &forkless_core::Stream, held: forkless_core::Epoch) -> Result<()> {
-    if meta.is_fenced() {
-        return Err(Error::Core(forkless_core::Error::StreamFenced));
-    }
-    if meta.epoch() != held {
-        return Err(Error::Core(forkless_core::Error::StaleEpoch { held, current: meta.epoch() }));
-    }
-    Ok(())
 }
 
 fn poisoned() -> Error {
@@ -377,13 +366,8 @@ impl Engine {
         let slot = self.slot(session)?;
         let mut slot = lock(&slot)?;
         let (meta, log) = slot.log(stream)?;
-        if let Reader::Attached(held) = reader {
-            check_reader(meta, held)?;
-        }
+        check_read(meta, after, reader)?;
         let low_water = meta.low_water();
-        if after.next() < low_water {
-            return Err(Error::Evicted { low_water });
-        }
         let skip = usize::try_from(after.next().get() - low_water.get()).unwrap_or(usize::MAX);
         let delivered = log.delivered;
         Ok(log.events.iter().skip(skip).take_while(|e| e.seq <= delivered).take(max).cloned().collect())

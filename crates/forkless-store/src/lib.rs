@@ -76,6 +76,7 @@ mod due;
 pub mod engine;
 mod faulty;
 mod memory;
+mod read;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -83,6 +84,7 @@ pub mod conformance;
 pub use faulty::{Fault, FaultyStore};
 pub use forkless_core::Orphan;
 pub use memory::MemoryStore;
+pub use read::check_read;
 
 /// The version of a stored [`SessionRecord`], bumped by every successful write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -8,8 +8,6 @@
 //! tells the caller its port), one final line on stdout when the server has stopped, and
 //! `tracing` logs on stderr (see [`crate::init_logging`]).
 
-use core::fmt;
-use core::str::FromStr;
 use core::time::Duration;
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -22,11 +20,15 @@ use forkless_server::auth::{AuthConfig, JwksSource};
 use forkless_server::{AllowedOrigins, AnswerMode, Server, ServerConfig};
 
 use forkless_store::{MemoryStore, Store};
+use forkless_store_postgres::{PgConfig, PgStore};
 use forkless_store_redb::{Durability, LostFiles, RedbStore};
 use tokio::net::TcpListener;
 
 use crate::Error;
+
+mod store;
 use crate::demo::DemoHandler;
+pub use store::{StoreSpec, StoreSpecError};
 
 /// Flags of `forkless serve`.
 #[derive(Clone, Debug, clap::Args)]
@@ -35,8 +37,9 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub listen: SocketAddr,
     /// Where sessions and stream logs are kept: `redb` (durable, in `--data-dir`),
-    /// `redb:PATH` (durable, that file and its write-ahead log `PATH.wal`) or `memory` (lost
-    /// on exit).
+    /// `redb:PATH` (durable, that file and its write-ahead log `PATH.wal`), `memory` (lost
+    /// on exit) or a `postgres://` URL (a PostgreSQL database; one node per database until
+    /// the cluster layer lands).
     #[arg(long, default_value = "redb", value_name = "STORE")]
     pub store: StoreSpec,
     /// Directory of the durable store's files (`forkless.redb` and its write-ahead log
@@ -116,16 +119,6 @@ pub struct ServeArgs {
     pub auth_scopes: Vec<String>,
 }
 
-/// The store a server keeps its sessions in. Parsed from `--store`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StoreSpec {
-    /// In-process memory: fast, lost on exit.
-    Memory,
-    /// The durable embedded store: this file, or `forkless.redb` in `--data-dir`.
-    Redb(Option<PathBuf>),
-}
-
 /// `--durability`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum DurabilityArg {
@@ -134,44 +127,6 @@ pub enum DurabilityArg {
     /// One fsync per batch window.
     #[default]
     Batched,
-}
-
-/// Why a `--store` value was refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum StoreSpecError {
-    /// A store this build knows of but cannot open yet.
-    #[error("store `{0}` is not available in this build (available: redb, redb:PATH, memory)")]
-    Unavailable(String),
-    /// Not a store name at all.
-    #[error("unknown store `{0}` (available: redb, redb:PATH, memory)")]
-    Unknown(String),
-}
-
-impl FromStr for StoreSpec {
-    type Err = StoreSpecError;
-
-    fn from_str(s: &str) -> Result<Self, StoreSpecError> {
-        match s.split_once(':').map_or(s, |(kind, _)| kind) {
-            "memory" if s == "memory" => Ok(Self::Memory),
-            "redb" if s == "redb" => Ok(Self::Redb(None)),
-            "redb" => match &s[5..] {
-                "" => Err(StoreSpecError::Unknown(s.to_owned())),
-                path => Ok(Self::Redb(Some(PathBuf::from(path)))),
-            },
-            "redis" | "postgres" => Err(StoreSpecError::Unavailable(s.to_owned())),
-            _ => Err(StoreSpecError::Unknown(s.to_owned())),
-        }
-    }
-}
-
-impl fmt::Display for StoreSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Memory => f.write_str("memory"),
-            Self::Redb(None) => f.write_str("redb"),
-            Self::Redb(Some(path)) => write!(f, "redb:{}", path.display()),
-        }
-    }
 }
 
 /// `--answer`: how a POST request is answered.
@@ -309,6 +264,14 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
             let watched = store.clone();
             let failed = Box::pin(async move { watched.failed().await });
             serving.run(store, label, recovery.orphans, Some(failed)).await
+        }
+        StoreSpec::Postgres(url) => {
+            let store = PgStore::connect(PgConfig::new(url.clone()))
+                .await
+                .map_err(|e| Error::Store(e.to_string()))?;
+            let orphans = store.restart_alone(wall_clock()).await.map_err(|e| Error::Store(e.to_string()))?;
+            tracing::info!(store = %args.store, orphaned_requests = orphans.len(), "postgres store connected");
+            serving.run(store, args.store.to_string(), orphans, None).await
         }
     }
 }

@@ -69,6 +69,15 @@ struct Restartable {
 impl Restartable {
     async fn start(durability: &str) -> Self {
         let dir = support::fresh_data_dir();
+        Self::start_on(
+            dir.clone(),
+            &format!("--data-dir \"{}/data\" --durability {durability}", dir.display()),
+        )
+        .await
+    }
+
+    /// Started with these store flags (a shell fragment).
+    async fn start_on(dir: std::path::PathBuf, store: &str) -> Self {
         let port =
             std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
         let script = dir.join("restart.sh");
@@ -82,7 +91,7 @@ cd "{dir}"
 if [ -f pid ]; then
   kill -9 "$(cat pid)" 2>/dev/null || true
 fi
-RUST_LOG=warn "{bin}" serve --listen 127.0.0.1:{port} --data-dir "{dir}/data" --durability {durability} >>out 2>>err </dev/null &
+RUST_LOG=warn "{bin}" serve --listen 127.0.0.1:{port} {store} >>out 2>>err </dev/null &
 echo $! > pid
 "#,
                 dir = dir.display(),
@@ -126,6 +135,19 @@ async fn every_scenario_passes_against_forkless_serve_with_the_durable_store_as_
     assert!(stdout.contains("resume-after-8       PASS"), "{stdout}");
     assert!(stdout.contains("crash-restart        PASS"), "{stdout}");
     assert_eq!(code, Some(0), "{stdout}");
+}
+
+/// Every scenario, `kill -9` and restart included, against `forkless serve` on PostgreSQL (a
+/// database of its own): what the database committed is what clients received.
+#[tokio::test]
+async fn every_scenario_passes_against_forkless_serve_on_postgres() {
+    let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
+    let serve = Restartable::start_on(support::fresh_data_dir(), &format!("--store '{}'", db.url)).await;
+    let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command]).await;
+    assert!(stdout.contains("11 scenarios: 11 PASS, 0 FAIL, 0 UNSUPPORTED"), "{stdout}");
+    assert!(stdout.contains("crash-restart        PASS"), "{stdout}");
+    assert_eq!(code, Some(0), "{stdout}");
+    drop(serve);
 }
 
 #[tokio::test]

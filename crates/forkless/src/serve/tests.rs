@@ -33,7 +33,11 @@ fn store_spec_is_parsed_not_matched_loosely() {
     assert!(matches!("redb:".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
     assert!(matches!("redis".parse::<StoreSpec>(), Err(StoreSpecError::Unavailable(_))));
     assert!(matches!("memory:x".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
-    assert!(matches!("postgres".parse::<StoreSpec>(), Err(StoreSpecError::Unavailable(_))));
+    assert!(matches!("postgres".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
+    let pg = "postgres://app:secret@db:5432/forkless".parse::<StoreSpec>().expect("a postgres URL");
+    assert_eq!(pg, StoreSpec::Postgres("postgres://app:secret@db:5432/forkless".into()));
+    assert_eq!(pg.to_string(), "postgres://app:***@db:5432/forkless", "the password never reaches a log");
+    assert_eq!("postgresql://u@h/d".parse::<StoreSpec>().unwrap().to_string(), "postgresql://u@h/d");
     assert!(matches!("sqlite".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
     assert!(parse(&["--store", "bogus"]).is_err());
 }

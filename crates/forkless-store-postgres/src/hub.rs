@@ -1,0 +1,234 @@
+//! Wake-ups: the watchers of this node, woken by this node's own commits at once and by
+//! other nodes' commits through a hint.
+//!
+//! A hint is a `NOTIFY forkless` sent inside the writing transaction (so it is delivered only
+//! if the write commits), naming the node that wrote and the streams it changed. One `LISTEN`
+//! connection per node turns hints into re-reads of the streams this node watches. A hint is
+//! only a hint: it is lost while the listener is disconnected, so every watched stream is
+//! re-read whenever the listener (re)connects, and a watcher always sees a state the database
+//! committed, never one a hint claimed.
+//!
+//! It owns the watchers and the listener, not the data: signals are made from stream metadata
+//! the caller read from the database.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, Weak};
+use std::time::Duration;
+
+use forkless_core::{IdHashBuilder, SessionId, Stream, StreamId};
+use forkless_store::{StreamSignal, StreamWatch};
+use futures::StreamExt;
+use tokio::sync::{mpsc, watch};
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use crate::Inner;
+
+/// Whether this node tells other nodes about its commits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Hints {
+    /// Send a hint with every commit that changes a stream, and listen for other nodes' (the
+    /// default: right for any number of nodes).
+    #[default]
+    Notify,
+    /// Neither send nor listen: one node alone on the database.
+    Off,
+}
+
+/// Hints name at most this many streams; a write that changed more names its session only,
+/// and every watched stream of it is re-read.
+const MAX_STREAMS_PER_HINT: usize = 64;
+
+/// The watchers of this node, by stream.
+#[derive(Debug, Default)]
+pub(crate) struct Hub {
+    senders: Mutex<HashMap<(SessionId, StreamId), watch::Sender<StreamSignal>, IdHashBuilder>>,
+}
+
+/// A signal is later than another if its epoch or delivered mark moved on, or it ended.
+fn later(new: &StreamSignal, old: &StreamSignal) -> bool {
+    (new.epoch, new.delivered, new.end.is_some()) > (old.epoch, old.delivered, old.end.is_some())
+}
+
+impl Hub {
+    /// A watch on `stream`, starting from `meta` as just read (everything committed is
+    /// delivered).
+    pub(crate) fn watch(&self, session: SessionId, meta: &Stream) -> StreamWatch {
+        let signal = StreamSignal::of(meta, meta.high_water());
+        let mut map = self.senders.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = map.entry((session, meta.id())).or_insert_with(|| watch::Sender::new(signal));
+        tx.send_if_modified(|s| {
+            later(&signal, s) && {
+                *s = signal;
+                true
+            }
+        });
+        StreamWatch::new(tx.subscribe())
+    }
+
+    /// Tell `stream`'s watchers about its committed metadata. Never moves a signal back: a
+    /// re-read that raced a later commit is ignored.
+    pub(crate) fn announce(&self, session: SessionId, meta: &Stream) {
+        let map = self.senders.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = map.get(&(session, meta.id())) {
+            let signal = StreamSignal::of(meta, meta.high_water());
+            tx.send_if_modified(|s| {
+                later(&signal, s) && {
+                    *s = signal;
+                    true
+                }
+            });
+        }
+    }
+
+    /// The stream is gone: its watchers see it fenced.
+    pub(crate) fn dropped(&self, session: SessionId, stream: StreamId) {
+        self.senders.lock().unwrap_or_else(|p| p.into_inner()).remove(&(session, stream));
+    }
+
+    /// The session is gone.
+    pub(crate) fn session_dropped(&self, session: SessionId) {
+        self.senders.lock().unwrap_or_else(|p| p.into_inner()).retain(|(s, _), _| *s != session);
+    }
+
+    /// Every stream someone here still watches (entries nobody watches any more are dropped).
+    pub(crate) fn watched(&self, session: Option<SessionId>) -> Vec<(SessionId, StreamId)> {
+        let mut map = self.senders.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, tx| tx.receiver_count() > 0);
+        map.keys().filter(|(s, _)| session.is_none_or(|id| id == *s)).copied().collect()
+    }
+
+    /// Whether anyone here watches `stream`.
+    pub(crate) fn is_watched(&self, session: SessionId, stream: StreamId) -> bool {
+        let map = self.senders.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&(session, stream)).is_some_and(|tx| tx.receiver_count() > 0)
+    }
+}
+
+fn hex(bytes: &[u8], out: &mut String) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+}
+
+fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    let s = s.as_bytes();
+    if s.len() != 2 * N {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = [0u8; N];
+    for (i, pair) in s.chunks(2).enumerate() {
+        out[i] = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(out)
+}
+
+/// The hint of a write by `node` that changed `streams` of `session`:
+/// `node session:stream,stream,...` or, for many streams, `node session:*`.
+pub(crate) fn hint(node: &str, session: SessionId, streams: &[StreamId]) -> String {
+    let mut out = String::with_capacity(node.len() + 34 + 25 * streams.len().min(MAX_STREAMS_PER_HINT));
+    out.push_str(node);
+    out.push(' ');
+    hex(session.as_bytes(), &mut out);
+    out.push(':');
+    if streams.len() > MAX_STREAMS_PER_HINT {
+        out.push('*');
+    } else {
+        for (i, s) in streams.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            hex(s.as_bytes(), &mut out);
+        }
+    }
+    out
+}
+
+/// What a hint names, unless this node sent it or it is malformed.
+fn parse(node: &str, payload: &str) -> Option<(SessionId, Option<Vec<StreamId>>)> {
+    let (from, rest) = payload.split_once(' ')?;
+    if from == node {
+        return None;
+    }
+    let (session, streams) = rest.split_once(':')?;
+    let session = SessionId::from_bytes(unhex(session)?);
+    if streams == "*" {
+        return Some((session, None));
+    }
+    let streams =
+        streams.split(',').map(|s| unhex(s).map(StreamId::from_bytes)).collect::<Option<Vec<_>>>()?;
+    Some((session, Some(streams)))
+}
+
+/// The listener of one node: `LISTEN forkless`, re-read what hints name, and everything
+/// watched after every (re)connect. Ends when the store is dropped.
+pub(crate) async fn listen(inner: Weak<Inner>, config: tokio_postgres::Config, node: String) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match config.connect(NoTls).await {
+            Ok((client, mut conn)) => {
+                let (tx, mut rx) = mpsc::unbounded_channel();
+                let driver = tokio::spawn(async move {
+                    let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
+                    while let Some(Ok(message)) = messages.next().await {
+                        if let AsyncMessage::Notification(n) = message
+                            && tx.send(n.payload().to_owned()).is_err()
+                        {
+                            break;
+                        }
+                    }
+                });
+                match client.batch_execute("LISTEN forkless").await {
+                    Ok(()) => {
+                        backoff = Duration::from_millis(100);
+                        let Some(store) = inner.upgrade() else { return };
+                        // Hints sent while no listener was connected are lost: re-read all.
+                        store.refresh(store.hub.watched(None)).await;
+                        drop(store);
+                        while let Some(payload) = rx.recv().await {
+                            let Some(store) = inner.upgrade() else { return };
+                            let Some((session, streams)) = parse(&node, &payload) else { continue };
+                            let keys = match streams {
+                                Some(streams) => streams
+                                    .into_iter()
+                                    .filter(|s| store.hub.is_watched(session, *s))
+                                    .map(|s| (session, s))
+                                    .collect(),
+                                None => store.hub.watched(Some(session)),
+                            };
+                            store.refresh(keys).await;
+                        }
+                        tracing::warn!("postgres hint listener disconnected; reconnecting");
+                    }
+                    Err(e) => tracing::warn!(error = %e, "postgres LISTEN failed"),
+                }
+                driver.abort();
+            }
+            Err(e) => tracing::warn!(error = %e, "postgres hint listener cannot connect"),
+        }
+        if inner.strong_count() == 0 {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_name_what_they_changed_and_not_their_own_writes() {
+        let session = SessionId::from_bytes([7; 16]);
+        let streams = [StreamId::from_bytes([1; 12]), StreamId::from_bytes([0xab; 12])];
+        let h = hint("n1", session, &streams);
+        assert_eq!(parse("n2", &h), Some((session, Some(streams.to_vec()))));
+        assert_eq!(parse("n1", &h), None, "a node ignores its own hints");
+        let many: Vec<_> = (0..=MAX_STREAMS_PER_HINT as u8).map(|i| StreamId::from_bytes([i; 12])).collect();
+        assert_eq!(parse("n2", &hint("n1", session, &many)), Some((session, None)));
+        assert_eq!(parse("n2", "n1 zz:"), None, "a malformed hint is ignored");
+    }
+}

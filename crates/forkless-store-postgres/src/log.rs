@@ -1,0 +1,150 @@
+//! Reading what the database committed: a stream's events after a cursor (fenced where they
+//! are read), the sizes retention asks for, one stream's metadata, and the sessions due for a
+//! sweep. Every read is one statement, so what it checks and what it returns come from one
+//! snapshot.
+//!
+//! It owns these queries, not the checks (those are [`forkless_store::check_read`] and the
+//! core's [`Wake`](forkless_core::Wake) arithmetic).
+
+use bytes::Bytes;
+use deadpool_postgres::ClientWrapper as Client;
+use forkless_core::{Schedule, Seq, SessionId, Stream, StreamId, Timestamp};
+use forkless_store::codec::decode_stream;
+use forkless_store::{Error, Reader, Result, StoredEvent, check_read};
+
+use crate::rows::{backend, millis};
+
+/// Up to `max` committed events of `stream` after `after`, as `reader`.
+pub(crate) async fn read(
+    client: &Client,
+    session: SessionId,
+    stream: StreamId,
+    after: Seq,
+    max: usize,
+    reader: Reader,
+) -> Result<Vec<StoredEvent>> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT st.meta, e.seq, e.payload FROM forkless_streams st LEFT JOIN LATERAL \
+             (SELECT seq, payload FROM forkless_events ev WHERE ev.session = st.session AND ev.stream = st.stream \
+              AND ev.seq > $3 ORDER BY ev.seq LIMIT $4) e ON true \
+             WHERE st.session = $1 AND st.stream = $2",
+        )
+        .await
+        .map_err(backend)?;
+    let (s, st) = (session.as_bytes().as_slice(), stream.as_bytes().as_slice());
+    let after_n = after.get() as i64;
+    let limit = i64::try_from(max).unwrap_or(i64::MAX);
+    let rows = client.query(&stmt, &[&s, &st, &after_n, &limit]).await.map_err(backend)?;
+    let Some(first) = rows.first() else { return Err(absent(client, session).await) };
+    let meta = decode_stream(first.get::<_, &[u8]>(0))?.build();
+    check_read(&meta, after, reader)?;
+    let mut events = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let Some(seq) = row.get::<_, Option<i64>>(1) else { break };
+        let payload: &[u8] = row.get(2);
+        events.push(StoredEvent { seq: Seq::new(seq as u64), payload: Bytes::copy_from_slice(payload) });
+    }
+    // The log is contiguous from the low-water mark, so what follows the cursor starts at
+    // its next seq; anything else is a damaged log, refused rather than sent with a gap.
+    if let Some(e) = events.first()
+        && e.seq != after.next().max(meta.low_water())
+    {
+        return Err(Error::Corrupt(format!("stream log has a gap before seq {}", e.seq)));
+    }
+    Ok(events)
+}
+
+/// One stream's committed metadata.
+pub(crate) async fn stream(client: &Client, session: SessionId, stream: StreamId) -> Result<Stream> {
+    let stmt = client
+        .prepare_cached("SELECT meta FROM forkless_streams WHERE session = $1 AND stream = $2")
+        .await
+        .map_err(backend)?;
+    let (s, st) = (session.as_bytes().as_slice(), stream.as_bytes().as_slice());
+    match client.query_opt(&stmt, &[&s, &st]).await.map_err(backend)? {
+        Some(row) => Ok(decode_stream(row.get::<_, &[u8]>(0))?.build()),
+        None => Err(absent(client, session).await),
+    }
+}
+
+/// Why a stream row is missing: its session is unknown, or only the stream is.
+async fn absent(client: &Client, session: SessionId) -> Error {
+    let stmt = match client.prepare_cached("SELECT 1 FROM forkless_sessions WHERE id = $1").await {
+        Ok(stmt) => stmt,
+        Err(e) => return backend(e),
+    };
+    match client.query_opt(&stmt, &[&session.as_bytes().as_slice()]).await {
+        Ok(Some(_)) => Error::StreamUnknown,
+        Ok(None) => Error::SessionUnknown,
+        Err(e) => backend(e),
+    }
+}
+
+/// The payload sizes of `stream`'s oldest `n` committed events, oldest first.
+pub(crate) async fn oldest_sizes(
+    client: &Client,
+    session: SessionId,
+    stream: StreamId,
+    n: u64,
+) -> Result<Vec<u64>> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT octet_length(payload)::bigint FROM forkless_events WHERE session = $1 AND stream = $2 \
+             ORDER BY seq LIMIT $3",
+        )
+        .await
+        .map_err(backend)?;
+    let (s, st) = (session.as_bytes().as_slice(), stream.as_bytes().as_slice());
+    let n = i64::try_from(n).unwrap_or(i64::MAX);
+    let rows = client.query(&stmt, &[&s, &st, &n]).await.map_err(backend)?;
+    Ok(rows.iter().map(|r| r.get::<_, i64>(0) as u64).collect())
+}
+
+/// The sessions due at `now`: four index range scans, one per [`forkless_core::Wake`] anchor.
+pub(crate) async fn due(client: &Client, now: Timestamp, schedule: &Schedule) -> Result<Vec<SessionId>> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT id FROM forkless_sessions WHERE wake_liveness <= $1 \
+             UNION SELECT id FROM forkless_sessions WHERE wake_stream_idle <= $2 \
+             UNION SELECT id FROM forkless_sessions WHERE wake_activity <= $3 \
+             UNION SELECT id FROM forkless_sessions WHERE wake_ended <= $4",
+        )
+        .await
+        .map_err(backend)?;
+    // An anchor `t` is due when `t + ttl <= now`, that is `t <= now - ttl`; nothing is when
+    // `ttl` exceeds `now`.
+    let before = |ttl: core::time::Duration| {
+        let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let now = millis(now);
+        if ttl > now { -1 } else { now - ttl }
+    };
+    let bounds = [
+        millis(now),
+        before(schedule.stream_ttl),
+        before(schedule.session_idle_ttl),
+        before(schedule.tombstone_ttl),
+    ];
+    let rows =
+        client.query(&stmt, &[&bounds[0], &bounds[1], &bounds[2], &bounds[3]]).await.map_err(backend)?;
+    ids(&rows)
+}
+
+/// Every stored session id.
+pub(crate) async fn sessions(client: &Client) -> Result<Vec<SessionId>> {
+    let stmt = client.prepare_cached("SELECT id FROM forkless_sessions").await.map_err(backend)?;
+    let rows = client.query(&stmt, &[]).await.map_err(backend)?;
+    ids(&rows)
+}
+
+/// The session ids in the first column of `rows`.
+fn ids(rows: &[tokio_postgres::Row]) -> Result<Vec<SessionId>> {
+    rows.iter()
+        .map(|r| {
+            let id: &[u8] = r.get(0);
+            id.try_into()
+                .map(SessionId::from_bytes)
+                .map_err(|_| Error::Corrupt("session id of wrong length".into()))
+        })
+        .collect()
+}

@@ -1,0 +1,230 @@
+//! How a record lives in the tables: loading one in a single statement, and writing the
+//! difference between two versions of it as one pipelined transaction whose first statement
+//! is the compare-and-set (`forkless_advance`, see [`crate::schema`]). Everything a write
+//! sends goes out at once, so a write costs one round trip whatever it changes; if the
+//! compare-and-set fails, the database aborts the transaction and nothing after it applies.
+//!
+//! It owns the statements and the mapping of database errors, not when to write (that is
+//! [`crate::PgStore`]'s) or what to write (the core's).
+
+use core::future::Future;
+use core::pin::Pin;
+
+use bytes::Bytes;
+use deadpool_postgres::ClientWrapper as Client;
+use forkless_core::{EventId, SessionId, SessionRecord, StreamChange, Timestamp, Wake};
+use forkless_store::codec::{decode_header, decode_stream, encode_header, encode_stream};
+use forkless_store::{Error, Result, Version};
+use tokio_postgres::Statement;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+
+/// A database failure as the store's error (nothing was applied, or the commit's outcome is
+/// unknown; either way a delivered event is never taken back).
+pub(crate) fn backend(e: tokio_postgres::Error) -> Error {
+    Error::Backend(format!("postgres: {e}"))
+}
+
+/// Milliseconds as the database stores them.
+pub(crate) fn millis(t: Timestamp) -> i64 {
+    i64::try_from(t.as_millis()).unwrap_or(i64::MAX)
+}
+
+const MOVED: &str = "FK001";
+const UNKNOWN: &str = "FK002";
+
+/// What a write found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// Committed: the session is at the next version.
+    Committed,
+    /// Another writer moved the session first; nothing was written.
+    Moved,
+}
+
+/// Load one session and every stream of it in one statement.
+pub(crate) async fn load(client: &Client, id: SessionId) -> Result<Option<(Version, SessionRecord)>> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT s.version, s.header, ARRAY(SELECT meta FROM forkless_streams WHERE session = s.id) \
+             FROM forkless_sessions s WHERE s.id = $1",
+        )
+        .await
+        .map_err(backend)?;
+    let Some(row) = client.query_opt(&stmt, &[&id.as_bytes().as_slice()]).await.map_err(backend)? else {
+        return Ok(None);
+    };
+    let version: i64 = row.get(0);
+    let mut parts = decode_header(row.get::<_, &[u8]>(1))?;
+    for meta in row.get::<_, Vec<&[u8]>>(2) {
+        parts.streams.push(decode_stream(meta)?);
+    }
+    let mut record = parts.build()?;
+    record.mark_clean();
+    Ok(Some((Version::new(version as u64), record)))
+}
+
+/// Insert a new session and its streams. [`Error::SessionExists`] if the id is taken.
+pub(crate) async fn insert(client: &Client, record: &SessionRecord) -> Result<()> {
+    let sid = record.id();
+    let id = sid.as_bytes().as_slice();
+    let header = encode_header(record);
+    let w = Columns::of(&record.wake());
+    let (streams, metas) = stream_rows(record.streams());
+    let insert = client
+        .prepare_cached(
+            "INSERT INTO forkless_sessions (id, version, header, wake_liveness, wake_stream_idle, \
+             wake_activity, wake_ended) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .await
+        .map_err(backend)?;
+    let upsert = client.prepare_cached(UPSERT_STREAMS).await.map_err(backend)?;
+    let version = Version::INITIAL.get() as i64;
+    // Prepared statements are sent on their first poll, so the pipeline goes out in order.
+    let begin = client.batch_execute("BEGIN");
+    let session_args: [&(dyn ToSql + Sync); 7] = [&id, &version, &header, &w.0[0], &w.0[1], &w.0[2], &w.0[3]];
+    let stream_args: [&(dyn ToSql + Sync); 3] = [&id, &streams, &metas];
+    let session = client.execute(&insert, &session_args);
+    let rows = client.execute(&upsert, &stream_args);
+    let commit = client.batch_execute("COMMIT");
+    let outcome = futures::try_join!(begin, session, rows, commit);
+    match outcome {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            rollback(client).await;
+            if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
+                Err(Error::SessionExists)
+            } else {
+                Err(backend(e))
+            }
+        }
+    }
+}
+
+const UPSERT_STREAMS: &str = "INSERT INTO forkless_streams (session, stream, meta) \
+     SELECT $1, s, m FROM unnest($2::bytea[], $3::bytea[]) AS t(s, m) \
+     ON CONFLICT (session, stream) DO UPDATE SET meta = EXCLUDED.meta";
+
+/// A write: `new` replaces `old`, the stored version `expected`, with `event` appended.
+#[derive(Debug)]
+pub(crate) struct Write<'a> {
+    pub(crate) expected: Version,
+    pub(crate) old: &'a SessionRecord,
+    pub(crate) new: &'a SessionRecord,
+    pub(crate) event: Option<(EventId, &'a Bytes)>,
+    /// A hint for other nodes' watchers (see `crate::hints`), sent in the transaction.
+    pub(crate) hint: Option<String>,
+}
+
+type Pending<'a> = Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send + 'a>>;
+
+/// One statement of a pipeline.
+fn run<'a>(client: &'a Client, stmt: &'a Statement, args: Vec<&'a (dyn ToSql + Sync)>) -> Pending<'a> {
+    Box::pin(async move { client.execute(stmt, &args).await.map(drop) })
+}
+
+const ADVANCE: &str = "SELECT forkless_advance($1, $2, $3, $4, $5, $6, $7)";
+const DROP_STREAMS: &str = "DELETE FROM forkless_streams WHERE session = $1 AND stream = ANY($2)";
+const INSERT_EVENT: &str =
+    "INSERT INTO forkless_events (session, stream, seq, payload) VALUES ($1, $2, $3, $4)";
+const TRIM: &str = "DELETE FROM forkless_events e USING unnest($2::bytea[], $3::bigint[]) AS t(s, low) \
+     WHERE e.session = $1 AND e.stream = t.s AND e.seq < t.low";
+const DROP_EVENTS: &str = "DELETE FROM forkless_events WHERE session = $1";
+const NOTIFY: &str = "SELECT pg_notify('forkless', $1)";
+
+/// Apply `w` in one transaction, sent as one pipeline.
+pub(crate) async fn write(client: &Client, w: Write<'_>) -> Result<Written> {
+    let sid = w.new.id();
+    let id = sid.as_bytes().as_slice();
+    let header = encode_header(w.new);
+    let wake = Columns::of(&w.new.wake());
+    let expected = w.expected.get() as i64;
+    let mut removed: Vec<Vec<u8>> = Vec::new();
+    let mut changed = Vec::new();
+    let mut trims: (Vec<Vec<u8>>, Vec<i64>) = (Vec::new(), Vec::new());
+    for change in w.new.changes_since(w.old) {
+        let (low_before, meta) = match change {
+            StreamChange::Removed(_) => {
+                removed.push(change.id().as_bytes().to_vec());
+                continue;
+            }
+            StreamChange::Added(meta) => (forkless_core::Seq::FIRST, meta),
+            StreamChange::Changed { before, after } => (before.low_water(), after),
+        };
+        changed.push(meta);
+        if meta.low_water() > low_before {
+            trims.0.push(meta.id().as_bytes().to_vec());
+            trims.1.push(meta.low_water().get() as i64);
+        }
+    }
+    let (streams, metas) = stream_rows(changed.iter().copied());
+    let event = w.event.map(|(e, payload)| (e.stream.as_bytes().to_vec(), e.seq.get() as i64, &payload[..]));
+    let prepare = |sql| client.prepare_cached(sql);
+    let advance = prepare(ADVANCE).await.map_err(backend)?;
+    let drop_streams = prepare(DROP_STREAMS).await.map_err(backend)?;
+    let upsert = prepare(UPSERT_STREAMS).await.map_err(backend)?;
+    let insert_event = prepare(INSERT_EVENT).await.map_err(backend)?;
+    let trim = prepare(TRIM).await.map_err(backend)?;
+    let drop_events = prepare(DROP_EVENTS).await.map_err(backend)?;
+    let notify = prepare(NOTIFY).await.map_err(backend)?;
+    let ended = w.new.session().ended().is_some();
+    // Prepared statements are sent on their first poll, so the pipeline goes out in order,
+    // `BEGIN` first and `COMMIT` last.
+    let mut steps: Vec<Pending<'_>> = Vec::with_capacity(9);
+    steps.push(Box::pin(client.batch_execute("BEGIN")));
+    let args: [&(dyn ToSql + Sync); 7] =
+        [&id, &expected, &header, &wake.0[0], &wake.0[1], &wake.0[2], &wake.0[3]];
+    steps.push(run(client, &advance, args.to_vec()));
+    if !removed.is_empty() {
+        steps.push(run(client, &drop_streams, vec![&id, &removed]));
+    }
+    if !streams.is_empty() {
+        steps.push(run(client, &upsert, vec![&id, &streams, &metas]));
+    }
+    if let Some((stream, seq, payload)) = &event {
+        steps.push(run(client, &insert_event, vec![&id, stream, seq, payload]));
+    }
+    if !trims.0.is_empty() {
+        steps.push(run(client, &trim, vec![&id, &trims.0, &trims.1]));
+    }
+    if ended {
+        steps.push(run(client, &drop_events, vec![&id]));
+    }
+    if let Some(hint) = &w.hint {
+        steps.push(run(client, &notify, vec![hint]));
+    }
+    steps.push(Box::pin(client.batch_execute("COMMIT")));
+    match futures::future::try_join_all(steps).await {
+        Ok(_) => Ok(Written::Committed),
+        Err(e) => {
+            rollback(client).await;
+            match e.code().map(SqlState::code) {
+                Some(MOVED) => Ok(Written::Moved),
+                Some(UNKNOWN) => Err(Error::SessionUnknown),
+                _ => Err(backend(e)),
+            }
+        }
+    }
+}
+
+/// End whatever transaction a failed pipeline left open (the `COMMIT` it sent already ended
+/// an aborted one; this is for a pipeline cut short).
+async fn rollback(client: &Client) {
+    if !client.is_closed() {
+        let _ = client.batch_execute("ROLLBACK").await;
+    }
+}
+
+/// Ids and rows of `streams`, as the two arrays `UPSERT_STREAMS` takes.
+fn stream_rows<'a>(streams: impl Iterator<Item = &'a forkless_core::Stream>) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    streams.map(|s| (s.id().as_bytes().to_vec(), encode_stream(s))).unzip()
+}
+
+/// The four wake columns of a record.
+struct Columns([Option<i64>; 4]);
+
+impl Columns {
+    fn of(w: &Wake) -> Self {
+        Self([w.liveness, w.stream_idle, w.activity, w.ended].map(|t| t.map(millis)))
+    }
+}

@@ -1,0 +1,113 @@
+//! The database schema and its versioned migrations, applied in order on connect under an
+//! advisory lock (so nodes starting together migrate once). A database whose schema is newer
+//! than this build knows is refused by name, never written to.
+//!
+//! ```text
+//! forkless_schema   (version, name)                                   one row per migration applied
+//! forkless_sessions (id, version, header, wake_liveness, wake_stream_idle, wake_activity, wake_ended)
+//! forkless_streams  (session, stream, meta)                           one row per stream
+//! forkless_events   (session, stream, seq, payload)                   one row per retained event
+//! ```
+//!
+//! `header` and `meta` are [`forkless_store::codec`] rows; the four `wake_*` columns are a
+//! record's [`Wake`](forkless_core::Wake) anchors in milliseconds, each indexed, so "due at
+//! `now`" is four index range scans. Streams cascade from their session and events from their
+//! stream, so dropping either drops what it held. `forkless_advance` is the compare-and-set:
+//! it moves a session from the version a write was computed on to the next, or aborts the
+//! write's transaction with SQLSTATE `FK001` (another writer moved it) or `FK002` (no such
+//! session).
+//!
+//! It owns the tables and their evolution, not the statements that use them (see
+//! `crate::rows`).
+
+use forkless_store::{Error, Result};
+use tokio_postgres::Client;
+
+use crate::rows::backend;
+
+/// Every migration, in order: its version (the position, from 1) and its name.
+pub(crate) const MIGRATIONS: &[(&str, &str)] = &[("sessions, streams and events", V1)];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+const LOCK_KEY: i64 = 0x666f_726b_6c65_7373; // "forkless"
+
+const V1: &str = r#"
+CREATE TABLE forkless_sessions (
+    id bytea PRIMARY KEY,
+    version bigint NOT NULL,
+    header bytea NOT NULL,
+    wake_liveness bigint,
+    wake_stream_idle bigint,
+    wake_activity bigint,
+    wake_ended bigint
+);
+CREATE INDEX forkless_sessions_wake_liveness ON forkless_sessions (wake_liveness) WHERE wake_liveness IS NOT NULL;
+CREATE INDEX forkless_sessions_wake_stream_idle ON forkless_sessions (wake_stream_idle) WHERE wake_stream_idle IS NOT NULL;
+CREATE INDEX forkless_sessions_wake_activity ON forkless_sessions (wake_activity) WHERE wake_activity IS NOT NULL;
+CREATE INDEX forkless_sessions_wake_ended ON forkless_sessions (wake_ended) WHERE wake_ended IS NOT NULL;
+CREATE TABLE forkless_streams (
+    session bytea NOT NULL REFERENCES forkless_sessions (id) ON DELETE CASCADE,
+    stream bytea NOT NULL,
+    meta bytea NOT NULL,
+    PRIMARY KEY (session, stream)
+);
+CREATE TABLE forkless_events (
+    session bytea NOT NULL,
+    stream bytea NOT NULL,
+    seq bigint NOT NULL,
+    payload bytea NOT NULL,
+    PRIMARY KEY (session, stream, seq),
+    FOREIGN KEY (session, stream) REFERENCES forkless_streams (session, stream) ON DELETE CASCADE
+);
+CREATE FUNCTION forkless_advance(p_id bytea, p_expected bigint, p_header bytea, p_liveness bigint,
+                                 p_stream_idle bigint, p_activity bigint, p_ended bigint)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE forkless_sessions
+       SET version = p_expected + 1, header = p_header, wake_liveness = p_liveness,
+           wake_stream_idle = p_stream_idle, wake_activity = p_activity, wake_ended = p_ended
+     WHERE id = p_id AND version = p_expected;
+    IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM forkless_sessions WHERE id = p_id) THEN
+            RAISE EXCEPTION 'forkless: the session moved on' USING ERRCODE = 'FK001';
+        END IF;
+        RAISE EXCEPTION 'forkless: unknown session' USING ERRCODE = 'FK002';
+    END IF;
+END $$;
+"#;
+
+/// Bring the database to [`SCHEMA_VERSION`], or refuse one that is newer.
+pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
+    let txn = client.transaction().await.map_err(backend)?;
+    txn.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).await.map_err(backend)?;
+    txn.batch_execute(
+        "CREATE TABLE IF NOT EXISTS forkless_schema (version integer PRIMARY KEY, name text NOT NULL, \
+         applied_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .await
+    .map_err(backend)?;
+    let row = txn
+        .query_one("SELECT coalesce(max(version), 0), (SELECT name FROM forkless_schema ORDER BY version DESC LIMIT 1) FROM forkless_schema", &[])
+        .await
+        .map_err(backend)?;
+    let found: i32 = row.get(0);
+    if found > SCHEMA_VERSION {
+        let name: Option<String> = row.get(1);
+        return Err(Error::Corrupt(format!(
+            "the database holds forkless schema version {found} (\"{}\"), newer than the version \
+             {SCHEMA_VERSION} this build knows; run a newer forkless against it",
+            name.unwrap_or_default()
+        )));
+    }
+    for (i, (name, sql)) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let version = i as i32 + 1;
+        txn.batch_execute(sql).await.map_err(backend)?;
+        txn.execute("INSERT INTO forkless_schema (version, name) VALUES ($1, $2)", &[&version, name])
+            .await
+            .map_err(backend)?;
+        tracing::info!(version, name, "postgres schema migrated");
+    }
+    txn.commit().await.map_err(backend)
+}

@@ -1,0 +1,79 @@
+//! For tests (feature `testing`): a fresh database per test on the machine's PostgreSQL (`FORKLESS_TEST_POSTGRES`, default
+//! `postgres://postgres@127.0.0.1:5432/postgres`), dropped when the test ends. Without a
+//! server the test fails when `CI=true` and is skipped (with a note) otherwise.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::{Hints, PgConfig, PgStore};
+
+fn base() -> String {
+    std::env::var("FORKLESS_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// A database that exists for as long as this value.
+#[derive(Debug)]
+pub struct TestDb {
+    /// The database's name.
+    pub name: String,
+    /// A connection URL for it.
+    pub url: String,
+}
+
+impl TestDb {
+    /// A store on this database (hints off unless asked: one node).
+    pub async fn store(&self, hints: Hints) -> PgStore {
+        let mut cfg = PgConfig::new(&self.url);
+        cfg.hints = hints;
+        cfg.pool_size = 4;
+        PgStore::connect(cfg).await.expect("connect to the test database")
+    }
+}
+
+async fn admin() -> Option<tokio_postgres::Client> {
+    match tokio_postgres::connect(&base(), tokio_postgres::NoTls).await {
+        Ok((client, conn)) => {
+            tokio::spawn(conn);
+            Some(client)
+        }
+        Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("CI=true and PostgreSQL is not reachable at {}: {e}", base())
+        }
+        Err(e) => {
+            eprintln!("skipped: PostgreSQL is not reachable at {} ({e})", base());
+            None
+        }
+    }
+}
+
+/// A new, empty database, or `None` (skip) when there is no server and this is not CI.
+pub async fn fresh() -> Option<TestDb> {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let client = admin().await?;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let name = format!("forkless_t_{}_{}_{nanos}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+    client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create a test database");
+    let url = match base().rsplit_once('/') {
+        Some((server, _)) => format!("{server}/{name}"),
+        None => panic!("FORKLESS_TEST_POSTGRES must end in /DATABASE"),
+    };
+    Some(TestDb { name, url })
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Dropping needs a connection of its own, outside the test's runtime.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            rt.block_on(async {
+                if let Ok((client, conn)) = tokio_postgres::connect(&base(), tokio_postgres::NoTls).await {
+                    tokio::spawn(conn);
+                    let _ =
+                        client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+                }
+            });
+        })
+        .join();
+    }
+}
