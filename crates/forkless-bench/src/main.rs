@@ -49,6 +49,10 @@ enum Cmd {
         /// Only loads whose name starts with this (echo-json, echo-sse, notify, resume, idle).
         #[arg(long)]
         only: Vec<String>,
+        /// Also run forkless on this PostgreSQL database (`postgres://…`; an empty one: the
+        /// runs add sessions to it) on the stream loads.
+        #[arg(long, env = "FORKLESS_BENCH_POSTGRES")]
+        postgres: Option<String>,
     },
     /// Apply one load to an already running server (for profiling it), print what it measured.
     Load {
@@ -124,6 +128,7 @@ fn real_main() -> Result<(), Error> {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let store = match store.split_once(':') {
                 None if store == "memory" => StoreKind::Memory,
+                Some(("postgres" | "postgresql", _)) => StoreKind::Postgres(store.clone()),
                 Some(("redb", path)) => StoreKind::Redb {
                     path: path.into(),
                     durability: match durability {
@@ -132,7 +137,7 @@ fn real_main() -> Result<(), Error> {
                     },
                     early_delivery: matches!(durability, Sync::BatchedEarly),
                 },
-                _ => return Err(Error::Server(format!("unknown store {store:?} (memory or redb:PATH)"))),
+                _ => return Err(Error::Server(format!("unknown store {store:?} (memory, redb:PATH or postgres://URL)"))),
             };
             rt.block_on(async move {
                 match target {
@@ -167,7 +172,7 @@ fn real_main() -> Result<(), Error> {
                 Ok(())
             })
         }
-        Cmd::Run { quick, out, rmcp, peers, no_pin, only } => {
+        Cmd::Run { quick, out, rmcp, peers, no_pin, only, postgres } => {
             std::fs::create_dir_all(&out)?;
             let opts = suite::Options {
                 quick,
@@ -177,6 +182,7 @@ fn real_main() -> Result<(), Error> {
                 pin: !no_pin && which("taskset"),
                 scratch: suite::scratch_dir(&out)?,
                 only,
+                postgres,
             };
             // The load generator is one thread: with the servers on CPU 0, it has CPU 1.
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

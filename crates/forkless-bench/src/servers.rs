@@ -40,6 +40,8 @@ pub enum StoreKind {
         /// for a same-run comparison of what the rule costs, never for serving.
         early_delivery: bool,
     },
+    /// A PostgreSQL database, by URL.
+    Postgres(String),
 }
 
 /// The tools the bench servers offer: the demo's `echo` and `start-notification-stream`
@@ -153,6 +155,12 @@ pub async fn serve_forkless(listen: SocketAddr, answer: AnswerMode, store: Store
             } else {
                 store
             };
+            run(store, config, listen).await
+        }
+        StoreKind::Postgres(url) => {
+            let store = forkless_store_postgres::PgStore::connect(forkless_store_postgres::PgConfig::new(url))
+                .await
+                .map_err(|e| Error::Server(format!("postgres: {e}")))?;
             run(store, config, listen).await
         }
     }

@@ -36,6 +36,8 @@ pub struct Options {
     pub scratch: PathBuf,
     /// Only the loads whose name starts with one of these (empty: all).
     pub only: Vec<String>,
+    /// A PostgreSQL database to run forkless on as well, for the stream loads.
+    pub postgres: Option<String>,
 }
 
 /// One server under test: a name and how to start it.
@@ -294,6 +296,13 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
         streaming.push(opts.forkless_redb("immediate"));
         streaming.push(opts.forkless_redb("batched"));
         streaming.push(opts.forkless_redb("batched-early"));
+    }
+    if let Some(url) = &opts.postgres {
+        streaming.push(opts.bench(
+            "forkless/postgres/sse",
+            &["--target", "forkless", "--answer", "sse", "--store", url],
+            true,
+        ));
     }
     let peers: Vec<ServerSpec> =
         [opts.rmcp("stateful", true), opts.peer("ts", false), opts.peer("python", false)]

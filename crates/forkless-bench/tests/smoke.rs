@@ -9,6 +9,8 @@ use forkless_bench::suite::{self, Options};
 #[tokio::test(flavor = "current_thread")]
 async fn quick_run_measures_every_load_without_errors() {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-smoke");
+    // forkless on PostgreSQL too, when the machine has it (always in CI).
+    let db = forkless_store_postgres::testing::fresh().await;
     let opts = Options {
         quick: true,
         exe: PathBuf::from(env!("CARGO_BIN_EXE_forkless-bench")),
@@ -17,6 +19,7 @@ async fn quick_run_measures_every_load_without_errors() {
         pin: false,
         scratch: suite::scratch_dir(&out).expect("scratch dir"),
         only: Vec::new(),
+        postgres: db.as_ref().map(|db| db.url.clone()),
     };
     let rows = suite::run(&opts, |_| {}).await.expect("the quick run completes");
     for load in [
@@ -43,6 +46,10 @@ async fn quick_run_measures_every_load_without_errors() {
         if row.load.starts_with("echo") {
             assert!(row.measured.p50_us.is_some_and(|p| p > 0.0), "{}: latency measured", row.server);
         }
+    }
+    if db.is_some() {
+        let on_postgres = |load: &str| rows.iter().any(|r| r.load == load && r.server == "forkless/postgres/sse");
+        assert!(on_postgres("notify-1") && on_postgres("notify-many"), "the stream loads ran on postgres");
     }
     let ratios = forkless_bench::report::ratios(&rows);
     assert!(ratios.iter().any(|q| q.reference == "hyper/json" && q.throughput > 0.0));

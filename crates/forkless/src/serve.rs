@@ -266,10 +266,9 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
             serving.run(store, label, recovery.orphans, Some(failed)).await
         }
         StoreSpec::Postgres(url) => {
-            let store = PgStore::connect(PgConfig::new(url.clone()))
-                .await
-                .map_err(|e| Error::Store(e.to_string()))?;
-            let orphans = store.restart_alone(wall_clock()).await.map_err(|e| Error::Store(e.to_string()))?;
+            let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
+            let store = PgStore::connect(PgConfig::new(url.clone())).await.map_err(named)?;
+            let orphans = store.restart_alone(wall_clock()).await.map_err(named)?;
             tracing::info!(store = %args.store, orphaned_requests = orphans.len(), "postgres store connected");
             serving.run(store, args.store.to_string(), orphans, None).await
         }

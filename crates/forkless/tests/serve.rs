@@ -205,13 +205,27 @@ async fn ctrl_c_stops_the_same_way() {
     stops_cleanly_on("INT", "interrupted").await;
 }
 
+/// A database that cannot be reached is a failure to start (exit 1), named without its password.
+#[tokio::test]
+async fn an_unreachable_database_exits_1_naming_it() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", "postgres://app:secret@127.0.0.1:1/db"])
+        .env("RUST_LOG", "off")
+        .output()
+        .expect("run forkless");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("postgres://app:***@127.0.0.1:1/db"), "{stderr}");
+    assert!(!stderr.contains("secret"), "{stderr}");
+}
+
 #[tokio::test]
 async fn bad_flags_and_invalid_settings_exit_2_with_a_message() {
     let bin = env!("CARGO_BIN_EXE_forkless");
     let cases: [&[&str]; 5] = [
         &["serve", "--no-such-flag"],
         &["serve", "--listen", "not-an-address"],
-        &["serve", "--store", "postgres://x"],
+        &["serve", "--store", "redis://x"],
         &["serve", "--grace", "60000"],
         &["serve", "--path", "mcp"],
     ];
