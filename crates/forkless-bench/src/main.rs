@@ -137,7 +137,11 @@ fn real_main() -> Result<(), Error> {
                     },
                     early_delivery: matches!(durability, Sync::BatchedEarly),
                 },
-                _ => return Err(Error::Server(format!("unknown store {store:?} (memory, redb:PATH or postgres://URL)"))),
+                _ => {
+                    return Err(Error::Server(format!(
+                        "unknown store {store:?} (memory, redb:PATH or postgres://URL)"
+                    )));
+                }
             };
             rt.block_on(async move {
                 match target {

@@ -94,10 +94,19 @@ impl Running {
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
         if let Some(data) = &self.data {
-            let _ = std::fs::remove_file(data);
+            remove_store_files(data);
         }
         peak
     }
+}
+
+/// Remove a durable store's data file and its write-ahead log (the store refuses to start on
+/// a log whose data file is gone, so neither may outlive the other).
+fn remove_store_files(data: &Path) {
+    let _ = std::fs::remove_file(data);
+    let mut wal = data.as_os_str().to_owned();
+    wal.push(".wal");
+    let _ = std::fs::remove_file(PathBuf::from(wal));
 }
 
 async fn start(spec: &ServerSpec, pin: bool) -> Result<Running, Error> {
@@ -110,7 +119,7 @@ async fn start(spec: &ServerSpec, pin: bool) -> Result<Running, Error> {
     };
     cmd.args(&spec.args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
     if let Some(data) = &spec.data {
-        let _ = std::fs::remove_file(data);
+        remove_store_files(data);
     }
     let mut child = cmd.spawn().map_err(|e| Error::Server(format!("{}: {e}", spec.program.display())))?;
     let pid = child.id().ok_or_else(|| Error::Server(format!("{} exited at once", spec.name)))?;

@@ -48,7 +48,8 @@ async fn quick_run_measures_every_load_without_errors() {
         }
     }
     if db.is_some() {
-        let on_postgres = |load: &str| rows.iter().any(|r| r.load == load && r.server == "forkless/postgres/sse");
+        let on_postgres =
+            |load: &str| rows.iter().any(|r| r.load == load && r.server == "forkless/postgres/sse");
         assert!(on_postgres("notify-1") && on_postgres("notify-many"), "the stream loads ran on postgres");
     }
     let ratios = forkless_bench::report::ratios(&rows);

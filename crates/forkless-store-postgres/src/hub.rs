@@ -112,7 +112,7 @@ fn hex(bytes: &[u8], out: &mut String) {
     }
 }
 
-fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+pub(crate) fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
     let s = s.as_bytes();
     if s.len() != 2 * N {
         return None;
@@ -143,6 +143,14 @@ pub(crate) fn hint(node: &str, session: SessionId, streams: &[StreamId]) -> Stri
             hex(s.as_bytes(), &mut out);
         }
     }
+    out
+}
+
+/// The hint that every stream of `session` changed (it was removed).
+pub(crate) fn session_hint(node: &str, session: SessionId) -> String {
+    let mut out = format!("{node} ");
+    hex(session.as_bytes(), &mut out);
+    out.push_str(":*");
     out
 }
 
@@ -229,6 +237,7 @@ mod tests {
         assert_eq!(parse("n1", &h), None, "a node ignores its own hints");
         let many: Vec<_> = (0..=MAX_STREAMS_PER_HINT as u8).map(|i| StreamId::from_bytes([i; 12])).collect();
         assert_eq!(parse("n2", &hint("n1", session, &many)), Some((session, None)));
+        assert_eq!(parse("n2", &session_hint("n1", session)), Some((session, None)));
         assert_eq!(parse("n2", "n1 zz:"), None, "a malformed hint is ignored");
     }
 }

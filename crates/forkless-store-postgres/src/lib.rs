@@ -11,11 +11,13 @@
 //!
 //! Every write (create, compare-and-set, append) is computed by the core on a record at a
 //! known version, and sent as one pipelined transaction whose first statement moves the
-//! session from that version to the next (see [`schema`]); if another node moved it first,
-//! the database aborts the transaction and the store retries on a fresh load (an append) or
-//! reports the conflict (a compare-and-set). Each node caches the records it wrote, so an
-//! append of the node that serves a session costs one round trip; a stale cache costs one
-//! failed attempt and a reload, never a wrong write.
+//! session from that version on (see [`schema`]); if another node moved it first, the
+//! database aborts the transaction and the store retries on a fresh load (appends) or
+//! reports the conflict (a compare-and-set). Appends are group-committed: one committer per
+//! node stores every append waiting, across sessions and streams, in one transaction (one
+//! round trip, one WAL flush). Each node caches the records it wrote, so appends of the node
+//! that serves a session cost no read; a stale cache costs one failed attempt and a reload,
+//! never a wrong write.
 //!
 //! ## Wake-ups
 //!
@@ -34,15 +36,16 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use forkless_core::{
-    EventId, EvictedBy, IdHashBuilder, Schedule, SessionId, SessionRecord, StreamId, Timestamp,
-};
+use forkless_core::{EventId, IdHashBuilder, Schedule, SessionId, SessionRecord, StreamId, Timestamp};
 use forkless_store::{
-    Append, Error, MAX_CAS_ATTEMPTS, Orphan, Reader, Result, Store, StoredEvent, StreamWatch, Usage, Version,
-    Versioned, transact,
+    Append, Error, Orphan, Reader, Result, Store, StoredEvent, StreamWatch, Usage, Version, Versioned,
+    transact,
 };
+use tokio::sync::mpsc;
 use tokio_postgres::NoTls;
 
+mod batch;
+mod commit;
 mod hub;
 mod log;
 mod rows;
@@ -93,7 +96,12 @@ pub(crate) struct Inner {
     /// total when other nodes write: `Usage` documents it as this node's view).
     retained: AtomicI64,
     evicted: [AtomicU64; 2],
+    /// Group commits and the events they stored (see [`PgStats`]).
+    pub(crate) batches: AtomicU64,
+    pub(crate) batched_events: AtomicU64,
     listener: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Appends, to the committer (see [`commit`]).
+    commits: mpsc::UnboundedSender<commit::Job>,
 }
 
 impl Drop for Inner {
@@ -125,6 +133,7 @@ impl PgStore {
             .build()
             .map_err(|e| Error::Backend(format!("postgres pool: {e}")))?;
         let node = config.node.unwrap_or_else(random_node);
+        let (commits, queue) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
             pool,
             cache: Mutex::default(),
@@ -133,8 +142,12 @@ impl PgStore {
             node: node.clone(),
             retained: AtomicI64::new(0),
             evicted: Default::default(),
+            batches: AtomicU64::new(0),
+            batched_events: AtomicU64::new(0),
             listener: Mutex::new(None),
+            commits,
         });
+        tokio::spawn(commit::run(Arc::downgrade(&inner), queue));
         if config.hints == Hints::Notify {
             let task = tokio::spawn(hub::listen(Arc::downgrade(&inner), pg, node));
             *inner.listener.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
@@ -159,6 +172,25 @@ impl PgStore {
             }
         }
         Ok(orphans)
+    }
+}
+
+/// What this node's store did, for `/metrics` and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PgStats {
+    /// Group commits (transactions that stored appends).
+    pub batches: u64,
+    /// Events those commits stored.
+    pub batched_events: u64,
+}
+
+impl PgStore {
+    /// This node's counters.
+    pub fn stats(&self) -> PgStats {
+        PgStats {
+            batches: self.inner.batches.load(Ordering::Relaxed),
+            batched_events: self.inner.batched_events.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -248,75 +280,6 @@ impl Inner {
             }
         }
     }
-
-    async fn append(&self, event: Append<'_>) -> Result<EventId> {
-        let Append { session, target, payload, kind, now, limits } = event;
-        let client = self.client().await?;
-        let mut from_cache = true;
-        for _ in 0..MAX_CAS_ATTEMPTS {
-            let (version, old) = self.current(&client, session, from_cache).await?;
-            let mut new = old.clone();
-            let id = match new.append(target, payload.len() as u64, kind, now, limits) {
-                Ok(id) => id,
-                // A cached record may be behind another node's writes: refuse only what the
-                // database's own version refuses.
-                Err(_) if from_cache => {
-                    from_cache = false;
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let by = self.evict(&client, &mut new, id, payload.len() as u64, limits).await?;
-            let hint = self.hint(&old, &new);
-            let write = Write { expected: version, old: &old, new: &new, event: Some((id, &payload)), hint };
-            match rows::write(&client, write).await {
-                Ok(Written::Committed) => {
-                    if let Some((by, events)) = by {
-                        self.evicted[usize::from(by == EvictedBy::StreamMaxBytes)]
-                            .fetch_add(events, Ordering::Relaxed);
-                    }
-                    self.committed(version.next(), &old, &new);
-                    return Ok(id);
-                }
-                Ok(Written::Moved) => from_cache = false,
-                Err(e) => {
-                    self.forget(session);
-                    return Err(e);
-                }
-            }
-        }
-        Err(Error::Contended { attempts: MAX_CAS_ATTEMPTS })
-    }
-
-    /// Retention after appending `id` (of `size` bytes, not yet stored) to `new`: the core's
-    /// plan, given the sizes of the oldest stored events, fetched only when it is due and only
-    /// as many as it may take.
-    async fn evict(
-        &self,
-        client: &deadpool_postgres::ClientWrapper,
-        new: &mut SessionRecord,
-        id: EventId,
-        size: u64,
-        limits: &forkless_core::Limits,
-    ) -> Result<Option<(EvictedBy, u64)>> {
-        let Some(by) = new.retention_due(id.stream, limits) else { return Ok(None) };
-        let retained = new.stream(id.stream).map_or(0, forkless_core::Stream::retained_events);
-        let stored = retained.saturating_sub(1);
-        let mut want = retained.saturating_sub(limits.stream_max_events).max(1).min(stored);
-        loop {
-            let mut sizes = log::oldest_sizes(client, new.id(), id.stream, want).await?;
-            if want >= stored {
-                sizes.push(size);
-            }
-            let mut trial = new.clone();
-            let plan = trial.on_retention(id.stream, sizes, limits)?;
-            if trial.retention_due(id.stream, limits).is_none() || want >= stored {
-                *new = trial;
-                return Ok((plan.events > 0).then_some((plan.by.unwrap_or(by), plan.events as u64)));
-            }
-            want = (want * 2).min(stored);
-        }
-    }
 }
 
 impl Store for PgStore {
@@ -352,7 +315,7 @@ impl Store for PgStore {
             }
         };
         let hint = inner.hint(&old, &record);
-        match rows::write(&client, Write { expected, old: &old, new: &record, event: None, hint }).await {
+        match rows::write(&client, Write { expected, old: &old, new: &record, hint }).await {
             Ok(Written::Committed) => {
                 inner.committed(expected.next(), &old, &record);
                 Ok(Some(expected.next()))
@@ -369,7 +332,11 @@ impl Store for PgStore {
     }
 
     async fn append(&self, event: Append<'_>) -> Result<EventId> {
-        self.inner.append(event).await
+        let Append { session, target, payload, kind, now, limits } = event;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job = commit::Job { session, target, payload, kind, now, limits: *limits, reply };
+        self.inner.commits.send(job).map_err(|_| Error::Poisoned("the postgres committer stopped".into()))?;
+        answer.await.map_err(|_| Error::Poisoned("the postgres committer stopped".into()))?
     }
 
     async fn read(
@@ -395,6 +362,12 @@ impl Store for PgStore {
         let stmt =
             client.prepare_cached("DELETE FROM forkless_sessions WHERE id = $1").await.map_err(backend)?;
         client.execute(&stmt, &[&id.as_bytes().as_slice()]).await.map_err(backend)?;
+        if self.inner.hints == Hints::Notify {
+            // Other nodes' watchers re-read, find the session gone and stop.
+            let notify = client.prepare_cached("SELECT pg_notify('forkless', $1)").await.map_err(backend)?;
+            let hint = hub::session_hint(&self.inner.node, id);
+            client.execute(&notify, &[&hint]).await.map_err(backend)?;
+        }
         if let Some((_, record)) = self.inner.cached(id) {
             self.inner.retain(record.retained_bytes(), 0);
         }

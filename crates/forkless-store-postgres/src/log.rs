@@ -81,23 +81,25 @@ async fn absent(client: &Client, session: SessionId) -> Error {
     }
 }
 
-/// The payload sizes of `stream`'s oldest `n` committed events, oldest first.
+/// The payload sizes of `stream`'s oldest `n` committed events from `from` on, oldest first.
 pub(crate) async fn oldest_sizes(
     client: &Client,
     session: SessionId,
     stream: StreamId,
+    from: Seq,
     n: u64,
 ) -> Result<Vec<u64>> {
     let stmt = client
         .prepare_cached(
             "SELECT octet_length(payload)::bigint FROM forkless_events WHERE session = $1 AND stream = $2 \
-             ORDER BY seq LIMIT $3",
+             AND seq >= $4 ORDER BY seq LIMIT $3",
         )
         .await
         .map_err(backend)?;
     let (s, st) = (session.as_bytes().as_slice(), stream.as_bytes().as_slice());
     let n = i64::try_from(n).unwrap_or(i64::MAX);
-    let rows = client.query(&stmt, &[&s, &st, &n]).await.map_err(backend)?;
+    let from = from.get() as i64;
+    let rows = client.query(&stmt, &[&s, &st, &n, &from]).await.map_err(backend)?;
     Ok(rows.iter().map(|r| r.get::<_, i64>(0) as u64).collect())
 }
 

@@ -10,9 +10,8 @@
 use core::future::Future;
 use core::pin::Pin;
 
-use bytes::Bytes;
 use deadpool_postgres::ClientWrapper as Client;
-use forkless_core::{EventId, SessionId, SessionRecord, StreamChange, Timestamp, Wake};
+use forkless_core::{SessionId, SessionRecord, StreamChange, Timestamp, Wake};
 use forkless_store::codec::{decode_header, decode_stream, encode_header, encode_stream};
 use forkless_store::{Error, Result, Version};
 use tokio_postgres::Statement;
@@ -105,28 +104,30 @@ const UPSERT_STREAMS: &str = "INSERT INTO forkless_streams (session, stream, met
      SELECT $1, s, m FROM unnest($2::bytea[], $3::bytea[]) AS t(s, m) \
      ON CONFLICT (session, stream) DO UPDATE SET meta = EXCLUDED.meta";
 
-/// A write: `new` replaces `old`, the stored version `expected`, with `event` appended.
+/// A write: `new` replaces `old`, the stored version `expected` (appends are written by
+/// `crate::batch`).
 #[derive(Debug)]
 pub(crate) struct Write<'a> {
     pub(crate) expected: Version,
     pub(crate) old: &'a SessionRecord,
     pub(crate) new: &'a SessionRecord,
-    pub(crate) event: Option<(EventId, &'a Bytes)>,
     /// A hint for other nodes' watchers (see `crate::hints`), sent in the transaction.
     pub(crate) hint: Option<String>,
 }
 
-type Pending<'a> = Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send + 'a>>;
+pub(crate) type Pending<'a> = Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send + 'a>>;
 
 /// One statement of a pipeline.
-fn run<'a>(client: &'a Client, stmt: &'a Statement, args: Vec<&'a (dyn ToSql + Sync)>) -> Pending<'a> {
+pub(crate) fn run<'a>(
+    client: &'a Client,
+    stmt: &'a Statement,
+    args: Vec<&'a (dyn ToSql + Sync)>,
+) -> Pending<'a> {
     Box::pin(async move { client.execute(stmt, &args).await.map(drop) })
 }
 
 const ADVANCE: &str = "SELECT forkless_advance($1, $2, $3, $4, $5, $6, $7)";
 const DROP_STREAMS: &str = "DELETE FROM forkless_streams WHERE session = $1 AND stream = ANY($2)";
-const INSERT_EVENT: &str =
-    "INSERT INTO forkless_events (session, stream, seq, payload) VALUES ($1, $2, $3, $4)";
 const TRIM: &str = "DELETE FROM forkless_events e USING unnest($2::bytea[], $3::bigint[]) AS t(s, low) \
      WHERE e.session = $1 AND e.stream = t.s AND e.seq < t.low";
 const DROP_EVENTS: &str = "DELETE FROM forkless_events WHERE session = $1";
@@ -158,12 +159,10 @@ pub(crate) async fn write(client: &Client, w: Write<'_>) -> Result<Written> {
         }
     }
     let (streams, metas) = stream_rows(changed.iter().copied());
-    let event = w.event.map(|(e, payload)| (e.stream.as_bytes().to_vec(), e.seq.get() as i64, &payload[..]));
     let prepare = |sql| client.prepare_cached(sql);
     let advance = prepare(ADVANCE).await.map_err(backend)?;
     let drop_streams = prepare(DROP_STREAMS).await.map_err(backend)?;
     let upsert = prepare(UPSERT_STREAMS).await.map_err(backend)?;
-    let insert_event = prepare(INSERT_EVENT).await.map_err(backend)?;
     let trim = prepare(TRIM).await.map_err(backend)?;
     let drop_events = prepare(DROP_EVENTS).await.map_err(backend)?;
     let notify = prepare(NOTIFY).await.map_err(backend)?;
@@ -180,9 +179,6 @@ pub(crate) async fn write(client: &Client, w: Write<'_>) -> Result<Written> {
     }
     if !streams.is_empty() {
         steps.push(run(client, &upsert, vec![&id, &streams, &metas]));
-    }
-    if let Some((stream, seq, payload)) = &event {
-        steps.push(run(client, &insert_event, vec![&id, stream, seq, payload]));
     }
     if !trims.0.is_empty() {
         steps.push(run(client, &trim, vec![&id, &trims.0, &trims.1]));
@@ -209,7 +205,7 @@ pub(crate) async fn write(client: &Client, w: Write<'_>) -> Result<Written> {
 
 /// End whatever transaction a failed pipeline left open (the `COMMIT` it sent already ended
 /// an aborted one; this is for a pipeline cut short).
-async fn rollback(client: &Client) {
+pub(crate) async fn rollback(client: &Client) {
     if !client.is_closed() {
         let _ = client.batch_execute("ROLLBACK").await;
     }
@@ -221,10 +217,10 @@ fn stream_rows<'a>(streams: impl Iterator<Item = &'a forkless_core::Stream>) -> 
 }
 
 /// The four wake columns of a record.
-struct Columns([Option<i64>; 4]);
+pub(crate) struct Columns(pub(crate) [Option<i64>; 4]);
 
 impl Columns {
-    fn of(w: &Wake) -> Self {
+    pub(crate) fn of(w: &Wake) -> Self {
         Self([w.liveness, w.stream_idle, w.activity, w.ended].map(|t| t.map(millis)))
     }
 }

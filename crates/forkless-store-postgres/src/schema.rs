@@ -15,7 +15,8 @@
 //! stream, so dropping either drops what it held. `forkless_advance` is the compare-and-set:
 //! it moves a session from the version a write was computed on to the next, or aborts the
 //! write's transaction with SQLSTATE `FK001` (another writer moved it) or `FK002` (no such
-//! session).
+//! session). `forkless_advance_many` (migration 2) does the same for every session of a group
+//! commit, naming the first that moved in the error's detail.
 //!
 //! It owns the tables and their evolution, not the statements that use them (see
 //! `crate::rows`).
@@ -26,7 +27,8 @@ use tokio_postgres::Client;
 use crate::rows::backend;
 
 /// Every migration, in order: its version (the position, from 1) and its name.
-pub(crate) const MIGRATIONS: &[(&str, &str)] = &[("sessions, streams and events", V1)];
+pub(crate) const MIGRATIONS: &[(&str, &str)] =
+    &[("sessions, streams and events", V1), ("group commit: many sessions advanced at once", V2)];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
@@ -75,6 +77,27 @@ BEGIN
         END IF;
         RAISE EXCEPTION 'forkless: unknown session' USING ERRCODE = 'FK002';
     END IF;
+END $$;
+"#;
+
+const V2: &str = r#"
+CREATE FUNCTION forkless_advance_many(p_ids bytea[], p_expected bigint[], p_next bigint[], p_headers bytea[],
+                                      p_liveness bigint[], p_stream_idle bigint[], p_activity bigint[],
+                                      p_ended bigint[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    i integer;
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_ids, 1), 0) LOOP
+        UPDATE forkless_sessions
+           SET version = p_next[i], header = p_headers[i], wake_liveness = p_liveness[i],
+               wake_stream_idle = p_stream_idle[i], wake_activity = p_activity[i], wake_ended = p_ended[i]
+         WHERE id = p_ids[i] AND version = p_expected[i];
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'forkless: the session moved on' USING ERRCODE = 'FK001',
+                DETAIL = encode(p_ids[i], 'hex');
+        END IF;
+    END LOOP;
 END $$;
 "#;
 

@@ -208,8 +208,9 @@ async fn terminated_connections_cost_typed_errors_never_a_delivered_event() {
             Err(other) => panic!("an untyped or wrong refusal: {other}"),
         }
     }
-    assert!(refused > 0, "terminating connections was noticed");
-    assert!(accepted.len() >= 40, "the node reconnected: {} accepted", accepted.len());
+    // Whether a terminated connection costs an error depends on whether the pool noticed
+    // first; either way the node must reconnect and go on.
+    assert!(accepted.last().is_some_and(|(_, n)| *n == 59), "the node reconnected ({refused} refused)");
     let events =
         a.read(record.id(), record.standalone().id(), Seq::PRIMING, 100, Reader::Inspector).await.unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e.seq.get()).collect();
@@ -222,4 +223,24 @@ async fn terminated_connections_cost_typed_errors_never_a_delivered_event() {
             "accepted seq {seq} names its event"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_removed_on_one_node_stops_the_watchers_on_another() {
+    let Some(db) = fresh().await else { return };
+    let (a, b) = (node(&db, "a", Hints::Notify).await, node(&db, "b", Hints::Notify).await);
+    let record = session(&a, 6).await;
+    let mut watch = b.watch(record.id(), record.standalone().id()).await.unwrap();
+    a.remove(record.id()).await.unwrap();
+    let signal = tokio::time::timeout(GUARD, async {
+        loop {
+            let signal = watch.changed().await;
+            if signal.end.is_some() {
+                return signal;
+            }
+        }
+    })
+    .await
+    .expect("node b's watcher stops");
+    assert_eq!(signal.end, Some(forkless_store::StreamEnd::Fenced));
 }

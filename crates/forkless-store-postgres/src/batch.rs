@@ -1,0 +1,166 @@
+//! The statements of one group commit: every session a batch of appends advanced, moved
+//! from the version the batch was computed on to its last in one statement
+//! (`forkless_advance_many`), their changed streams, and every event, each kind of row in
+//! one statement over arrays. Sent as one pipeline: a batch costs one round trip and one
+//! commit (one WAL flush), however many events and sessions it holds.
+//!
+//! It owns these statements, not which appends form a batch or what they write (see
+//! `crate::commit`).
+
+use bytes::Bytes;
+use deadpool_postgres::ClientWrapper as Client;
+use forkless_core::{Seq, SessionId, SessionRecord, StreamChange, StreamId};
+use forkless_store::codec::{encode_header, encode_stream};
+use forkless_store::{Error, Result, Version};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+
+use crate::rows::{Columns, Pending, backend, run};
+
+/// One session's part of a batch: from `start` at `version` to `end`, `appended` events on.
+#[derive(Debug)]
+pub(crate) struct SessionWrite<'a> {
+    pub(crate) version: Version,
+    pub(crate) appended: u64,
+    pub(crate) start: &'a SessionRecord,
+    pub(crate) end: &'a SessionRecord,
+}
+
+/// One event of a batch.
+#[derive(Debug)]
+pub(crate) struct BatchEvent {
+    pub(crate) session: SessionId,
+    pub(crate) stream: StreamId,
+    pub(crate) seq: Seq,
+    pub(crate) payload: Bytes,
+}
+
+/// What a group commit found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Committed {
+    /// Every session advanced; every event is stored.
+    All,
+    /// This session had moved on (or was gone); nothing was written.
+    Moved(SessionId),
+}
+
+const ADVANCE_MANY: &str = "SELECT forkless_advance_many($1, $2, $3, $4, $5, $6, $7, $8)";
+const DROP_STREAMS: &str = "DELETE FROM forkless_streams s USING unnest($1::bytea[], $2::bytea[]) AS t(se, st) \
+     WHERE s.session = t.se AND s.stream = t.st";
+const UPSERT_STREAMS: &str = "INSERT INTO forkless_streams (session, stream, meta) \
+     SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[]) \
+     ON CONFLICT (session, stream) DO UPDATE SET meta = EXCLUDED.meta";
+const INSERT_EVENTS: &str = "INSERT INTO forkless_events (session, stream, seq, payload) \
+     SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bigint[], $4::bytea[])";
+const TRIM: &str = "DELETE FROM forkless_events e USING unnest($1::bytea[], $2::bytea[], $3::bigint[]) AS t(se, st, low) \
+     WHERE e.session = t.se AND e.stream = t.st AND e.seq < t.low";
+const NOTIFY: &str = "SELECT pg_notify('forkless', h) FROM unnest($1::text[]) AS h";
+
+/// Write a batch in one transaction.
+pub(crate) async fn write(
+    client: &Client,
+    sessions: &[SessionWrite<'_>],
+    events: &[BatchEvent],
+    hints: &[String],
+) -> Result<Committed> {
+    let mut ids = Vec::with_capacity(sessions.len());
+    let (mut expected, mut next, mut headers) = (Vec::new(), Vec::new(), Vec::new());
+    let mut wakes: [Vec<Option<i64>>; 4] = Default::default();
+    let (mut dropped, mut upserts, mut trims) = (Rows::default(), Rows::default(), Rows::default());
+    for w in sessions {
+        let id = w.end.id().as_bytes().to_vec();
+        expected.push(w.version.get() as i64);
+        next.push((w.version.get() + w.appended) as i64);
+        headers.push(encode_header(w.end));
+        for (column, value) in wakes.iter_mut().zip(Columns::of(&w.end.wake()).0) {
+            column.push(value);
+        }
+        for change in w.end.changes_since(w.start) {
+            let (low_before, meta) = match change {
+                StreamChange::Removed(_) => {
+                    dropped.push(&id, change.id(), None);
+                    continue;
+                }
+                StreamChange::Added(meta) => (Seq::FIRST, meta),
+                StreamChange::Changed { before, after } => (before.low_water(), after),
+            };
+            upserts.push(&id, meta.id(), Some(Value::Meta(encode_stream(meta))));
+            if meta.low_water() > low_before {
+                trims.push(&id, meta.id(), Some(Value::Low(meta.low_water().get() as i64)));
+            }
+        }
+        ids.push(id);
+    }
+    let session_ids: Vec<[u8; 16]> = events.iter().map(|e| *e.session.as_bytes()).collect();
+    let ev_sessions: Vec<&[u8]> = session_ids.iter().map(|s| s.as_slice()).collect();
+    let ev_streams: Vec<Vec<u8>> = events.iter().map(|e| e.stream.as_bytes().to_vec()).collect();
+    let ev_seqs: Vec<i64> = events.iter().map(|e| e.seq.get() as i64).collect();
+    let ev_payloads: Vec<&[u8]> = events.iter().map(|e| &e.payload[..]).collect();
+    let prepare = |sql| client.prepare_cached(sql);
+    let advance = prepare(ADVANCE_MANY).await.map_err(backend)?;
+    let drop_streams = prepare(DROP_STREAMS).await.map_err(backend)?;
+    let upsert = prepare(UPSERT_STREAMS).await.map_err(backend)?;
+    let insert = prepare(INSERT_EVENTS).await.map_err(backend)?;
+    let trim = prepare(TRIM).await.map_err(backend)?;
+    let notify = prepare(NOTIFY).await.map_err(backend)?;
+    // Prepared statements are sent on their first poll: the pipeline goes out in order.
+    let mut steps: Vec<Pending<'_>> = Vec::with_capacity(8);
+    steps.push(Box::pin(client.batch_execute("BEGIN")));
+    let args: Vec<&(dyn ToSql + Sync)> =
+        vec![&ids, &expected, &next, &headers, &wakes[0], &wakes[1], &wakes[2], &wakes[3]];
+    steps.push(run(client, &advance, args));
+    if !dropped.sessions.is_empty() {
+        steps.push(run(client, &drop_streams, vec![&dropped.sessions, &dropped.streams]));
+    }
+    if !upserts.sessions.is_empty() {
+        steps.push(run(client, &upsert, vec![&upserts.sessions, &upserts.streams, &upserts.metas]));
+    }
+    if !events.is_empty() {
+        steps.push(run(client, &insert, vec![&ev_sessions, &ev_streams, &ev_seqs, &ev_payloads]));
+    }
+    if !trims.sessions.is_empty() {
+        steps.push(run(client, &trim, vec![&trims.sessions, &trims.streams, &trims.lows]));
+    }
+    if !hints.is_empty() {
+        steps.push(run(client, &notify, vec![&hints]));
+    }
+    steps.push(Box::pin(client.batch_execute("COMMIT")));
+    match futures::future::try_join_all(steps).await {
+        Ok(_) => Ok(Committed::All),
+        Err(e) => {
+            crate::rows::rollback(client).await;
+            let moved = e.as_db_error().filter(|d| d.code() == &SqlState::from_code("FK001"));
+            match moved.and_then(|d| d.detail()).and_then(crate::hub::unhex::<16>) {
+                Some(id) => Ok(Committed::Moved(SessionId::from_bytes(id))),
+                None if moved.is_some() => Err(Error::Backend("postgres: a session moved, unnamed".into())),
+                None => Err(backend(e)),
+            }
+        }
+    }
+}
+
+enum Value {
+    Meta(Vec<u8>),
+    Low(i64),
+}
+
+/// Rows of (session, stream, value) as the arrays a statement takes.
+#[derive(Default)]
+struct Rows {
+    sessions: Vec<Vec<u8>>,
+    streams: Vec<Vec<u8>>,
+    metas: Vec<Vec<u8>>,
+    lows: Vec<i64>,
+}
+
+impl Rows {
+    fn push(&mut self, session: &[u8], stream: StreamId, value: Option<Value>) {
+        self.sessions.push(session.to_vec());
+        self.streams.push(stream.as_bytes().to_vec());
+        match value {
+            Some(Value::Meta(m)) => self.metas.push(m),
+            Some(Value::Low(l)) => self.lows.push(l),
+            None => {}
+        }
+    }
+}
