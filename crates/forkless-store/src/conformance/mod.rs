@@ -180,5 +180,7 @@ pub(super) fn seqs(events: &[crate::StoredEvent]) -> Vec<u64> {
 mod checks;
 mod crash;
 mod due;
+#[cfg(feature = "state-machine")]
+pub mod model;
 mod usage;
 pub use crash::{CrashReport, crash_keeps_every_delivered_id};

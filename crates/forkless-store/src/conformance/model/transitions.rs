@@ -1,0 +1,213 @@
+//! How the reference model generates steps and what each does to it.
+
+use forkless_core::StreamKind;
+use proptest::prelude::*;
+use proptest::sample::select;
+use proptest_state_machine::ReferenceStateMachine;
+
+use super::*;
+
+pub(super) struct Reference;
+
+impl ReferenceStateMachine for Reference {
+    type State = Model;
+    type Transition = Step;
+
+    fn init_state() -> BoxedStrategy<Model> {
+        let limits = (select(vec![2u64, 4, 1000]), select(STREAM_TTLS.to_vec()), select(IDLE_TTLS.to_vec()));
+        (prop::collection::vec(any::<bool>(), 2..=3), prop::bool::weighted(0.25), limits)
+            .prop_map(|(contracts, strict, (max_events, stream_ttl, idle_ttl))| Model {
+                strict,
+                max_events,
+                stream_ttl,
+                idle_ttl,
+                now: T0_MS,
+                sessions: contracts
+                    .into_iter()
+                    .map(|reset_contract| RSession {
+                        reset_contract,
+                        ended: false,
+                        standalone: 0,
+                        streams: vec![RStream::new(StreamKind::Standalone, T0_MS)],
+                        client: vec![0],
+                        last_activity: T0_MS,
+                    })
+                    .collect(),
+                conns: Vec::new(),
+                last: Expect::Nothing,
+            })
+            .boxed()
+    }
+
+    fn transitions(state: &Model) -> BoxedStrategy<Step> {
+        let n = state.sessions.len();
+        let targets: Vec<(usize, Target, bool)> = state
+            .sessions
+            .iter()
+            .enumerate()
+            .flat_map(|(s, session)| {
+                let mut t = vec![(s, Target::Standalone, false), (s, Target::Standalone, false)];
+                for (k, st) in session.streams.iter().enumerate() {
+                    t.push((s, Target::Stream(k), false));
+                    if st.kind == StreamKind::Request {
+                        t.push((s, Target::Stream(k), false));
+                        t.push((s, Target::Stream(k), true));
+                    }
+                }
+                t
+            })
+            .collect();
+        // Cursors: (is it one the client could legitimately hold, the header).
+        let events: Vec<(bool, Lei)> = state
+            .sessions
+            .iter()
+            .enumerate()
+            .flat_map(|(owner, session)| {
+                (0..session.streams.len()).flat_map(move |stream| {
+                    let (cursor, high) = (session.client[stream], session.streams[stream].high);
+                    let held = [cursor, cursor, cursor.saturating_sub(1), cursor.saturating_sub(3), 0];
+                    let ahead = [high + 1, high + 3];
+                    let event = move |seq| Lei::Event { owner, stream, seq };
+                    held.into_iter()
+                        .map(move |seq| (true, event(seq)))
+                        .chain(ahead.into_iter().map(move |seq| (false, event(seq))))
+                })
+            })
+            .collect();
+        let own: Vec<Lei> = events.iter().filter(|(held, _)| *held).map(|(_, lei)| *lei).collect();
+        let any_event: Vec<Lei> = events.into_iter().map(|(_, lei)| lei).collect();
+        let tokens: Vec<Token> = state
+            .sessions
+            .iter()
+            .enumerate()
+            .flat_map(|(owner, session)| {
+                (0..session.streams.len()).map(move |stream| Token::Stream { owner, stream })
+            })
+            .chain([
+                Token::Absent,
+                Token::Absent,
+                Token::Matching,
+                Token::Matching,
+                Token::Matching,
+                Token::Garbage,
+            ])
+            .collect();
+        let lei = prop_oneof![
+            3 => select(any_event),
+            1 => Just(Lei::Absent),
+            1 => (0..MALFORMED.len()).prop_map(Lei::Malformed),
+        ];
+        // Anything at all, including foreign cursors, mismatched and garbage tokens.
+        let header = (0..n, lei, select(tokens)).prop_map(|(session, lei, token)| {
+            // A cursor-less GET from a client of this contract sends no token either.
+            let token = if lei == Lei::Absent && token == Token::Matching { Token::Absent } else { token };
+            (session, lei, token)
+        });
+        // What a client of this contract sends: its own cursor (or an older one), its token
+        // (or none, as when a library drops the header).
+        let resume = (select(own), select(vec![Token::Matching, Token::Matching, Token::Absent])).prop_map(
+            |(lei, token)| match lei {
+                Lei::Event { owner, .. } => (owner, lei, token),
+                _ => unreachable!("only events"),
+            },
+        );
+        let cursorless = (0..n).prop_map(|session| (session, Lei::Absent, Token::Absent));
+        let conns = state.conns.len().max(1);
+        prop_oneof![
+            24 => select(targets).prop_map(|(session, target, complete)| Step::Emit { session, target, complete }),
+            5 => (0..n).prop_map(|session| Step::OpenRequest { session }),
+            24 => (0..conns, 1..4u64).prop_map(|(conn, max)| Step::Deliver { conn, max }),
+            6 => (0..conns).prop_map(|conn| Step::Drop { conn }),
+            4 => header.clone().prop_map(|(session, lei, token)| Step::Get { session, lei, token }),
+            12 => resume.clone().prop_map(|(session, lei, token)| Step::Get { session, lei, token }),
+            5 => cursorless.clone().prop_map(|(session, lei, token)| Step::Get { session, lei, token }),
+            1 => header.prop_map(|(session, lei, token)| Step::RacingGets { session, lei, token }),
+            3 => resume.prop_map(|(session, lei, token)| Step::RacingGets { session, lei, token }),
+            2 => cursorless.prop_map(|(session, lei, token)| Step::RacingGets { session, lei, token }),
+            // Mostly whole seconds, so deadlines (grace 10 s, TTLs 20 s and 45 s) are hit exactly.
+            7 => prop_oneof![
+                1 => 1..1_000i64,
+                3 => (1..3i64).prop_map(|s| s * 1_000),
+                3 => (9..12i64).prop_map(|s| s * 1_000),
+                4 => (20..40i64).prop_map(|s| s * 1_000),
+                2 => (-15..0i64).prop_map(|s| s * 1_000),
+            ]
+            .prop_map(|ms| Step::Advance { ms }),
+            8 => Just(Step::Tick),
+            1 => (0..n).prop_map(|session| Step::End { session }),
+        ]
+        .boxed()
+    }
+
+    fn preconditions(state: &Model, step: &Step) -> bool {
+        let stream_ok = |s: usize, k: usize| state.sessions.get(s).is_some_and(|x| k < x.streams.len());
+        let lei_ok = |lei: &Lei| match *lei {
+            Lei::Event { owner, stream, .. } => stream_ok(owner, stream),
+            Lei::Absent | Lei::Malformed(_) => true,
+        };
+        let token_ok = |t: &Token| match *t {
+            Token::Stream { owner, stream } => stream_ok(owner, stream),
+            _ => true,
+        };
+        match step {
+            Step::Emit { session, target, complete } => match *target {
+                Target::Standalone => *session < state.sessions.len() && !complete,
+                Target::Stream(k) => {
+                    stream_ok(*session, k)
+                        && (!complete || state.sessions[*session].streams[k].kind == StreamKind::Request)
+                }
+            },
+            Step::OpenRequest { session } | Step::End { session } => *session < state.sessions.len(),
+            Step::Deliver { conn, .. } | Step::Drop { conn } => *conn < state.conns.len(),
+            Step::Get { session, lei, token } | Step::RacingGets { session, lei, token } => {
+                *session < state.sessions.len() && lei_ok(lei) && token_ok(token)
+            }
+            Step::Advance { .. } | Step::Tick => true,
+        }
+    }
+
+    fn apply(mut state: Model, step: &Step) -> Model {
+        state.last = match *step {
+            Step::Emit { session, target, complete } => Expect::Emit(state.emit(session, target, complete)),
+            Step::OpenRequest { session } => {
+                let ok = !state.sessions[session].ended;
+                if ok {
+                    let now = state.now;
+                    let x = &mut state.sessions[session];
+                    let mut st = RStream::new(StreamKind::Request, now);
+                    st.attach(now);
+                    x.touch(now);
+                    let epoch = st.epoch;
+                    x.streams.push(st);
+                    x.client.push(0);
+                    let stream = x.streams.len() - 1;
+                    state.conns.push(RConn { session, stream, epoch, cursor: 0, open: true });
+                }
+                Expect::Open(ok)
+            }
+            Step::Deliver { conn, max } => {
+                state.deliver(conn, max);
+                Expect::Nothing
+            }
+            Step::Drop { conn } => Expect::Detach(state.drop_conn(conn)),
+            Step::Get { session, lei, token } => Expect::Get(state.get(session, lei, token)),
+            Step::RacingGets { session, lei, token } => {
+                let first = state.get(session, lei, token);
+                Expect::Race(first, state.get(session, lei, token))
+            }
+            Step::Advance { ms } => {
+                state.now = state.now.saturating_add_signed(ms);
+                Expect::Nothing
+            }
+            Step::Tick => Expect::Tick(state.tick()),
+            Step::End { session } => {
+                let ok = !state.sessions[session].ended;
+                if ok {
+                    state.end(session);
+                }
+                Expect::End(ok)
+            }
+        };
+        state
+    }
+}
