@@ -158,10 +158,9 @@ pub async fn serve_forkless(listen: SocketAddr, answer: AnswerMode, store: Store
             run(store, config, listen).await
         }
         StoreKind::Postgres(url) => {
-            let store =
-                forkless_store_postgres::PgStore::connect(forkless_store_postgres::PgConfig::new(url))
-                    .await
-                    .map_err(|e| Error::Server(format!("postgres: {e}")))?;
+            let store = forkless_store_postgres::connect(forkless_store_postgres::PgConfig::new(url))
+                .await
+                .map_err(|e| Error::Server(format!("postgres: {e}")))?;
             run(store, config, listen).await
         }
     }

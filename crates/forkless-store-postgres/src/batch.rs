@@ -5,44 +5,17 @@
 //! commit (one WAL flush), however many events and sessions it holds.
 //!
 //! It owns these statements, not which appends form a batch or what they write (see
-//! `crate::commit`).
+//! [`forkless_store::shared`]).
 
-use bytes::Bytes;
 use deadpool_postgres::ClientWrapper as Client;
-use forkless_core::{Seq, SessionId, SessionRecord, StreamChange, StreamId};
+use forkless_core::{Seq, SessionId, StreamChange, StreamId};
 use forkless_store::codec::{encode_header, encode_stream};
-use forkless_store::{Error, Result, Version};
+use forkless_store::shared::{Batch, Committed, unhex};
+use forkless_store::{Error, Result};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use crate::rows::{Columns, Pending, backend, run};
-
-/// One session's part of a batch: from `start` at `version` to `end`, `appended` events on.
-#[derive(Debug)]
-pub(crate) struct SessionWrite<'a> {
-    pub(crate) version: Version,
-    pub(crate) appended: u64,
-    pub(crate) start: &'a SessionRecord,
-    pub(crate) end: &'a SessionRecord,
-}
-
-/// One event of a batch.
-#[derive(Debug)]
-pub(crate) struct BatchEvent {
-    pub(crate) session: SessionId,
-    pub(crate) stream: StreamId,
-    pub(crate) seq: Seq,
-    pub(crate) payload: Bytes,
-}
-
-/// What a group commit found.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Committed {
-    /// Every session advanced; every event is stored.
-    All,
-    /// This session had moved on (or was gone); nothing was written.
-    Moved(SessionId),
-}
 
 const ADVANCE_MANY: &str = "SELECT forkless_advance_many($1, $2, $3, $4, $5, $6, $7, $8)";
 const DROP_STREAMS: &str = "DELETE FROM forkless_streams s USING unnest($1::bytea[], $2::bytea[]) AS t(se, st) \
@@ -57,12 +30,8 @@ const TRIM: &str = "DELETE FROM forkless_events e USING unnest($1::bytea[], $2::
 const NOTIFY: &str = "SELECT pg_notify('forkless', h) FROM unnest($1::text[]) AS h";
 
 /// Write a batch in one transaction.
-pub(crate) async fn write(
-    client: &Client,
-    sessions: &[SessionWrite<'_>],
-    events: &[BatchEvent],
-    hints: &[String],
-) -> Result<Committed> {
+pub(crate) async fn write(client: &Client, batch: Batch<'_>) -> Result<Committed> {
+    let Batch { sessions, events, hints } = batch;
     let mut ids = Vec::with_capacity(sessions.len());
     let (mut expected, mut next, mut headers) = (Vec::new(), Vec::new(), Vec::new());
     let mut wakes: [Vec<Option<i64>>; 4] = Default::default();
@@ -130,7 +99,7 @@ pub(crate) async fn write(
         Err(e) => {
             crate::rows::rollback(client).await;
             let moved = e.as_db_error().filter(|d| d.code() == &SqlState::from_code("FK001"));
-            match moved.and_then(|d| d.detail()).and_then(crate::hub::unhex::<16>) {
+            match moved.and_then(|d| d.detail()).and_then(unhex::<16>) {
                 Some(id) => Ok(Committed::Moved(SessionId::from_bytes(id))),
                 None if moved.is_some() => Err(Error::Backend("postgres: a session moved, unnamed".into())),
                 None => Err(backend(e)),

@@ -5,7 +5,7 @@
 //! compare-and-set fails, the database aborts the transaction and nothing after it applies.
 //!
 //! It owns the statements and the mapping of database errors, not when to write (that is
-//! [`crate::PgStore`]'s) or what to write (the core's).
+//! [`forkless_store::shared`]'s) or what to write (the core's).
 
 use core::future::Future;
 use core::pin::Pin;
@@ -13,6 +13,7 @@ use core::pin::Pin;
 use deadpool_postgres::ClientWrapper as Client;
 use forkless_core::{SessionId, SessionRecord, StreamChange, Timestamp, Wake};
 use forkless_store::codec::{decode_header, decode_stream, encode_header, encode_stream};
+use forkless_store::shared::{Write, Written};
 use forkless_store::{Error, Result, Version};
 use tokio_postgres::Statement;
 use tokio_postgres::error::SqlState;
@@ -31,15 +32,6 @@ pub(crate) fn millis(t: Timestamp) -> i64 {
 
 const MOVED: &str = "FK001";
 const UNKNOWN: &str = "FK002";
-
-/// What a write found.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Written {
-    /// Committed: the session is at the next version.
-    Committed,
-    /// Another writer moved the session first; nothing was written.
-    Moved,
-}
 
 /// Load one session and every stream of it in one statement.
 pub(crate) async fn load(client: &Client, id: SessionId) -> Result<Option<(Version, SessionRecord)>> {
@@ -103,17 +95,6 @@ pub(crate) async fn insert(client: &Client, record: &SessionRecord) -> Result<()
 const UPSERT_STREAMS: &str = "INSERT INTO forkless_streams (session, stream, meta) \
      SELECT $1, s, m FROM unnest($2::bytea[], $3::bytea[]) AS t(s, m) \
      ON CONFLICT (session, stream) DO UPDATE SET meta = EXCLUDED.meta";
-
-/// A write: `new` replaces `old`, the stored version `expected` (appends are written by
-/// `crate::batch`).
-#[derive(Debug)]
-pub(crate) struct Write<'a> {
-    pub(crate) expected: Version,
-    pub(crate) old: &'a SessionRecord,
-    pub(crate) new: &'a SessionRecord,
-    /// A hint for other nodes' watchers (see `crate::hints`), sent in the transaction.
-    pub(crate) hint: Option<String>,
-}
 
 pub(crate) type Pending<'a> = Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send + 'a>>;
 
@@ -223,4 +204,16 @@ impl Columns {
     pub(crate) fn of(w: &Wake) -> Self {
         Self([w.liveness, w.stream_idle, w.activity, w.ended].map(|t| t.map(millis)))
     }
+}
+
+/// Forget a session (its streams and events cascade), and deliver `hint` with it.
+pub(crate) async fn remove(client: &Client, id: SessionId, hint: Option<String>) -> Result<()> {
+    let stmt = client.prepare_cached("DELETE FROM forkless_sessions WHERE id = $1").await.map_err(backend)?;
+    client.execute(&stmt, &[&id.as_bytes().as_slice()]).await.map_err(backend)?;
+    if let Some(hint) = hint {
+        // Other nodes' watchers re-read, find the session gone and stop.
+        let notify = client.prepare_cached(NOTIFY).await.map_err(backend)?;
+        client.execute(&notify, &[&hint]).await.map_err(backend)?;
+    }
+    Ok(())
 }

@@ -26,7 +26,7 @@ impl TestDb {
         let mut cfg = PgConfig::new(&self.url);
         cfg.hints = hints;
         cfg.pool_size = 4;
-        PgStore::connect(cfg).await.expect("connect to the test database")
+        crate::connect(cfg).await.expect("connect to the test database")
     }
 }
 

@@ -24,7 +24,7 @@ async fn node(db: &TestDb, name: &str, hints: Hints) -> PgStore {
     cfg.hints = hints;
     cfg.pool_size = 4;
     cfg.node = Some(name.to_owned());
-    PgStore::connect(cfg).await.expect("connect")
+    forkless_store_postgres::connect(cfg).await.expect("connect")
 }
 
 async fn session(store: &PgStore, seed: u64) -> SessionRecord {

@@ -27,7 +27,7 @@ impl Backend for Postgres {
             let mut cfg = PgConfig::new(&db.url);
             cfg.hints = Hints::Off;
             cfg.pool_size = 2;
-            PgStore::connect(cfg).await.expect("connect the store")
+            forkless_store_postgres::connect(cfg).await.expect("connect the store")
         })
     }
 }

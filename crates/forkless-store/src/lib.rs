@@ -77,6 +77,7 @@ pub mod engine;
 mod faulty;
 mod memory;
 mod read;
+pub mod shared;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -20,7 +20,7 @@ use forkless_server::auth::{AuthConfig, JwksSource};
 use forkless_server::{AllowedOrigins, AnswerMode, Server, ServerConfig};
 
 use forkless_store::{MemoryStore, Store};
-use forkless_store_postgres::{PgConfig, PgStore};
+use forkless_store_postgres::PgConfig;
 use forkless_store_redb::{Durability, LostFiles, RedbStore};
 use tokio::net::TcpListener;
 
@@ -267,7 +267,7 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
         }
         StoreSpec::Postgres(url) => {
             let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
-            let store = PgStore::connect(PgConfig::new(url.clone())).await.map_err(named)?;
+            let store = forkless_store_postgres::connect(PgConfig::new(url.clone())).await.map_err(named)?;
             let orphans = store.restart_alone(wall_clock()).await.map_err(named)?;
             tracing::info!(store = %args.store, orphaned_requests = orphans.len(), "postgres store connected");
             serving.run(store, args.store.to_string(), orphans, None).await

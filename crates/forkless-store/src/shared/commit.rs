@@ -1,8 +1,8 @@
 //! Group commit: every append of a node goes through one committer task, which takes every
 //! append waiting, computes them in order with the core on the records they advance (each
-//! on the one the append before it left), and stores them in one transaction
-//! ([`crate::batch`]). An append returns once its batch committed, so it is delivered then,
-//! and a batch costs one round trip and one WAL flush however many events it holds.
+//! on the one the append before it left), and stores them as one batch
+//! ([`Database::write_batch`]). An append returns once its batch is stored, so it is
+//! delivered then.
 //!
 //! A batch is computed on this node's cached records; if one moved (another node wrote it),
 //! the database refuses the whole batch naming it, and the batch is computed again with that
@@ -10,42 +10,39 @@
 //! append is only ever refused on the database's own version.
 //!
 //! It owns batching and the order of appends, not what an append does (the core's) or how a
-//! batch is stored (`crate::batch`).
+//! batch is stored (the [`Database`]'s).
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Weak;
 use std::sync::atomic::Ordering;
 
+use super::{Batch, BatchEvent, Committed, Database, Hints, Inner, SessionWrite, hint};
+use crate::{Error, MAX_CAS_ATTEMPTS, Result, Version};
 use bytes::Bytes;
-use deadpool_postgres::ClientWrapper as Client;
 use forkless_core::{
     AppendTarget, EventId, EventKind, EvictedBy, IdHashBuilder, Limits, Seq, SessionId, SessionRecord,
     StreamId, Timestamp,
 };
-use forkless_store::{Error, MAX_CAS_ATTEMPTS, Result, Version};
 use tokio::sync::{mpsc, oneshot};
-
-use crate::batch::{self, BatchEvent, Committed, SessionWrite};
-use crate::{Hints, Inner, hub, log};
 
 /// At most this many appends go in one transaction.
 const MAX_BATCH: usize = 1024;
 
 /// One append waiting for its batch.
 #[derive(Debug)]
-pub(crate) struct Job {
-    pub(crate) session: SessionId,
-    pub(crate) target: AppendTarget,
-    pub(crate) payload: Bytes,
-    pub(crate) kind: EventKind,
-    pub(crate) now: Timestamp,
-    pub(crate) limits: Limits,
-    pub(crate) reply: oneshot::Sender<Result<EventId>>,
+pub(super) struct Job {
+    pub(super) session: SessionId,
+    pub(super) target: AppendTarget,
+    pub(super) payload: Bytes,
+    pub(super) kind: EventKind,
+    pub(super) now: Timestamp,
+    pub(super) limits: Limits,
+    pub(super) reply: oneshot::Sender<Result<EventId>>,
 }
 
 /// Run the committer until the store is dropped.
-pub(crate) async fn run(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Job>) {
+pub(super) async fn run<D: Database>(inner: Weak<Inner<D>>, mut rx: mpsc::UnboundedReceiver<Job>) {
     while let Some(first) = rx.recv().await {
         let mut jobs = vec![first];
         while jobs.len() < MAX_BATCH {
@@ -92,15 +89,11 @@ fn again(e: &Error) -> Error {
     }
 }
 
-impl Inner {
+impl<D: Database> Inner<D> {
     async fn commit(&self, jobs: &[Job]) -> Vec<Result<EventId>> {
-        let client = match self.client().await {
-            Ok(client) => client,
-            Err(e) => return jobs.iter().map(|_| Err(again(&e))).collect(),
-        };
         let mut fresh = HashSet::new();
         for _ in 0..MAX_CAS_ATTEMPTS {
-            match self.attempt(&client, jobs, &fresh).await {
+            match self.attempt(jobs, &fresh).await {
                 Attempt::Done(results) => return results,
                 Attempt::Again(id) => {
                     self.forget(id);
@@ -111,7 +104,7 @@ impl Inner {
         jobs.iter().map(|_| Err(Error::Contended { attempts: MAX_CAS_ATTEMPTS })).collect()
     }
 
-    async fn attempt(&self, client: &Client, jobs: &[Job], fresh: &HashSet<SessionId>) -> Attempt {
+    async fn attempt(&self, jobs: &[Job], fresh: &HashSet<SessionId>) -> Attempt {
         let mut working: HashMap<SessionId, Working, IdHashBuilder> = HashMap::default();
         let mut results: Vec<Result<EventId>> = Vec::with_capacity(jobs.len());
         let mut events = Vec::with_capacity(jobs.len());
@@ -120,7 +113,7 @@ impl Inner {
                 Entry::Occupied(o) => o.into_mut(),
                 Entry::Vacant(v) => {
                     let from_cache = !fresh.contains(&job.session);
-                    match self.current(client, job.session, from_cache).await {
+                    match self.current(job.session, from_cache).await {
                         Ok((version, record)) => v.insert(Working {
                             version,
                             start: record.clone(),
@@ -148,7 +141,7 @@ impl Inner {
                 }
             };
             let pending = w.pending.get(&id.stream).map_or(&[][..], Vec::as_slice);
-            match self.evict(client, &mut next, id, size, &job.limits, pending).await {
+            match self.evict(&mut next, id, size, &job.limits, pending).await {
                 Ok(Some((by, n))) => w.evicted[usize::from(by == EvictedBy::StreamMaxBytes)] += n,
                 Ok(None) => {}
                 Err(e) => {
@@ -180,7 +173,7 @@ impl Inner {
                 .iter()
                 .map(|(id, w)| {
                     let streams: Vec<StreamId> = w.end.changes_since(&w.start).map(|c| c.id()).collect();
-                    hub::hint(&self.node, **id, &streams)
+                    hint(&self.node, **id, &streams)
                 })
                 .collect(),
         };
@@ -193,7 +186,7 @@ impl Inner {
                 end: &w.end,
             })
             .collect();
-        match batch::write(client, &rows, &events, &hints).await {
+        match self.db.write_batch(Batch { sessions: &rows, events: &events, hints: &hints }).await {
             Ok(Committed::All) => {
                 self.batches.fetch_add(1, Ordering::Relaxed);
                 self.batched_events.fetch_add(events.len() as u64, Ordering::Relaxed);
@@ -220,7 +213,6 @@ impl Inner {
     /// oldest retained events, fetched only when it is due and only as many as it may take.
     async fn evict(
         &self,
-        client: &Client,
         new: &mut SessionRecord,
         id: EventId,
         size: u64,
@@ -235,7 +227,7 @@ impl Inner {
         let stored = retained.saturating_sub(unstored.len() as u64);
         let mut want = retained.saturating_sub(limits.stream_max_events).max(1).min(stored);
         loop {
-            let mut sizes = log::oldest_sizes(client, new.id(), id.stream, low, want).await?;
+            let mut sizes = self.db.oldest_sizes(new.id(), id.stream, low, want).await?;
             if want >= stored {
                 sizes.extend(&unstored);
             }

@@ -1,27 +1,23 @@
-//! Wake-ups: the watchers of this node, woken by this node's own commits at once and by
-//! other nodes' commits through a hint.
+//! Wake-ups: the watchers of this node, woken by this node's own writes at once and by other
+//! nodes' writes through a hint.
 //!
-//! A hint is a `NOTIFY forkless` sent inside the writing transaction (so it is delivered only
-//! if the write commits), naming the node that wrote and the streams it changed. One `LISTEN`
-//! connection per node turns hints into re-reads of the streams this node watches. A hint is
-//! only a hint: it is lost while the listener is disconnected, so every watched stream is
-//! re-read whenever the listener (re)connects, and a watcher always sees a state the database
-//! committed, never one a hint claimed.
+//! A hint names the node that wrote and the streams it changed; a backend delivers it only if
+//! the write is stored (PostgreSQL: `NOTIFY` in the writing transaction) and hands what its
+//! listener receives to a [`HintSink`], which re-reads the streams this node watches. A hint
+//! is only a hint: it is lost while a listener is disconnected, so every watched stream is
+//! re-read whenever it (re)connects, and a watcher always sees a state the database stored,
+//! never one a hint claimed.
 //!
-//! It owns the watchers and the listener, not the data: signals are made from stream metadata
-//! the caller read from the database.
+//! It owns the watchers and the hint format, not the channel hints travel on.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, Weak};
-use std::time::Duration;
 
 use forkless_core::{IdHashBuilder, SessionId, Stream, StreamId};
-use forkless_store::{StreamSignal, StreamWatch};
-use futures::StreamExt;
-use tokio::sync::{mpsc, watch};
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio::sync::watch;
 
-use crate::Inner;
+use super::{Database, Inner};
+use crate::{StreamSignal, StreamWatch};
 
 /// Whether this node tells other nodes about its commits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,7 +36,7 @@ const MAX_STREAMS_PER_HINT: usize = 64;
 
 /// The watchers of this node, by stream.
 #[derive(Debug, Default)]
-pub(crate) struct Hub {
+pub(super) struct Hub {
     senders: Mutex<HashMap<(SessionId, StreamId), watch::Sender<StreamSignal>, IdHashBuilder>>,
 }
 
@@ -52,7 +48,7 @@ fn later(new: &StreamSignal, old: &StreamSignal) -> bool {
 impl Hub {
     /// A watch on `stream`, starting from `meta` as just read (everything committed is
     /// delivered).
-    pub(crate) fn watch(&self, session: SessionId, meta: &Stream) -> StreamWatch {
+    pub(super) fn watch(&self, session: SessionId, meta: &Stream) -> StreamWatch {
         let signal = StreamSignal::of(meta, meta.high_water());
         let mut map = self.senders.lock().unwrap_or_else(|p| p.into_inner());
         let tx = map.entry((session, meta.id())).or_insert_with(|| watch::Sender::new(signal));
@@ -67,7 +63,7 @@ impl Hub {
 
     /// Tell `stream`'s watchers about its committed metadata. Never moves a signal back: a
     /// re-read that raced a later commit is ignored.
-    pub(crate) fn announce(&self, session: SessionId, meta: &Stream) {
+    pub(super) fn announce(&self, session: SessionId, meta: &Stream) {
         let map = self.senders.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tx) = map.get(&(session, meta.id())) {
             let signal = StreamSignal::of(meta, meta.high_water());
@@ -81,24 +77,24 @@ impl Hub {
     }
 
     /// The stream is gone: its watchers see it fenced.
-    pub(crate) fn dropped(&self, session: SessionId, stream: StreamId) {
+    pub(super) fn dropped(&self, session: SessionId, stream: StreamId) {
         self.senders.lock().unwrap_or_else(|p| p.into_inner()).remove(&(session, stream));
     }
 
     /// The session is gone.
-    pub(crate) fn session_dropped(&self, session: SessionId) {
+    pub(super) fn session_dropped(&self, session: SessionId) {
         self.senders.lock().unwrap_or_else(|p| p.into_inner()).retain(|(s, _), _| *s != session);
     }
 
     /// Every stream someone here still watches (entries nobody watches any more are dropped).
-    pub(crate) fn watched(&self, session: Option<SessionId>) -> Vec<(SessionId, StreamId)> {
+    pub(super) fn watched(&self, session: Option<SessionId>) -> Vec<(SessionId, StreamId)> {
         let mut map = self.senders.lock().unwrap_or_else(|p| p.into_inner());
         map.retain(|_, tx| tx.receiver_count() > 0);
         map.keys().filter(|(s, _)| session.is_none_or(|id| id == *s)).copied().collect()
     }
 
     /// Whether anyone here watches `stream`.
-    pub(crate) fn is_watched(&self, session: SessionId, stream: StreamId) -> bool {
+    pub(super) fn is_watched(&self, session: SessionId, stream: StreamId) -> bool {
         let map = self.senders.lock().unwrap_or_else(|p| p.into_inner());
         map.get(&(session, stream)).is_some_and(|tx| tx.receiver_count() > 0)
     }
@@ -112,7 +108,8 @@ fn hex(bytes: &[u8], out: &mut String) {
     }
 }
 
-pub(crate) fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+/// The bytes of `N`-byte lowercase or uppercase hex, as in hints.
+pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
     let s = s.as_bytes();
     if s.len() != 2 * N {
         return None;
@@ -127,7 +124,7 @@ pub(crate) fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
 
 /// The hint of a write by `node` that changed `streams` of `session`:
 /// `node session:stream,stream,...` or, for many streams, `node session:*`.
-pub(crate) fn hint(node: &str, session: SessionId, streams: &[StreamId]) -> String {
+pub fn hint(node: &str, session: SessionId, streams: &[StreamId]) -> String {
     let mut out = String::with_capacity(node.len() + 34 + 25 * streams.len().min(MAX_STREAMS_PER_HINT));
     out.push_str(node);
     out.push(' ');
@@ -147,7 +144,7 @@ pub(crate) fn hint(node: &str, session: SessionId, streams: &[StreamId]) -> Stri
 }
 
 /// The hint that every stream of `session` changed (it was removed).
-pub(crate) fn session_hint(node: &str, session: SessionId) -> String {
+pub fn session_hint(node: &str, session: SessionId) -> String {
     let mut out = format!("{node} ");
     hex(session.as_bytes(), &mut out);
     out.push_str(":*");
@@ -170,57 +167,42 @@ fn parse(node: &str, payload: &str) -> Option<(SessionId, Option<Vec<StreamId>>)
     Some((session, Some(streams)))
 }
 
-/// The listener of one node: `LISTEN forkless`, re-read what hints name, and everything
-/// watched after every (re)connect. Ends when the store is dropped.
-pub(crate) async fn listen(inner: Weak<Inner>, config: tokio_postgres::Config, node: String) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        match config.connect(NoTls).await {
-            Ok((client, mut conn)) => {
-                let (tx, mut rx) = mpsc::unbounded_channel();
-                let driver = tokio::spawn(async move {
-                    let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
-                    while let Some(Ok(message)) = messages.next().await {
-                        if let AsyncMessage::Notification(n) = message
-                            && tx.send(n.payload().to_owned()).is_err()
-                        {
-                            break;
-                        }
-                    }
-                });
-                match client.batch_execute("LISTEN forkless").await {
-                    Ok(()) => {
-                        backoff = Duration::from_millis(100);
-                        let Some(store) = inner.upgrade() else { return };
-                        // Hints sent while no listener was connected are lost: re-read all.
-                        store.refresh(store.hub.watched(None)).await;
-                        drop(store);
-                        while let Some(payload) = rx.recv().await {
-                            let Some(store) = inner.upgrade() else { return };
-                            let Some((session, streams)) = parse(&node, &payload) else { continue };
-                            let keys = match streams {
-                                Some(streams) => streams
-                                    .into_iter()
-                                    .filter(|s| store.hub.is_watched(session, *s))
-                                    .map(|s| (session, s))
-                                    .collect(),
-                                None => store.hub.watched(Some(session)),
-                            };
-                            store.refresh(keys).await;
-                        }
-                        tracing::warn!("postgres hint listener disconnected; reconnecting");
-                    }
-                    Err(e) => tracing::warn!(error = %e, "postgres LISTEN failed"),
-                }
-                driver.abort();
-            }
-            Err(e) => tracing::warn!(error = %e, "postgres hint listener cannot connect"),
-        }
-        if inner.strong_count() == 0 {
-            return;
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
+/// Where a backend's hint listener hands what it receives: it re-reads the streams a hint
+/// names that this node watches, and everything watched when the listener (re)connects.
+#[derive(Debug)]
+pub struct HintSink<D> {
+    inner: Weak<Inner<D>>,
+    node: String,
+}
+
+impl<D: Database> HintSink<D> {
+    pub(super) fn new(inner: Weak<Inner<D>>, node: String) -> Self {
+        Self { inner, node }
+    }
+
+    /// The listener (re)connected: hints sent meanwhile are lost, so re-read everything
+    /// watched. `false` once the store is gone (the listener should end).
+    pub async fn connected(&self) -> bool {
+        let Some(store) = self.inner.upgrade() else { return false };
+        let keys = store.hub.watched(None);
+        store.refresh(keys).await;
+        true
+    }
+
+    /// A hint arrived. `false` once the store is gone.
+    pub async fn hint(&self, payload: &str) -> bool {
+        let Some(store) = self.inner.upgrade() else { return false };
+        let Some((session, streams)) = parse(&self.node, payload) else { return true };
+        let keys = match streams {
+            Some(streams) => streams
+                .into_iter()
+                .filter(|s| store.hub.is_watched(session, *s))
+                .map(|s| (session, s))
+                .collect(),
+            None => store.hub.watched(Some(session)),
+        };
+        store.refresh(keys).await;
+        true
     }
 }
 

@@ -1,0 +1,440 @@
+//! What every store shared by many nodes has in common, written once: a [`Database`] says
+//! how to load, write and read records where the nodes share them; [`SharedStore`] makes a
+//! [`Store`] of it with the same promises the in-process stores keep.
+//!
+//! - **Compare-and-set in the database.** Every write is computed by the core on a record at
+//!   a known version and stored only if the database still holds that version
+//!   ([`Database::write`], [`Database::write_batch`]). Each node caches the records it wrote
+//!   or loaded, so appends on the node that serves a session read nothing; a stale entry costs
+//!   one refused write and a reload, never a wrong write, and a core refusal on a cached
+//!   record is re-checked on the database's own.
+//! - **Group commit.** One committer per node stores every append waiting, across sessions
+//!   and streams, as one batch ([`commit`]); an append returns once its batch is stored, so it
+//!   is delivered then (promise 3), and the database's commit is what a crash cannot take back.
+//! - **Wake-ups.** Watchers on the writing node are woken after its write; watchers on other
+//!   nodes by a hint the database carries ([`hub`]), which makes them re-read: a hint may be
+//!   lost, so a backend's listener re-reads everything watched whenever it (re)connects.
+//!
+//! It owns the cache, the committer and the watchers, not the data's layout, the queries or
+//! the hint channel (a backend's), nor any decision (the core's).
+
+use core::future::Future;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use forkless_core::{
+    EventId, IdHashBuilder, Orphan, Schedule, Seq, SessionId, SessionRecord, Stream, StreamChange, StreamId,
+    Timestamp,
+};
+use tokio::sync::mpsc;
+
+use crate::{
+    Append, Error, Reader, Result, Store, StoredEvent, StreamWatch, Usage, Version, Versioned, transact,
+};
+
+mod commit;
+mod hub;
+
+use hub::Hub;
+pub use hub::{HintSink, Hints, hint, session_hint, unhex};
+
+/// A compare-and-set write: `new` replaces `old`, stored at version `expected`.
+#[derive(Debug)]
+pub struct Write<'a> {
+    /// The version `old` is stored at.
+    pub expected: Version,
+    /// The record as stored.
+    pub old: &'a SessionRecord,
+    /// The record to store at the next version.
+    pub new: &'a SessionRecord,
+    /// The hint for other nodes, to deliver only if the write is stored.
+    pub hint: Option<String>,
+}
+
+/// What a [`Write`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Stored: the session is at the next version.
+    Committed,
+    /// Another writer moved the session first; nothing was written.
+    Moved,
+}
+
+/// One session's part of a batch: from `start` at `version` to `end`, with `appended`
+/// events appended (its version moves on by that many).
+#[derive(Debug)]
+pub struct SessionWrite<'a> {
+    /// The version `start` is stored at.
+    pub version: Version,
+    /// Events appended to it in this batch.
+    pub appended: u64,
+    /// The record as stored.
+    pub start: &'a SessionRecord,
+    /// The record after the batch.
+    pub end: &'a SessionRecord,
+}
+
+/// One event of a batch.
+#[derive(Debug)]
+pub struct BatchEvent {
+    /// Its session.
+    pub session: SessionId,
+    /// Its stream.
+    pub stream: StreamId,
+    /// Its seq.
+    pub seq: Seq,
+    /// Its payload.
+    pub payload: Bytes,
+}
+
+/// A group commit: every session it advances (in one order, by id, so batches on two nodes
+/// lock sessions alike), every event, and the hints for other nodes.
+#[derive(Debug)]
+pub struct Batch<'a> {
+    /// The sessions, sorted by id.
+    pub sessions: &'a [SessionWrite<'a>],
+    /// The events, in the order they were appended.
+    pub events: &'a [BatchEvent],
+    /// One hint per session that changed, if hints are on.
+    pub hints: &'a [String],
+}
+
+/// What a [`Batch`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Committed {
+    /// Every session advanced; every event is stored.
+    All,
+    /// This session had moved on (or was gone); nothing of the batch was written.
+    Moved(SessionId),
+}
+
+/// Where the nodes' sessions live. Every method is one atomic step of the database.
+pub trait Database: Send + Sync + 'static {
+    /// A session and its version; `None` if unknown.
+    fn load(&self, id: SessionId) -> impl Future<Output = Result<Option<(Version, SessionRecord)>>> + Send;
+    /// Insert a new session at [`Version::INITIAL`]; [`Error::SessionExists`] if taken.
+    fn insert(&self, record: &SessionRecord) -> impl Future<Output = Result<()>> + Send;
+    /// Store a compare-and-set write (its logs follow the record: dropped streams lose their
+    /// events, trims evict, an ended record loses every event).
+    fn write(&self, write: Write<'_>) -> impl Future<Output = Result<Written>> + Send;
+    /// Store a batch of appends, all of it or nothing.
+    fn write_batch(&self, batch: Batch<'_>) -> impl Future<Output = Result<Committed>> + Send;
+    /// Payload sizes of the oldest `n` stored events of a stream from `from` on, oldest first.
+    fn oldest_sizes(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        from: Seq,
+        n: u64,
+    ) -> impl Future<Output = Result<Vec<u64>>> + Send;
+    /// Up to `max` stored events after `after`, read and checked ([`crate::check_read`]) in
+    /// one atomic step.
+    fn read(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        after: Seq,
+        max: usize,
+        reader: Reader,
+    ) -> impl Future<Output = Result<Vec<StoredEvent>>> + Send;
+    /// One stream's stored metadata ([`Error::StreamUnknown`], [`Error::SessionUnknown`]).
+    fn stream(&self, session: SessionId, stream: StreamId) -> impl Future<Output = Result<Stream>> + Send;
+    /// Forget a session; deliver `hint` with it.
+    fn remove(&self, id: SessionId, hint: Option<String>) -> impl Future<Output = Result<()>> + Send;
+    /// Every stored session id.
+    fn sessions(&self) -> impl Future<Output = Result<Vec<SessionId>>> + Send;
+    /// The sessions due at `now` (see [`Store::due`]).
+    fn due(&self, now: Timestamp, schedule: &Schedule)
+    -> impl Future<Output = Result<Vec<SessionId>>> + Send;
+}
+
+/// What a node's shared store did, for `/metrics` and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SharedStats {
+    /// Group commits (batches of appends stored).
+    pub batches: u64,
+    /// Events those batches stored.
+    pub batched_events: u64,
+}
+
+/// A [`Store`] on a [`Database`] shared by many nodes. Cheap to clone; clones share the
+/// cache, the committer and the watchers.
+#[derive(Debug)]
+pub struct SharedStore<D> {
+    inner: Arc<Inner<D>>,
+}
+
+impl<D> Clone for SharedStore<D> {
+    fn clone(&self) -> Self {
+        Self { inner: Arc::clone(&self.inner) }
+    }
+}
+
+#[derive(Debug)]
+struct Inner<D> {
+    db: D,
+    /// The records this node last wrote or loaded, with their versions.
+    cache: Mutex<HashMap<SessionId, (Version, SessionRecord), IdHashBuilder>>,
+    hub: Hub,
+    hints: Hints,
+    node: String,
+    /// Payload bytes retained, as this node applied them.
+    retained: AtomicI64,
+    evicted: [AtomicU64; 2],
+    batches: AtomicU64,
+    batched_events: AtomicU64,
+    commits: mpsc::UnboundedSender<commit::Job>,
+    /// Tasks that live as long as the store (a backend's hint listener).
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl<D> Drop for Inner<D> {
+    fn drop(&mut self) {
+        for task in self.tasks.get_mut().map(std::mem::take).unwrap_or_default() {
+            task.abort();
+        }
+    }
+}
+
+impl<D: Database> SharedStore<D> {
+    /// A store on `db`, this node named `node` in its hints. Spawns the committer.
+    pub fn new(db: D, hints: Hints, node: String) -> Self {
+        let (commits, queue) = mpsc::unbounded_channel();
+        let inner = Arc::new(Inner {
+            db,
+            cache: Mutex::default(),
+            hub: Hub::default(),
+            hints,
+            node,
+            retained: AtomicI64::new(0),
+            evicted: Default::default(),
+            batches: AtomicU64::new(0),
+            batched_events: AtomicU64::new(0),
+            commits,
+            tasks: Mutex::default(),
+        });
+        tokio::spawn(commit::run(Arc::downgrade(&inner), queue));
+        Self { inner }
+    }
+
+    /// The database.
+    pub fn database(&self) -> &D {
+        &self.inner.db
+    }
+
+    /// Whether this node sends and receives hints.
+    pub fn hints(&self) -> Hints {
+        self.inner.hints
+    }
+
+    /// Where a backend's listener hands the hints it receives (see [`HintSink`]).
+    pub fn hint_sink(&self) -> HintSink<D> {
+        HintSink::new(Arc::downgrade(&self.inner), self.inner.node.clone())
+    }
+
+    /// Keep `task` running as long as the store, and abort it when the store is dropped.
+    pub fn own_task(&self, task: tokio::task::JoinHandle<()>) {
+        self.inner.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task);
+    }
+
+    /// This node's counters.
+    pub fn stats(&self) -> SharedStats {
+        SharedStats {
+            batches: self.inner.batches.load(Ordering::Relaxed),
+            batched_events: self.inner.batched_events.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Start after this node's previous process ended, when it is the only node on the
+    /// database: every attachment is detached and every open request stream is an orphan
+    /// (its handler died with the process), returned for the server to answer with an error
+    /// carrying the request's id. Many nodes need leases to tell whose requests died; until
+    /// the cluster layer provides them, run one node per database.
+    pub async fn restart_alone(&self, now: Timestamp) -> Result<Vec<Orphan>> {
+        let mut orphans = Vec::new();
+        for id in self.sessions().await? {
+            match transact(self, id, |r| Ok(r.on_restart(now))).await {
+                Ok((found, _)) => orphans.extend(found),
+                Err(Error::SessionUnknown) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(orphans)
+    }
+}
+
+impl<D: Database> Inner<D> {
+    fn cached(&self, id: SessionId) -> Option<(Version, SessionRecord)> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
+    }
+
+    fn remember(&self, version: Version, record: &SessionRecord) {
+        let mut record = record.clone();
+        record.mark_clean();
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).insert(record.id(), (version, record));
+    }
+
+    fn forget(&self, id: SessionId) {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    }
+
+    fn retain(&self, before: u64, after: u64) {
+        self.retained.fetch_add(after as i64 - before as i64, Ordering::Relaxed);
+    }
+
+    /// The hint of a write from `old` to `new`, if hints are on and a stream changed.
+    fn hint(&self, old: &SessionRecord, new: &SessionRecord) -> Option<String> {
+        if self.hints == Hints::Off {
+            return None;
+        }
+        let streams: Vec<StreamId> = new.changes_since(old).map(|c| c.id()).collect();
+        (!streams.is_empty()).then(|| hint(&self.node, new.id(), &streams))
+    }
+
+    /// After a write from `old` to `new` is stored: cache it and wake this node's watchers.
+    fn committed(&self, version: Version, old: &SessionRecord, new: &SessionRecord) {
+        self.retain(old.retained_bytes(), new.retained_bytes());
+        for change in new.changes_since(old) {
+            match change {
+                StreamChange::Removed(s) => self.hub.dropped(new.id(), s.id()),
+                StreamChange::Added(s) | StreamChange::Changed { after: s, .. } => {
+                    self.hub.announce(new.id(), s)
+                }
+            }
+        }
+        self.remember(version, new);
+    }
+
+    /// Re-read `keys` and wake their watchers (after a hint, or a listener's reconnect).
+    async fn refresh(&self, keys: Vec<(SessionId, StreamId)>) {
+        for (session, stream) in keys {
+            match self.db.stream(session, stream).await {
+                Ok(meta) => self.hub.announce(session, &meta),
+                Err(Error::StreamUnknown | Error::SessionUnknown) => self.hub.dropped(session, stream),
+                Err(e) => tracing::warn!(error = %e, "re-read after a hint failed"),
+            }
+        }
+    }
+
+    /// The record at its version: from the cache when `prefer_cache`, else from the database.
+    async fn current(&self, id: SessionId, prefer_cache: bool) -> Result<(Version, SessionRecord)> {
+        if prefer_cache && let Some(hit) = self.cached(id) {
+            return Ok(hit);
+        }
+        match self.db.load(id).await? {
+            Some((version, record)) => {
+                self.remember(version, &record);
+                Ok((version, record))
+            }
+            None => {
+                self.forget(id);
+                Err(Error::SessionUnknown)
+            }
+        }
+    }
+}
+
+fn stopped() -> Error {
+    Error::Poisoned("the store's committer stopped".into())
+}
+
+impl<D: Database> Store for SharedStore<D> {
+    async fn create(&self, record: SessionRecord) -> Result<Version> {
+        self.inner.db.insert(&record).await?;
+        self.inner.retain(0, record.retained_bytes());
+        self.inner.remember(Version::INITIAL, &record);
+        Ok(Version::INITIAL)
+    }
+
+    async fn load(&self, id: SessionId) -> Result<Option<Versioned<SessionRecord>>> {
+        match self.inner.current(id, false).await {
+            Ok((version, value)) => Ok(Some(Versioned { version, value })),
+            Err(Error::SessionUnknown) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn compare_and_set(&self, expected: Version, record: SessionRecord) -> Result<Option<Version>> {
+        let inner = &self.inner;
+        let id = record.id();
+        let old = match inner.cached(id) {
+            Some((version, old)) if version == expected => old,
+            _ => {
+                let (version, old) = inner.current(id, false).await?;
+                if version != expected {
+                    return Ok(None);
+                }
+                old
+            }
+        };
+        let hint = inner.hint(&old, &record);
+        match inner.db.write(Write { expected, old: &old, new: &record, hint }).await {
+            Ok(Written::Committed) => {
+                inner.committed(expected.next(), &old, &record);
+                Ok(Some(expected.next()))
+            }
+            Ok(Written::Moved) => {
+                inner.forget(id);
+                Ok(None)
+            }
+            Err(e) => {
+                inner.forget(id);
+                Err(e)
+            }
+        }
+    }
+
+    async fn append(&self, event: Append<'_>) -> Result<EventId> {
+        let Append { session, target, payload, kind, now, limits } = event;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job = commit::Job { session, target, payload, kind, now, limits: *limits, reply };
+        self.inner.commits.send(job).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    async fn read(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        after: Seq,
+        max: usize,
+        reader: Reader,
+    ) -> Result<Vec<StoredEvent>> {
+        self.inner.db.read(session, stream, after, max, reader).await
+    }
+
+    async fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
+        let meta = self.inner.db.stream(session, stream).await?;
+        Ok(self.inner.hub.watch(session, &meta))
+    }
+
+    async fn remove(&self, id: SessionId) -> Result<()> {
+        let inner = &self.inner;
+        let hint = (inner.hints == Hints::Notify).then(|| session_hint(&inner.node, id));
+        inner.db.remove(id, hint).await?;
+        if let Some((_, record)) = inner.cached(id) {
+            inner.retain(record.retained_bytes(), 0);
+        }
+        inner.forget(id);
+        inner.hub.session_dropped(id);
+        Ok(())
+    }
+
+    async fn sessions(&self) -> Result<Vec<SessionId>> {
+        self.inner.db.sessions().await
+    }
+
+    fn usage(&self) -> Usage {
+        Usage {
+            retained_bytes: self.inner.retained.load(Ordering::Relaxed).max(0) as u64,
+            evicted_by_events: self.inner.evicted[0].load(Ordering::Relaxed),
+            evicted_by_bytes: self.inner.evicted[1].load(Ordering::Relaxed),
+        }
+    }
+
+    async fn due(&self, now: Timestamp, schedule: &Schedule) -> Result<Vec<SessionId>> {
+        self.inner.db.due(now, schedule).await
+    }
+}
