@@ -53,6 +53,9 @@ enum Cmd {
         /// runs add sessions to it) on the stream loads.
         #[arg(long, env = "FORKLESS_BENCH_POSTGRES")]
         postgres: Option<String>,
+        /// Also run forkless on this Redis (`redis://…#PREFIX`) on the stream loads.
+        #[arg(long, env = "FORKLESS_BENCH_REDIS")]
+        redis: Option<String>,
     },
     /// Apply one load to an already running server (for profiling it), print what it measured.
     Load {
@@ -129,6 +132,7 @@ fn real_main() -> Result<(), Error> {
             let store = match store.split_once(':') {
                 None if store == "memory" => StoreKind::Memory,
                 Some(("postgres" | "postgresql", _)) => StoreKind::Postgres(store.clone()),
+                Some(("redis" | "rediss", _)) => StoreKind::Redis(store.clone()),
                 Some(("redb", path)) => StoreKind::Redb {
                     path: path.into(),
                     durability: match durability {
@@ -139,7 +143,7 @@ fn real_main() -> Result<(), Error> {
                 },
                 _ => {
                     return Err(Error::Server(format!(
-                        "unknown store {store:?} (memory, redb:PATH or postgres://URL)"
+                        "unknown store {store:?} (memory, redb:PATH, postgres://URL or redis://URL)"
                     )));
                 }
             };
@@ -176,7 +180,7 @@ fn real_main() -> Result<(), Error> {
                 Ok(())
             })
         }
-        Cmd::Run { quick, out, rmcp, peers, no_pin, only, postgres } => {
+        Cmd::Run { quick, out, rmcp, peers, no_pin, only, postgres, redis } => {
             std::fs::create_dir_all(&out)?;
             let opts = suite::Options {
                 quick,
@@ -187,6 +191,7 @@ fn real_main() -> Result<(), Error> {
                 scratch: suite::scratch_dir(&out)?,
                 only,
                 postgres,
+                redis,
             };
             // The load generator is one thread: with the servers on CPU 0, it has CPU 1.
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

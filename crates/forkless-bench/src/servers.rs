@@ -42,6 +42,8 @@ pub enum StoreKind {
     },
     /// A PostgreSQL database, by URL.
     Postgres(String),
+    /// A Redis, by URL (`#PREFIX` names the key prefix).
+    Redis(String),
 }
 
 /// The tools the bench servers offer: the demo's `echo` and `start-notification-stream`
@@ -155,6 +157,12 @@ pub async fn serve_forkless(listen: SocketAddr, answer: AnswerMode, store: Store
             } else {
                 store
             };
+            run(store, config, listen).await
+        }
+        StoreKind::Redis(url) => {
+            let store = forkless_store_redis::connect(forkless_store_redis::RedisConfig::new(url))
+                .await
+                .map_err(|e| Error::Server(format!("redis: {e}")))?;
             run(store, config, listen).await
         }
         StoreKind::Postgres(url) => {

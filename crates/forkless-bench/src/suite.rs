@@ -38,6 +38,8 @@ pub struct Options {
     pub only: Vec<String>,
     /// A PostgreSQL database to run forkless on as well, for the stream loads.
     pub postgres: Option<String>,
+    /// A Redis (URL, `#PREFIX`) to run forkless on as well, for the stream loads.
+    pub redis: Option<String>,
 }
 
 /// One server under test: a name and how to start it.
@@ -305,6 +307,13 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
         streaming.push(opts.forkless_redb("immediate"));
         streaming.push(opts.forkless_redb("batched"));
         streaming.push(opts.forkless_redb("batched-early"));
+    }
+    if let Some(url) = &opts.redis {
+        streaming.push(opts.bench(
+            "forkless/redis/sse",
+            &["--target", "forkless", "--answer", "sse", "--store", url],
+            true,
+        ));
     }
     if let Some(url) = &opts.postgres {
         streaming.push(opts.bench(

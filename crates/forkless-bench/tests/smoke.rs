@@ -11,6 +11,7 @@ async fn quick_run_measures_every_load_without_errors() {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-smoke");
     // forkless on PostgreSQL too, when the machine has it (always in CI).
     let db = forkless_store_postgres::testing::fresh().await;
+    let redis = forkless_store_redis::testing::fresh().await;
     let opts = Options {
         quick: true,
         exe: PathBuf::from(env!("CARGO_BIN_EXE_forkless-bench")),
@@ -20,6 +21,7 @@ async fn quick_run_measures_every_load_without_errors() {
         scratch: suite::scratch_dir(&out).expect("scratch dir"),
         only: Vec::new(),
         postgres: db.as_ref().map(|db| db.url.clone()),
+        redis: redis.as_ref().map(|r| format!("{}#{}", r.url, r.prefix)),
     };
     let rows = suite::run(&opts, |_| {}).await.expect("the quick run completes");
     for load in [

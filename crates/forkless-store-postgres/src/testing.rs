@@ -50,6 +50,7 @@ async fn admin() -> Option<tokio_postgres::Client> {
 pub async fn fresh() -> Option<TestDb> {
     static N: AtomicU32 = AtomicU32::new(0);
     let client = admin().await?;
+    drop_abandoned(&client).await;
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
     let name = format!("forkless_t_{}_{}_{nanos}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
     client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create a test database");
@@ -58,6 +59,23 @@ pub async fn fresh() -> Option<TestDb> {
         None => panic!("FORKLESS_TEST_POSTGRES must end in /DATABASE"),
     };
     Some(TestDb { name, url })
+}
+
+/// Drop the test databases of processes that are gone (a test that panicked, or was killed,
+/// before its guard could drop them).
+async fn drop_abandoned(client: &tokio_postgres::Client) {
+    let Ok(rows) =
+        client.query("SELECT datname FROM pg_database WHERE datname LIKE 'forkless\\_t\\_%'", &[]).await
+    else {
+        return;
+    };
+    for row in rows {
+        let name: String = row.get(0);
+        let pid = name.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+        }
+    }
 }
 
 impl Drop for TestDb {

@@ -13,15 +13,7 @@ use forkless_store_postgres::{Hints, PgStore};
 const T0: Timestamp = Timestamp::from_millis(1_000_000);
 
 async fn session(store: &PgStore, seed: u64) -> SessionRecord {
-    let mut e = SeededEntropy::new(seed);
-    let new = NewSession {
-        id: SessionId::generate(&mut e),
-        revision: Revision::V2025_11_25,
-        reset_contract: true,
-        principal: None,
-        client: Default::default(),
-    };
-    let record = SessionRecord::create(new, T0, &mut e).unwrap();
+    let record = forkless_store::conformance::new_record(seed, true);
     store.create(record.clone()).await.unwrap();
     record
 }

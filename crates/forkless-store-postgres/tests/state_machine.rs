@@ -8,7 +8,7 @@ use forkless_store::conformance::model::{Backend, cases, run};
 use forkless_store_postgres::testing::{TestDb, fresh};
 use forkless_store_postgres::{Hints, PgConfig, PgStore};
 
-static DB: std::sync::OnceLock<TestDb> = std::sync::OnceLock::new();
+static DB: std::sync::Mutex<Option<TestDb>> = std::sync::Mutex::new(None);
 
 struct Postgres;
 
@@ -16,15 +16,15 @@ impl Backend for Postgres {
     type S = PgStore;
     const NAME: &'static str = "postgres (one node, a fresh store per case)";
     fn open(rt: &tokio::runtime::Runtime, _: Timestamp) -> PgStore {
-        let db = DB.get().expect("the database is made before the run");
+        let url = DB.lock().unwrap().as_ref().expect("the database is made before the run").url.clone();
+        let db = &url;
         rt.block_on(async {
-            let (client, conn) =
-                tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.expect("connect");
+            let (client, conn) = tokio_postgres::connect(db, tokio_postgres::NoTls).await.expect("connect");
             let driver = tokio::spawn(conn);
             client.batch_execute("TRUNCATE forkless_sessions CASCADE").await.expect("empty the database");
             drop(client);
             let _ = driver.await;
-            let mut cfg = PgConfig::new(&db.url);
+            let mut cfg = PgConfig::new(db);
             cfg.hints = Hints::Off;
             cfg.pool_size = 2;
             forkless_store_postgres::connect(cfg).await.expect("connect the store")
@@ -43,6 +43,7 @@ fn core_and_postgres_store_keep_the_invariant_under_random_histories() {
     }) else {
         return;
     };
-    let _ = DB.set(db);
+    *DB.lock().unwrap() = Some(db);
     run::<Postgres>((cases() / 25).max(1));
+    drop(DB.lock().unwrap().take());
 }

@@ -22,6 +22,7 @@ use forkless_server::{AllowedOrigins, AnswerMode, Server, ServerConfig};
 use forkless_store::{MemoryStore, Store};
 use forkless_store_postgres::PgConfig;
 use forkless_store_redb::{Durability, LostFiles, RedbStore};
+use forkless_store_redis::RedisConfig;
 use tokio::net::TcpListener;
 
 use crate::Error;
@@ -38,8 +39,8 @@ pub struct ServeArgs {
     pub listen: SocketAddr,
     /// Where sessions and stream logs are kept: `redb` (durable, in `--data-dir`),
     /// `redb:PATH` (durable, that file and its write-ahead log `PATH.wal`), `memory` (lost
-    /// on exit) or a `postgres://` URL (a PostgreSQL database; one node per database until
-    /// the cluster layer lands).
+    /// on exit), a `postgres://` URL (a PostgreSQL database) or a `redis://` URL (a Redis
+    /// server); one node per database until the cluster layer lands.
     #[arg(long, default_value = "redb", value_name = "STORE")]
     pub store: StoreSpec,
     /// Directory of the durable store's files (`forkless.redb` and its write-ahead log
@@ -271,6 +272,14 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
             let orphans = store.restart_alone(wall_clock()).await.map_err(named)?;
             tracing::info!(store = %args.store, orphaned_requests = orphans.len(), "postgres store connected");
             serving.run(store, args.store.to_string(), orphans, None).await
+        }
+        StoreSpec::Redis(url) => {
+            let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
+            let store = forkless_store_redis::connect(RedisConfig::new(url.clone())).await.map_err(named)?;
+            let orphans = store.restart_alone(wall_clock()).await.map_err(named)?;
+            let durability = store.database().durability();
+            tracing::info!(store = %args.store, ?durability, orphaned_requests = orphans.len(), "redis store connected");
+            serving.run(store, format!("{} ({durability:?})", args.store), orphans, None).await
         }
     }
 }

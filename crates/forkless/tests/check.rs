@@ -150,6 +150,20 @@ async fn every_scenario_passes_against_forkless_serve_on_postgres() {
     drop(serve);
 }
 
+/// The same against `forkless serve` on Redis (a key prefix of its own; the machine's Redis
+/// keeps what it stored across the server's `kill -9`).
+#[tokio::test]
+async fn every_scenario_passes_against_forkless_serve_on_redis() {
+    let Some(prefix) = forkless_store_redis::testing::fresh().await else { return };
+    let url = format!("{}#{}", prefix.url, prefix.prefix);
+    let serve = Restartable::start_on(support::fresh_data_dir(), &format!("--store '{url}'")).await;
+    let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command]).await;
+    assert!(stdout.contains("11 scenarios: 11 PASS, 0 FAIL, 0 UNSUPPORTED"), "{stdout}");
+    assert!(stdout.contains("crash-restart        PASS"), "{stdout}");
+    assert_eq!(code, Some(0), "{stdout}");
+    drop(serve);
+}
+
 #[tokio::test]
 async fn crash_restart_passes_in_immediate_mode_and_names_every_seen_event() {
     let serve = Restartable::start("immediate").await;

@@ -225,7 +225,7 @@ async fn bad_flags_and_invalid_settings_exit_2_with_a_message() {
     let cases: [&[&str]; 5] = [
         &["serve", "--no-such-flag"],
         &["serve", "--listen", "not-an-address"],
-        &["serve", "--store", "redis://x"],
+        &["serve", "--store", "sqlite://x"],
         &["serve", "--grace", "60000"],
         &["serve", "--path", "mcp"],
     ];

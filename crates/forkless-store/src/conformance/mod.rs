@@ -85,11 +85,30 @@ pub async fn run_all<S: Store, F: Future<Output = S>>(make: impl Fn() -> F) {
 }
 
 /// One `#[tokio::test]` per conformance check. `$make` is an async expression yielding a
-/// fresh store.
+/// fresh store; with `maybe`, one yielding `Option<(guard, store)>`: the guard (a database
+/// or key prefix of the check's own) lives until the check ends, and `None` skips the check
+/// (a store whose server is not running outside CI).
 #[macro_export]
 macro_rules! store_conformance_tests {
-    ($make:expr) => {
-        $crate::store_conformance_tests!(@each $make;
+    (maybe $make:expr) => {
+        $crate::store_conformance_tests!(@list each_maybe $make);
+    };
+    (@each_maybe $make:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let Some((_guard, store)) = $make.await else { return };
+                $crate::conformance::run(stringify!($name), store).await;
+            }
+        )*
+        /// The macro's list is the suite's whole list.
+        #[test]
+        fn every_conformance_check_runs() {
+            assert_eq!(&[$(stringify!($name)),*], $crate::conformance::CHECKS);
+        }
+    };
+    (@list $kind:ident $make:expr) => {
+        $crate::store_conformance_tests!(@$kind $make;
             create_and_load, compare_and_set_detects_conflicts, append_assigns_consecutive_seqs,
             read_starts_at_any_cursor, append_refused_on_fenced_stream, append_refused_on_ended_session,
             append_bumps_version, watch_wakes_on_append, watch_reports_attach_and_fence,
@@ -97,6 +116,9 @@ macro_rules! store_conformance_tests {
             eviction_by_count, eviction_by_bytes, completed_stream_refuses_appends, remove_forgets_everything,
             answer_opens_fills_and_releases_a_stream, reads_are_fenced_by_epoch,
             due_lists_exactly_what_time_changes, usage_counts_retained_bytes_and_evictions);
+    };
+    ($make:expr) => {
+        $crate::store_conformance_tests!(@list each $make);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -114,7 +136,9 @@ pub(super) fn cfg() -> Config {
     Config::default()
 }
 
-pub(super) fn new_record(seed: u64, reset_contract: bool) -> SessionRecord {
+/// A new session's record (2025-11-25, no principal), its ids drawn from `seed`: for tests
+/// of stores, here and in other crates.
+pub fn new_record(seed: u64, reset_contract: bool) -> SessionRecord {
     let mut entropy = SeededEntropy::new(seed);
     let id = SessionId::generate(&mut entropy);
     let new = NewSession {
@@ -161,16 +185,22 @@ pub(super) async fn open_request<S: Store>(store: &S, session: SessionId, seed: 
     id
 }
 
-/// Wait until `stream`'s events up to `seq` are delivered (promise 3: a store may return from
-/// an append before its event reaches readers).
-pub(super) async fn delivered<S: Store>(store: &S, session: SessionId, stream: StreamId, seq: u64) {
-    let mut watch = store.watch(session, stream).await.expect("watch");
+/// Wait until `watch` says its stream is delivered up to `seq`; panics after the suite's
+/// failure guard (10 s) instead of hanging.
+pub async fn until_delivered(watch: &mut crate::StreamWatch, seq: Seq) {
     let reached = async {
-        while watch.current().delivered < Seq::new(seq) {
+        while watch.current().delivered < seq {
             watch.changed().await;
         }
     };
     tokio::time::timeout(GUARD, reached).await.expect("events are delivered (within the guard)");
+}
+
+/// Wait until `stream`'s events up to `seq` are delivered (promise 3: a store may return from
+/// an append before its event reaches readers).
+pub(super) async fn delivered<S: Store>(store: &S, session: SessionId, stream: StreamId, seq: u64) {
+    let mut watch = store.watch(session, stream).await.expect("watch");
+    until_delivered(&mut watch, Seq::new(seq)).await;
 }
 
 pub(super) fn seqs(events: &[crate::StoredEvent]) -> Vec<u64> {
@@ -182,5 +212,7 @@ mod crash;
 mod due;
 #[cfg(feature = "state-machine")]
 pub mod model;
+mod nodes;
 mod usage;
 pub use crash::{CrashReport, crash_keeps_every_delivered_id};
+pub use nodes::{NODE_CHECKS, run_nodes};

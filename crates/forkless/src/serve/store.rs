@@ -15,6 +15,8 @@ pub enum StoreSpec {
     Redb(Option<PathBuf>),
     /// A PostgreSQL database, by its `postgres://` or `postgresql://` URL.
     Postgres(String),
+    /// A Redis server, by its `redis://` or `rediss://` URL.
+    Redis(String),
 }
 
 /// Why a `--store` value was refused.
@@ -22,11 +24,11 @@ pub enum StoreSpec {
 pub enum StoreSpecError {
     /// A store this build knows of but cannot open yet.
     #[error(
-        "store `{0}` is not available in this build (available: redb, redb:PATH, memory, postgres://URL)"
+        "store `{0}` is not available in this build (available: redb, redb:PATH, memory, postgres://URL, redis://URL)"
     )]
     Unavailable(String),
     /// Not a store name at all.
-    #[error("unknown store `{0}` (available: redb, redb:PATH, memory, postgres://URL)")]
+    #[error("unknown store `{0}` (available: redb, redb:PATH, memory, postgres://URL, redis://URL)")]
     Unknown(String),
 }
 
@@ -43,7 +45,8 @@ impl FromStr for StoreSpec {
             },
             "postgres" | "postgresql" if s.contains("://") => Ok(Self::Postgres(s.to_owned())),
             "postgres" | "postgresql" => Err(StoreSpecError::Unknown(s.to_owned())),
-            "redis" => Err(StoreSpecError::Unavailable(s.to_owned())),
+            "redis" | "rediss" if s.contains("://") => Ok(Self::Redis(s.to_owned())),
+            "redis" | "rediss" => Err(StoreSpecError::Unknown(s.to_owned())),
             _ => Err(StoreSpecError::Unknown(s.to_owned())),
         }
     }
@@ -55,7 +58,7 @@ impl fmt::Display for StoreSpec {
             Self::Memory => f.write_str("memory"),
             Self::Redb(None) => f.write_str("redb"),
             Self::Redb(Some(path)) => write!(f, "redb:{}", path.display()),
-            Self::Postgres(url) => f.write_str(&without_password(url)),
+            Self::Postgres(url) | Self::Redis(url) => f.write_str(&without_password(url)),
         }
     }
 }

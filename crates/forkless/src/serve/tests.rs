@@ -31,7 +31,8 @@ fn store_spec_is_parsed_not_matched_loosely() {
     assert_eq!("redb".parse::<StoreSpec>(), Ok(StoreSpec::Redb(None)));
     assert_eq!("redb:/tmp/x".parse::<StoreSpec>(), Ok(StoreSpec::Redb(Some(PathBuf::from("/tmp/x")))));
     assert!(matches!("redb:".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
-    assert!(matches!("redis".parse::<StoreSpec>(), Err(StoreSpecError::Unavailable(_))));
+    assert!(matches!("redis".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
+    assert_eq!("redis://:pw@h:6379/0".parse::<StoreSpec>().unwrap().to_string(), "redis://:***@h:6379/0");
     assert!(matches!("memory:x".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
     assert!(matches!("postgres".parse::<StoreSpec>(), Err(StoreSpecError::Unknown(_))));
     let pg = "postgres://app:secret@db:5432/forkless".parse::<StoreSpec>().expect("a postgres URL");

@@ -1,0 +1,66 @@
+//! Where a session lives in Redis. Every key of one session carries the session's hash tag
+//! (`{<session hex>}`), so they share a slot; the store-wide keys (the session set, the four
+//! due indexes and the hint channel) are named by the prefix alone.
+//!
+//! ```text
+//! P:{S}:rec          hash  v → version, h → header (forkless_store::codec)
+//! P:{S}:st           hash  <stream hex> → stream row (forkless_store::codec)
+//! P:{S}:e:<stream>   zset  score seq, member seq:u64be ++ payload
+//! P:sessions         set   session ids
+//! P:due:<anchor>     zset  score millis, member session id   (liveness, stream_idle, activity, ended)
+//! P:hints            pub/sub channel of hints
+//! ```
+//!
+//! It owns the names, not what is stored under them.
+
+use forkless_core::{SessionId, StreamId};
+
+/// The keys of one store (one prefix).
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    prefix: String,
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+impl Keys {
+    pub(crate) fn new(prefix: &str) -> Self {
+        Self { prefix: prefix.to_owned() }
+    }
+    fn tag(&self, session: SessionId) -> String {
+        format!("{}:{{{}}}", self.prefix, hex(session.as_bytes()))
+    }
+    pub(crate) fn record(&self, session: SessionId) -> String {
+        format!("{}:rec", self.tag(session))
+    }
+    pub(crate) fn streams(&self, session: SessionId) -> String {
+        format!("{}:st", self.tag(session))
+    }
+    /// The prefix of a session's event keys (a stream's hex id completes one).
+    pub(crate) fn events_base(&self, session: SessionId) -> String {
+        format!("{}:e:", self.tag(session))
+    }
+    pub(crate) fn events(&self, session: SessionId, stream: StreamId) -> String {
+        format!("{}{}", self.events_base(session), hex(stream.as_bytes()))
+    }
+    pub(crate) fn sessions(&self) -> String {
+        format!("{}:sessions", self.prefix)
+    }
+    /// The due indexes, in the order of `Wake`'s fields.
+    pub(crate) fn due(&self) -> [String; 4] {
+        ["liveness", "stream_idle", "activity", "ended"].map(|a| format!("{}:due:{a}", self.prefix))
+    }
+    pub(crate) fn hints(&self) -> String {
+        format!("{}:hints", self.prefix)
+    }
+    /// Every key of this store, for a test's clean-up.
+    pub(crate) fn pattern(&self) -> String {
+        format!("{}:*", self.prefix)
+    }
+}

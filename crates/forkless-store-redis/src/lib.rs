@@ -1,0 +1,395 @@
+//! # forkless-store-redis: sessions and event logs in Redis, shared by many nodes
+//!
+//! [`RedisStore`] is [`forkless_store::shared::SharedStore`] on [`Redis`]: the cache, the group
+//! commit and the watchers are the shared layer's; this crate stores. Every write, a group
+//! commit of many appends included, is one call of one server-side script ([`scripts`]) that
+//! first checks every session is still at the version the write was computed on and only then
+//! writes: a fenced compare-and-set, atomic and one round trip. A read is one script too, so
+//! the fence it checks and the events it returns come from one instant. Hints for other
+//! nodes' watchers are published by the writing script (so only written writes hint) and
+//! received on one subscription per node ([`listener`]).
+//!
+//! ## What Redis vouches for
+//!
+//! An event is delivered once the script that stored it replied. What survives a crash then
+//! depends on Redis's persistence, which [`connect`] reads (`CONFIG GET`) and reports as
+//! [`Durability`]: with `appendonly yes` and `appendfsync always`, Redis replies only after
+//! the write is on disk, and delivery is durable. With `everysec` up to a second of delivered
+//! events, and without persistence everything, dies with a Redis crash; [`Durability`] says
+//! which, and `forkless serve` logs it at start.
+//!
+//! ## What it does not do yet
+//!
+//! Detect a lost suffix (Redis restarted from an older snapshot, or a replica that missed
+//! writes), run on Redis Cluster (the store-wide due indexes and session set live outside the
+//! sessions' hash tags), or hold leases.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
+use forkless_store::codec::{decode_header, decode_stream};
+use forkless_store::shared::{Batch, Committed, Database, SharedStore, Write, Written};
+use forkless_store::{Error, Reader, Result, StoredEvent, Version, check_read};
+use redis::aio::ConnectionManager;
+use redis::{Script, Value};
+
+mod apply;
+mod keys;
+mod listener;
+pub mod scripts;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+use apply::Apply;
+pub use forkless_store::shared::{Hints, SharedStats as RedisStats};
+use keys::{Keys, hex};
+
+/// How to reach Redis and how to behave on it.
+#[derive(Clone, Debug)]
+pub struct RedisConfig {
+    /// A `redis://` URL.
+    pub url: String,
+    /// The prefix of every key of this store (default `forkless`): stores with different
+    /// prefixes share a Redis without seeing each other.
+    pub prefix: String,
+    /// Whether to send and receive hints for other nodes (default [`Hints::Notify`]).
+    pub hints: Hints,
+    /// This node's name in its hints (default: a random one).
+    pub node: Option<String>,
+}
+
+impl RedisConfig {
+    /// The defaults for `url`; a `#PREFIX` fragment (`redis://host:6379/0#app`) names the key
+    /// prefix, else it is `forkless`.
+    pub fn new(url: impl Into<String>) -> Self {
+        let url = url.into();
+        let (url, prefix) = match url.split_once('#') {
+            Some((url, prefix)) if !prefix.is_empty() => (url.to_owned(), prefix.to_owned()),
+            _ => (url.trim_end_matches('#').to_owned(), "forkless".to_owned()),
+        };
+        Self { url, prefix, hints: Hints::Notify, node: None }
+    }
+}
+
+/// What a Redis crash can take back of what was delivered, as Redis is configured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// `appendonly yes`, `appendfsync always`: nothing delivered is lost.
+    Always,
+    /// `appendfsync everysec`: up to about a second of delivered events.
+    EverySecond,
+    /// No append-only file (snapshots at most): everything since the last snapshot.
+    Volatile,
+    /// `CONFIG GET` is not allowed (a managed Redis): unknown.
+    Unknown,
+}
+
+/// The Redis store.
+pub type RedisStore = SharedStore<Redis>;
+
+/// Connect, read what Redis vouches for, and start the hint listener.
+pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
+    let client = redis::Client::open(config.url.as_str())
+        .map_err(|e| Error::Backend(format!("redis: bad URL: {e}")))?;
+    let conn = ConnectionManager::new(client.clone()).await.map_err(backend)?;
+    let durability = durability(conn.clone()).await;
+    if durability != Durability::Always {
+        tracing::warn!(
+            ?durability,
+            "redis does not sync every write: a redis crash can lose delivered events"
+        );
+    }
+    let keys = Keys::new(&config.prefix);
+    let redis = Redis {
+        conn,
+        keys: keys.clone(),
+        durability,
+        apply: Script::new(scripts::APPLY),
+        load: Script::new(scripts::LOAD),
+        read: Script::new(scripts::READ),
+        remove: Script::new(scripts::REMOVE),
+    };
+    let node = config.node.unwrap_or_else(random_node);
+    let store = SharedStore::new(redis, config.hints, node);
+    if config.hints == Hints::Notify {
+        store.own_task(tokio::spawn(listener::listen(store.hint_sink(), client, keys.hints())));
+    }
+    Ok(store)
+}
+
+fn random_node() -> String {
+    use std::hash::{BuildHasher, RandomState};
+    format!("{:016x}", RandomState::new().hash_one(std::time::SystemTime::now()))
+}
+
+pub(crate) fn backend(e: redis::RedisError) -> Error {
+    Error::Backend(format!("redis: {e}"))
+}
+
+fn parse(e: impl std::fmt::Display) -> Error {
+    Error::Backend(format!("redis: unexpected reply: {e}"))
+}
+
+async fn durability(mut conn: ConnectionManager) -> Durability {
+    let get = |name: &'static str| redis::cmd("CONFIG").arg("GET").arg(name).clone();
+    let aof: redis::RedisResult<Vec<String>> = get("appendonly").query_async(&mut conn).await;
+    let fsync: redis::RedisResult<Vec<String>> = get("appendfsync").query_async(&mut conn).await;
+    match (aof.ok().and_then(|v| v.get(1).cloned()), fsync.ok().and_then(|v| v.get(1).cloned())) {
+        (Some(a), _) if a == "no" => Durability::Volatile,
+        (Some(_), Some(f)) if f == "always" => Durability::Always,
+        (Some(_), Some(_)) => Durability::EverySecond,
+        _ => Durability::Unknown,
+    }
+}
+
+/// Sessions and event logs in Redis keys (laid out as the `keys` module documents), through one multiplexed
+/// connection that reconnects by itself.
+#[derive(Debug)]
+pub struct Redis {
+    conn: ConnectionManager,
+    keys: Keys,
+    durability: Durability,
+    apply: Script,
+    load: Script,
+    read: Script,
+    remove: Script,
+}
+
+/// An `APPLY` reply: `{1, 0}`, `{0, i}` (session i moved or exists), `{-1, i}` (unknown).
+enum Applied {
+    All,
+    Moved(SessionId),
+    Unknown(SessionId),
+}
+
+impl Redis {
+    /// What a Redis crash can take back, as Redis was configured at connect.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    async fn call(&self, apply: Apply<'_>) -> Result<Applied> {
+        let (names, args, sessions) = apply.finish();
+        let mut invocation = self.apply.prepare_invoke();
+        for name in &names {
+            invocation.key(name);
+        }
+        for arg in &args {
+            invocation.arg(arg.as_slice());
+        }
+        let (code, at): (i64, usize) =
+            invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
+        let session = |at: usize| sessions.get(at.wrapping_sub(1)).copied();
+        match (code, session(at)) {
+            (1, _) => Ok(Applied::All),
+            (0, Some(id)) => Ok(Applied::Moved(id)),
+            (-1, Some(id)) => Ok(Applied::Unknown(id)),
+            _ => Err(Error::Backend(format!("redis: unexpected reply {code} {at} from the write script"))),
+        }
+    }
+
+    async fn absent(&self, session: SessionId) -> Error {
+        let exists: redis::RedisResult<bool> =
+            redis::cmd("EXISTS").arg(self.keys.record(session)).query_async(&mut self.conn.clone()).await;
+        match exists {
+            Ok(true) => Error::StreamUnknown,
+            Ok(false) => Error::SessionUnknown,
+            Err(e) => backend(e),
+        }
+    }
+}
+
+fn ids(members: Vec<Vec<u8>>) -> Result<Vec<SessionId>> {
+    members
+        .into_iter()
+        .map(|m| {
+            <[u8; 16]>::try_from(m.as_slice())
+                .map(SessionId::from_bytes)
+                .map_err(|_| Error::Corrupt("session id of wrong length".into()))
+        })
+        .collect()
+}
+
+fn event(member: &[u8]) -> Result<StoredEvent> {
+    let (seq, payload) =
+        member.split_at_checked(8).ok_or_else(|| Error::Corrupt("short event member".into()))?;
+    let seq = Seq::new(u64::from_be_bytes(seq.try_into().unwrap_or_default()));
+    Ok(StoredEvent { seq, payload: Bytes::copy_from_slice(payload) })
+}
+
+impl Database for Redis {
+    async fn load(&self, id: SessionId) -> Result<Option<(Version, SessionRecord)>> {
+        let mut invocation = self.load.key(self.keys.record(id));
+        invocation.key(self.keys.streams(id));
+        let reply: Option<(String, Vec<u8>, Vec<Vec<u8>>)> =
+            invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
+        let Some((version, header, rows)) = reply else { return Ok(None) };
+        let version = version.parse::<u64>().map_err(|_| Error::Corrupt("bad version".into()))?;
+        let mut parts = decode_header(&header)?;
+        for row in &rows {
+            parts.streams.push(decode_stream(row)?);
+        }
+        let mut record = parts.build()?;
+        record.mark_clean();
+        Ok(Some((Version::new(version), record)))
+    }
+
+    async fn insert(&self, record: &SessionRecord) -> Result<()> {
+        let mut apply = Apply::new(&self.keys);
+        let ops = apply.changes(None, record);
+        apply.session(None, Version::INITIAL, record, ops);
+        match self.call(apply).await? {
+            Applied::All => Ok(()),
+            Applied::Moved(_) | Applied::Unknown(_) => Err(Error::SessionExists),
+        }
+    }
+
+    async fn write(&self, write: Write<'_>) -> Result<Written> {
+        let mut apply = Apply::new(&self.keys);
+        let mut ops = apply.changes(Some(write.old), write.new);
+        if let Some(hint) = &write.hint {
+            apply.hint(&mut ops, hint);
+        }
+        apply.session(Some(write.expected), write.expected.next(), write.new, ops);
+        match self.call(apply).await? {
+            Applied::All => Ok(Written::Committed),
+            Applied::Moved(_) => Ok(Written::Moved),
+            Applied::Unknown(_) => Err(Error::SessionUnknown),
+        }
+    }
+
+    async fn write_batch(&self, batch: Batch<'_>) -> Result<Committed> {
+        let mut apply = Apply::new(&self.keys);
+        for (i, w) in batch.sessions.iter().enumerate() {
+            let id = w.end.id();
+            let mut ops = apply.changes(Some(w.start), w.end);
+            for e in batch.events.iter().filter(|e| e.session == id) {
+                apply.event(&mut ops, id, e.stream, e.seq, &e.payload);
+            }
+            if let Some(hint) = batch.hints.get(i) {
+                apply.hint(&mut ops, hint);
+            }
+            apply.session(Some(w.version), Version::new(w.version.get() + w.appended), w.end, ops);
+        }
+        match self.call(apply).await? {
+            Applied::All => Ok(Committed::All),
+            Applied::Moved(id) | Applied::Unknown(id) => Ok(Committed::Moved(id)),
+        }
+    }
+
+    async fn oldest_sizes(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        from: Seq,
+        n: u64,
+    ) -> Result<Vec<u64>> {
+        let members: Vec<Vec<u8>> = redis::cmd("ZRANGEBYSCORE")
+            .arg(self.keys.events(session, stream))
+            .arg(from.get())
+            .arg("+inf")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(n)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(backend)?;
+        Ok(members.iter().map(|m| m.len().saturating_sub(8) as u64).collect())
+    }
+
+    async fn read(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        after: Seq,
+        max: usize,
+        reader: Reader,
+    ) -> Result<Vec<StoredEvent>> {
+        let mut invocation = self.read.key(self.keys.record(session));
+        invocation.key(self.keys.streams(session)).key(self.keys.events(session, stream));
+        invocation.arg(hex(stream.as_bytes())).arg(after.get()).arg(max);
+        let reply: Vec<Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
+        let code: i64 =
+            reply.first().map(redis::from_redis_value_ref).transpose().map_err(parse)?.unwrap_or(0);
+        match code {
+            -1 => return Err(Error::SessionUnknown),
+            -2 => return Err(Error::StreamUnknown),
+            _ => {}
+        }
+        let (Some(row), Some(members)) = (reply.get(1), reply.get(2)) else {
+            return Err(Error::Backend("redis: short reply from the read script".into()));
+        };
+        let row: Vec<u8> = redis::from_redis_value_ref(row).map_err(parse)?;
+        let members: Vec<Vec<u8>> = redis::from_redis_value_ref(members).map_err(parse)?;
+        let meta = decode_stream(&row)?.build();
+        check_read(&meta, after, reader)?;
+        let events = members.iter().map(|m| event(m)).collect::<Result<Vec<_>>>()?;
+        if let Some(e) = events.first()
+            && e.seq != after.next().max(meta.low_water())
+        {
+            return Err(Error::Corrupt(format!("stream log has a gap before seq {}", e.seq)));
+        }
+        Ok(events)
+    }
+
+    async fn stream(&self, session: SessionId, stream: StreamId) -> Result<Stream> {
+        let row: Option<Vec<u8>> = redis::cmd("HGET")
+            .arg(self.keys.streams(session))
+            .arg(hex(stream.as_bytes()))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(backend)?;
+        match row {
+            Some(row) => Ok(decode_stream(&row)?.build()),
+            None => Err(self.absent(session).await),
+        }
+    }
+
+    async fn remove(&self, id: SessionId, hint: Option<String>) -> Result<()> {
+        let mut invocation = self.remove.key(self.keys.record(id));
+        invocation.key(self.keys.streams(id)).key(self.keys.sessions());
+        for due in self.keys.due() {
+            invocation.key(due);
+        }
+        invocation
+            .arg(id.as_bytes().as_slice())
+            .arg(self.keys.events_base(id))
+            .arg(self.keys.hints())
+            .arg(hint.unwrap_or_default());
+        let _: i64 = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
+        Ok(())
+    }
+
+    async fn sessions(&self) -> Result<Vec<SessionId>> {
+        let members: Vec<Vec<u8>> = redis::cmd("SMEMBERS")
+            .arg(self.keys.sessions())
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(backend)?;
+        ids(members)
+    }
+
+    async fn due(&self, now: Timestamp, schedule: &Schedule) -> Result<Vec<SessionId>> {
+        // An anchor `t` is due when `t + ttl <= now`, that is `t <= now - ttl`.
+        let now = now.as_millis();
+        let before = |ttl: Duration| now.checked_sub(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+        let bounds = [
+            Some(now),
+            before(schedule.stream_ttl),
+            before(schedule.session_idle_ttl),
+            before(schedule.tombstone_ttl),
+        ];
+        let mut pipe = redis::pipe();
+        for (key, bound) in self.keys.due().iter().zip(bounds) {
+            // `-1` when nothing can be due (the ttl exceeds `now`): no anchor is negative.
+            let bound = bound.map_or(-1, |b| i64::try_from(b).unwrap_or(i64::MAX));
+            pipe.cmd("ZRANGEBYSCORE").arg(key).arg("-inf").arg(bound);
+        }
+        let lists: Vec<Vec<Vec<u8>>> = pipe.query_async(&mut self.conn.clone()).await.map_err(backend)?;
+        let mut all = ids(lists.into_iter().flatten().collect())?;
+        all.sort_by_key(|id| *id.as_bytes());
+        all.dedup();
+        Ok(all)
+    }
+}

@@ -1,0 +1,94 @@
+//! The server-side scripts: each a single atomic step of Redis, so a compare-and-set and
+//! everything it writes, or a read and the metadata it is checked against, can never be
+//! interleaved with another node's write.
+//!
+//! [`APPLY`] is every write: for each session of the call it first checks the version the
+//! write was computed on (`''` for a session that must not exist yet), and only if every
+//! check passes applies each session's header, due indexes and operations:
+//!
+//! ```text
+//! ARGV: count, then per session: rec stkey expected next header sid wake*4 nops op*
+//! op  : U <stream hex> <row>      put a stream row
+//!     | D <stream hex> <key#>     drop a stream row and its events key
+//!     | E <key#> <seq> <member>   add an event
+//!     | T <key#> <low>            drop events below low
+//!     | X <key#>                  drop an events key
+//!     | P <channel> <message>     publish a hint
+//! KEYS: 1 sessions set, 2..5 due indexes, then every key an op or a session names (by #)
+//! returns {1, 0} applied | {0, i} session i moved or exists | {-1, i} session i unknown
+//! ```
+//!
+//! It owns the Lua, not the encoding of what it stores.
+
+/// Every write.
+pub(crate) const APPLY: &str = r#"
+local n = tonumber(ARGV[1])
+local blocks = {}
+local i = 2
+for s = 1, n do
+  blocks[s] = i
+  local v = redis.call('HGET', KEYS[tonumber(ARGV[i])], 'v')
+  local expected = ARGV[i + 2]
+  if expected == '' then
+    if v then return {0, s} end
+  elseif not v then
+    return {-1, s}
+  elseif v ~= expected then
+    return {0, s}
+  end
+  i = i + 11 + tonumber(ARGV[i + 10])
+end
+for s = 1, n do
+  local i = blocks[s]
+  local rec, st, sid = KEYS[tonumber(ARGV[i])], KEYS[tonumber(ARGV[i + 1])], ARGV[i + 5]
+  redis.call('HSET', rec, 'v', ARGV[i + 3], 'h', ARGV[i + 4])
+  redis.call('SADD', KEYS[1], sid)
+  for w = 1, 4 do
+    local at = ARGV[i + 5 + w]
+    if at == '' then redis.call('ZREM', KEYS[1 + w], sid) else redis.call('ZADD', KEYS[1 + w], at, sid) end
+  end
+  local j, last = i + 11, i + 10 + tonumber(ARGV[i + 10])
+  while j <= last do
+    local op = ARGV[j]
+    if op == 'U' then redis.call('HSET', st, ARGV[j + 1], ARGV[j + 2]); j = j + 3
+    elseif op == 'D' then redis.call('HDEL', st, ARGV[j + 1]); redis.call('DEL', KEYS[tonumber(ARGV[j + 2])]); j = j + 3
+    elseif op == 'E' then redis.call('ZADD', KEYS[tonumber(ARGV[j + 1])], ARGV[j + 2], ARGV[j + 3]); j = j + 4
+    elseif op == 'T' then redis.call('ZREMRANGEBYSCORE', KEYS[tonumber(ARGV[j + 1])], '-inf', '(' .. ARGV[j + 2]); j = j + 3
+    elseif op == 'X' then redis.call('DEL', KEYS[tonumber(ARGV[j + 1])]); j = j + 2
+    elseif op == 'P' then redis.call('PUBLISH', ARGV[j + 1], ARGV[j + 2]); j = j + 3
+    else return redis.error_reply('forkless: unknown op ' .. op) end
+  end
+end
+return {1, 0}
+"#;
+
+/// A record and every stream row of it, at one instant: `{version, header, {rows}}` or
+/// `false` when unknown. KEYS: rec, st.
+pub(crate) const LOAD: &str = r#"
+local vh = redis.call('HMGET', KEYS[1], 'v', 'h')
+if not vh[1] then return false end
+return {vh[1], vh[2], redis.call('HVALS', KEYS[2])}
+"#;
+
+/// A stream's row and its events after a cursor, at one instant: `{1, row, members}`,
+/// `{-2}` (unknown stream) or `{-1}` (unknown session). KEYS: rec, st, events; ARGV: stream
+/// hex, after, max.
+pub(crate) const READ: &str = r#"
+local row = redis.call('HGET', KEYS[2], ARGV[1])
+if not row then
+  if redis.call('EXISTS', KEYS[1]) == 1 then return {-2} end
+  return {-1}
+end
+return {1, row, redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[2], '+inf', 'LIMIT', 0, tonumber(ARGV[3]))}
+"#;
+
+/// Forget a session: its keys, its place in the set and the due indexes; publish the hint.
+/// KEYS: rec, st, sessions, due*4; ARGV: sid, events key base, channel, hint ('' = none).
+pub(crate) const REMOVE: &str = r#"
+for _, stream in ipairs(redis.call('HKEYS', KEYS[2])) do redis.call('DEL', ARGV[2] .. stream) end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SREM', KEYS[3], ARGV[1])
+for w = 4, 7 do redis.call('ZREM', KEYS[w], ARGV[1]) end
+if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+return 1
+"#;

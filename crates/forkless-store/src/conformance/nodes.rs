@@ -1,0 +1,177 @@
+//! The checks of a store shared by many nodes: two stores on one database (nodes `a` and `b`,
+//! both sending and receiving hints) must behave as one store. A watcher on one node is woken
+//! by the other's write; appends and resumes racing from both nodes are numbered and fenced
+//! as on one node; a removal on one node stops the other's watchers. Call [`run_nodes`], or
+//! use [`store_node_tests!`](crate::store_node_tests).
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use forkless_core::{AppendTarget, GetOutcome, GetRequest, Limits, SeededEntropy, Seq, SessionRecord};
+
+use super::{GUARD, T0, cfg, new_record};
+use crate::{Append, EventKind, Reader, StreamEnd, transact};
+use crate::{Error, Store};
+
+/// Every check of two nodes, by name.
+pub const NODE_CHECKS: &[&str] = &[
+    "a_watcher_on_another_node_is_woken_by_its_write",
+    "appends_racing_on_two_nodes_are_numbered_gap_free",
+    "resumes_racing_on_two_nodes_each_get_a_distinct_epoch",
+    "a_removal_on_one_node_stops_the_watchers_on_another",
+];
+
+/// Run one two-node check by name on nodes `a` and `b` of one fresh, empty database.
+pub async fn run_nodes<S: Store + Clone>(name: &str, a: S, b: S) {
+    match name {
+        "a_watcher_on_another_node_is_woken_by_its_write" => woken_by_the_other_node(a, b).await,
+        "appends_racing_on_two_nodes_are_numbered_gap_free" => racing_appends(a, b).await,
+        "resumes_racing_on_two_nodes_each_get_a_distinct_epoch" => racing_resumes(a, b).await,
+        "a_removal_on_one_node_stops_the_watchers_on_another" => removal_stops_watchers(a, b).await,
+        other => panic!("no two-node check named {other}"),
+    }
+}
+
+/// One `#[tokio::test]` per two-node check. `$make` is an async expression yielding
+/// `Option<(guard, a, b)>`: two nodes' stores on one fresh database, the guard kept until the
+/// check ends, `None` skipping it.
+#[macro_export]
+macro_rules! store_node_tests {
+    (maybe $make:expr) => {
+        $crate::store_node_tests!(@each $make;
+            a_watcher_on_another_node_is_woken_by_its_write, appends_racing_on_two_nodes_are_numbered_gap_free,
+            resumes_racing_on_two_nodes_each_get_a_distinct_epoch, a_removal_on_one_node_stops_the_watchers_on_another);
+    };
+    (@each $make:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let Some((_guard, a, b)) = $make.await else { return };
+                $crate::conformance::run_nodes(stringify!($name), a, b).await;
+            }
+        )*
+        /// The macro's list is the whole list.
+        #[test]
+        fn every_node_check_runs() {
+            assert_eq!(&[$(stringify!($name)),*], $crate::conformance::NODE_CHECKS);
+        }
+    };
+}
+
+fn payload(n: u64) -> Bytes {
+    Bytes::from(format!("{{\"n\":{n}}}"))
+}
+
+async fn emit<S: Store>(store: &S, record: &SessionRecord, n: u64) -> Result<forkless_core::EventId, Error> {
+    let limits = Limits::default();
+    let append = Append {
+        session: record.id(),
+        target: AppendTarget::Standalone,
+        payload: payload(n),
+        kind: EventKind::Intermediate,
+        now: T0,
+        limits: &limits,
+    };
+    store.append(append).await
+}
+
+async fn created<S: Store>(store: &S, seed: u64) -> SessionRecord {
+    let record = new_record(seed, true);
+    store.create(record.clone()).await.expect("create");
+    record
+}
+
+async fn woken_by_the_other_node<S: Store>(a: S, b: S) {
+    let record = created(&a, 61).await;
+    let stream = record.standalone().id();
+    let mut watch = b.watch(record.id(), stream).await.unwrap();
+    assert_eq!(watch.current().delivered, Seq::PRIMING);
+    let id = emit(&a, &record, 1).await.unwrap();
+    tokio::time::timeout(GUARD, async {
+        while watch.current().delivered < id.seq {
+            watch.changed().await;
+        }
+    })
+    .await
+    .expect("node b's watcher is woken by node a's write");
+    let events = b.read(record.id(), stream, Seq::PRIMING, 10, Reader::Inspector).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].payload, payload(1));
+}
+
+async fn racing_appends<S: Store + Clone>(a: S, b: S) {
+    let record = created(&a, 62).await;
+    let racer = |store: S, record: SessionRecord, base: u64| {
+        tokio::spawn(async move {
+            let mut got = Vec::new();
+            for n in 0..40 {
+                got.push((emit(&store, &record, base + n).await.expect("append").seq, base + n));
+            }
+            got
+        })
+    };
+    let (ra, rb) = (racer(a.clone(), record.clone(), 1000), racer(b.clone(), record.clone(), 2000));
+    let mut accepted = ra.await.unwrap();
+    accepted.extend(rb.await.unwrap());
+    let seqs: BTreeSet<u64> = accepted.iter().map(|(s, _)| s.get()).collect();
+    assert_eq!(seqs.len(), 80, "no seq was handed out twice");
+    assert_eq!(seqs, (1..=80).collect(), "gap-free");
+    let events =
+        a.read(record.id(), record.standalone().id(), Seq::PRIMING, 100, Reader::Inspector).await.unwrap();
+    for (seq, n) in accepted {
+        let event = &events[seq.get() as usize - 1];
+        assert_eq!((event.seq, &event.payload), (seq, &payload(n)), "seq {seq} names what was appended");
+    }
+}
+
+async fn racing_resumes<S: Store + Clone>(a: S, b: S) {
+    let record = created(&a, 63).await;
+    let (sid, stream) = (record.id(), record.standalone().id());
+    let (first, _) =
+        transact(&a, sid, |r| r.on_get(&GetRequest::default(), T0, &cfg(), &mut SeededEntropy::new(9)))
+            .await
+            .unwrap();
+    assert!(matches!(first, GetOutcome::Attached(_)));
+    let id = emit(&a, &record, 1).await.unwrap();
+    let lei = format!("{stream}.{}", id.seq);
+    let mut epochs = BTreeSet::new();
+    for round in 0..10u64 {
+        let resume = |store: S, seed: u64| {
+            let lei = lei.clone();
+            tokio::spawn(async move {
+                let req = GetRequest { last_event_id: Some(&lei), stream_token: None };
+                let (out, _) =
+                    transact(&store, sid, |r| r.on_get(&req, T0, &cfg(), &mut SeededEntropy::new(seed)))
+                        .await
+                        .unwrap();
+                match out {
+                    GetOutcome::Attached(g) => g.epoch,
+                    other => panic!("resume refused: {other:?}"),
+                }
+            })
+        };
+        let (ea, eb) = (resume(a.clone(), 100 + round), resume(b.clone(), 200 + round));
+        for epoch in [ea.await.unwrap(), eb.await.unwrap()] {
+            assert!(epochs.insert(epoch), "two resumes were granted epoch {epoch:?}");
+        }
+    }
+    let last = b.load(sid).await.unwrap().unwrap().value.stream(stream).unwrap().epoch();
+    assert_eq!(Some(&last), epochs.iter().next_back(), "exactly one attachment is current");
+}
+
+async fn removal_stops_watchers<S: Store>(a: S, b: S) {
+    let record = created(&a, 64).await;
+    let mut watch = b.watch(record.id(), record.standalone().id()).await.unwrap();
+    a.remove(record.id()).await.unwrap();
+    let signal = tokio::time::timeout(GUARD, async {
+        loop {
+            let signal = watch.changed().await;
+            if signal.end.is_some() {
+                return signal;
+            }
+        }
+    })
+    .await
+    .expect("node b's watcher stops");
+    assert_eq!(signal.end, Some(StreamEnd::Fenced));
+}
