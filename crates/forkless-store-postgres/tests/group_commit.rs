@@ -2,10 +2,7 @@
 //! evicted exactly as if it had been stored alone.
 
 use bytes::Bytes;
-use forkless_core::{
-    AppendTarget, EventKind, Limits, NewSession, Revision, SeededEntropy, Seq, SessionId, SessionRecord,
-    Timestamp,
-};
+use forkless_core::{AppendTarget, EventKind, Limits, Seq, SessionRecord, Timestamp};
 use forkless_store::{Append, Reader, Store};
 use forkless_store_postgres::testing::fresh;
 use forkless_store_postgres::{Hints, PgStore};

@@ -5,10 +5,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use forkless_core::{
-    AppendTarget, EventKind, Limits, NewSession, Revision, SeededEntropy, Seq, SessionId, SessionRecord,
-    Timestamp,
-};
+use forkless_core::{AppendTarget, EventKind, Limits, Seq, SessionRecord, Timestamp};
 use forkless_store::{Append, Error, Reader, Store};
 use forkless_store_postgres::testing::{TestDb, fresh};
 use forkless_store_postgres::{Hints, PgConfig, PgStore};
