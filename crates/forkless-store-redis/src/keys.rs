@@ -60,6 +60,7 @@ impl Keys {
         format!("{}:hints", self.prefix)
     }
     /// Every key of this store, for a test's clean-up.
+    #[cfg(feature = "testing")]
     pub(crate) fn pattern(&self) -> String {
         format!("{}:*", self.prefix)
     }
