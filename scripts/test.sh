@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: what a new user runs, and exactly what CI runs (.ci/run calls this).
 #
+# 0. Installs the Debian packages the tests need when missing (scripts/system-packages.sh).
 # 1. Installs the official MCP peers (Python SDK v1 and v2, TypeScript SDK v1 and v2, the conformance
 #    suite and the Node.js 22 it needs) into the git-ignored .peers/ folder; idempotent.
 # 2. Runs every Rust test: unit, property and model-check tests of the core and stores,
@@ -9,6 +10,7 @@
 # 3. Ends with one line totalling every test binary: "tests: N passed, M failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/system-packages.sh
 bash scripts/peers/install.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -19,6 +19,10 @@ pub enum EndReason {
     /// cannot be restored elsewhere (a gateway's stdio child died with it): never re-created
     /// silently under the old id.
     OwnerLost,
+    /// The store came back with less than it had delivered (restored from an older snapshot,
+    /// or failed over to a copy that missed writes): events a client may hold are gone, so
+    /// no cursor of the session can be proven, and numbering on would rename them.
+    HistoryLost,
 }
 
 impl EndReason {
@@ -30,6 +34,7 @@ impl EndReason {
             Self::IdleExpired => "idle_expired",
             Self::Failed => "failed",
             Self::OwnerLost => "owner_lost",
+            Self::HistoryLost => "history_lost",
         }
     }
 }

@@ -56,13 +56,15 @@ impl<'k> Apply<'k> {
             keys,
             names: Vec::new(),
             index: HashMap::new(),
-            args: vec![Vec::new()],
+            // The gate and the session count, set by `under_boot` and `finish`.
+            args: vec![Vec::new(), Vec::new()],
             sessions: Vec::new(),
         };
         this.key(keys.sessions());
         for due in keys.due() {
             this.key(due);
         }
+        this.key(keys.run());
         this
     }
 
@@ -163,9 +165,14 @@ impl<'k> Apply<'k> {
         self.sessions.push(id);
     }
 
+    /// A recovery write: allowed under the Redis boot `run` before its history is vouched for.
+    pub(crate) fn under_boot(&mut self, run: &str) {
+        self.args[0] = text(run);
+    }
+
     /// The call's keys and arguments.
     pub(crate) fn finish(mut self) -> (Vec<String>, Vec<Vec<u8>>, Vec<SessionId>) {
-        self.args[0] = text(self.sessions.len());
+        self.args[1] = text(self.sessions.len());
         (self.names, self.args, self.sessions)
     }
 }

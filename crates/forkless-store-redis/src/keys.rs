@@ -9,6 +9,7 @@
 //! P:sessions         set   session ids
 //! P:due:<anchor>     zset  score millis, member session id   (liveness, stream_idle, activity, ended)
 //! P:hints            pub/sub channel of hints
+//! P:run              the Redis boot (run_id) under which the store's history is vouched for
 //! ```
 //!
 //! It owns the names, not what is stored under them.
@@ -55,6 +56,9 @@ impl Keys {
     /// The due indexes, in the order of `Wake`'s fields.
     pub(crate) fn due(&self) -> [String; 4] {
         ["liveness", "stream_idle", "activity", "ended"].map(|a| format!("{}:due:{a}", self.prefix))
+    }
+    pub(crate) fn run(&self) -> String {
+        format!("{}:run", self.prefix)
     }
     pub(crate) fn hints(&self) -> String {
         format!("{}:hints", self.prefix)

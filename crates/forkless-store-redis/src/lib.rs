@@ -18,11 +18,22 @@
 //! events, and without persistence everything, dies with a Redis crash; [`Durability`] says
 //! which, and `forkless serve` logs it at start.
 //!
+//! ## A lost suffix is never numbered over
+//!
+//! Redis's `run_id` is new at every start. The store keeps the boot under which its history
+//! is vouched for (`P:run`), and every write checks it in its script: after a restart no
+//! write lands until a node has vouched for the new boot ([`AfterRestart`]): at once if Redis
+//! syncs every write (it kept everything it acknowledged), else only after every session has
+//! ended with reason `history_lost`, so a client whose cursor points into a suffix Redis lost
+//! (a restart from an older snapshot, `everysec`'s last second) is refused with a typed 404,
+//! never answered with other content under the same id.
+//!
 //! ## What it does not do yet
 //!
-//! Detect a lost suffix (Redis restarted from an older snapshot, or a replica that missed
-//! writes), run on Redis Cluster (the store-wide due indexes and session set live outside the
-//! sessions' hash tags), or hold leases.
+//! Run on Redis Cluster (the store-wide due indexes, session set and vouched boot live outside
+//! the sessions' hash tags), tell a failover to a replica that missed writes from a restart
+//! that kept them (a replica that takes over has its own `run_id`, so it is treated as a
+//! restart: with `appendfsync always` on the replica it is trusted), or hold leases.
 
 use std::time::Duration;
 
@@ -57,6 +68,23 @@ pub struct RedisConfig {
     pub hints: Hints,
     /// This node's name in its hints (default: a random one).
     pub node: Option<String>,
+    /// What to make of a Redis that restarted (default [`AfterRestart::Verify`]).
+    pub after_restart: AfterRestart,
+}
+
+/// What a store makes of a Redis that restarted since its history was last vouched for
+/// (Redis's `run_id` is new at every start, and every write checks it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AfterRestart {
+    /// Trust the restart only if Redis syncs every write (`appendonly yes`, `appendfsync
+    /// always`), so it kept everything it acknowledged; otherwise it may have come back with
+    /// less than it delivered, and every session ends with reason `history_lost` (404), so
+    /// no cursor into a lost suffix is ever continued with other content. The default.
+    #[default]
+    Verify,
+    /// **Negative control only**: trust every restart, as Redis stores without this check do.
+    /// A restart from an older snapshot then numbers new events over ones a client received.
+    TrustBlindly,
 }
 
 impl RedisConfig {
@@ -68,7 +96,7 @@ impl RedisConfig {
             Some((url, prefix)) if !prefix.is_empty() => (url.to_owned(), prefix.to_owned()),
             _ => (url.trim_end_matches('#').to_owned(), "forkless".to_owned()),
         };
-        Self { url, prefix, hints: Hints::Notify, node: None }
+        Self { url, prefix, hints: Hints::Notify, node: None, after_restart: AfterRestart::Verify }
     }
 }
 
@@ -109,7 +137,11 @@ pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
         load: Script::new(scripts::LOAD),
         read: Script::new(scripts::READ),
         remove: Script::new(scripts::REMOVE),
+        vouch: Script::new(scripts::VOUCH),
+        confirm: Script::new(scripts::CONFIRM),
+        after_restart: config.after_restart,
     };
+    redis.vouch().await?;
     let node = config.node.unwrap_or_else(random_node);
     let store = SharedStore::new(redis, config.hints, node);
     if config.hints == Hints::Notify {
@@ -154,13 +186,23 @@ pub struct Redis {
     load: Script,
     read: Script,
     remove: Script,
+    vouch: Script,
+    confirm: Script,
+    after_restart: AfterRestart,
 }
 
-/// An `APPLY` reply: `{1, 0}`, `{0, i}` (session i moved or exists), `{-1, i}` (unknown).
+/// An `APPLY` reply: `{1, 0}`, `{0, i}` (session i moved or exists), `{-1, i}` (unknown),
+/// `{-3, 0}` (the history is not vouched for under this boot of Redis).
 enum Applied {
     All,
     Moved(SessionId),
     Unknown(SessionId),
+    Unvouched,
+}
+
+fn wall_clock() -> Timestamp {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Timestamp::from_millis(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Redis {
@@ -169,7 +211,24 @@ impl Redis {
         self.durability
     }
 
-    async fn call(&self, apply: Apply<'_>) -> Result<Applied> {
+    /// Run a write; if Redis restarted since the history was vouched for, vouch (ending every
+    /// session if it cannot be) and try once more. `build` makes the write afresh each time.
+    async fn call<'k>(&'k self, build: impl Fn() -> Apply<'k>) -> Result<Applied> {
+        match self.call_once(build()).await? {
+            Applied::Unvouched => {
+                self.vouch().await?;
+                match self.call_once(build()).await? {
+                    Applied::Unvouched => {
+                        Err(Error::Backend("redis: restarted again while its history was checked".into()))
+                    }
+                    applied => Ok(applied),
+                }
+            }
+            applied => Ok(applied),
+        }
+    }
+
+    async fn call_once(&self, apply: Apply<'_>) -> Result<Applied> {
         let (names, args, sessions) = apply.finish();
         let mut invocation = self.apply.prepare_invoke();
         for name in &names {
@@ -185,8 +244,74 @@ impl Redis {
             (1, _) => Ok(Applied::All),
             (0, Some(id)) => Ok(Applied::Moved(id)),
             (-1, Some(id)) => Ok(Applied::Unknown(id)),
+            (-3, _) => Ok(Applied::Unvouched),
             _ => Err(Error::Backend(format!("redis: unexpected reply {code} {at} from the write script"))),
         }
+    }
+
+    /// Vouch for the store's history under this boot of Redis: at once if nothing can have
+    /// been lost (an empty store, or Redis syncs every write), else after ending every session
+    /// with reason `history_lost` (writes under this boot only), so a suffix Redis lost is
+    /// never numbered over.
+    async fn vouch(&self) -> Result<()> {
+        for _ in 0..8 {
+            let trust = match self.after_restart {
+                AfterRestart::TrustBlindly => true,
+                AfterRestart::Verify => durability(self.conn.clone()).await == Durability::Always,
+            };
+            let mut invocation = self.vouch.key(self.keys.run());
+            invocation.key(self.keys.sessions()).arg(if trust { "trust" } else { "" });
+            let reply: Vec<Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
+            let code: i64 =
+                reply.first().map(redis::from_redis_value_ref).transpose().map_err(parse)?.unwrap_or(-1);
+            if code != 2 {
+                return Ok(());
+            }
+            let run: String =
+                reply.get(1).map(redis::from_redis_value_ref).transpose().map_err(parse)?.unwrap_or_default();
+            let sessions = self.sessions().await?;
+            tracing::warn!(sessions = sessions.len(), %run, "redis restarted and may have lost delivered events: ending every session (history_lost)");
+            for id in sessions {
+                self.end_lost(id, &run).await?;
+            }
+            let confirmed: i64 = self
+                .confirm
+                .key(self.keys.run())
+                .arg(&run)
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(backend)?;
+            if confirmed == 1 {
+                return Ok(());
+            }
+        }
+        Err(Error::Backend("redis: kept restarting while its history was checked".into()))
+    }
+
+    /// End one session with reason `history_lost`, writing under the Redis boot `run`.
+    async fn end_lost(&self, id: SessionId, run: &str) -> Result<()> {
+        for _ in 0..forkless_store::MAX_CAS_ATTEMPTS {
+            let Some((version, old)) = self.load(id).await? else { return Ok(()) };
+            if old.session().ended().is_some() {
+                return Ok(());
+            }
+            let mut new = old.clone();
+            new.on_end(forkless_core::EndReason::HistoryLost, wall_clock())?;
+            let mut apply = Apply::new(&self.keys);
+            apply.under_boot(run);
+            let ops = apply.changes(Some(&old), &new);
+            apply.session(Some(version), version.next(), &new, ops);
+            match self.call_once(apply).await? {
+                Applied::Moved(_) => continue,
+                Applied::Unvouched => {
+                    return Err(Error::Backend(
+                        "redis: restarted again while its history was checked".into(),
+                    ));
+                }
+                Applied::All | Applied::Unknown(_) => return Ok(()),
+            }
+        }
+        Err(Error::Contended { attempts: forkless_store::MAX_CAS_ATTEMPTS })
     }
 
     async fn absent(&self, session: SessionId) -> Error {
@@ -236,45 +361,55 @@ impl Database for Redis {
     }
 
     async fn insert(&self, record: &SessionRecord) -> Result<()> {
-        let mut apply = Apply::new(&self.keys);
-        let ops = apply.changes(None, record);
-        apply.session(None, Version::INITIAL, record, ops);
-        match self.call(apply).await? {
+        let build = || {
+            let mut apply = Apply::new(&self.keys);
+            let ops = apply.changes(None, record);
+            apply.session(None, Version::INITIAL, record, ops);
+            apply
+        };
+        match self.call(build).await? {
             Applied::All => Ok(()),
-            Applied::Moved(_) | Applied::Unknown(_) => Err(Error::SessionExists),
+            Applied::Moved(_) | Applied::Unknown(_) | Applied::Unvouched => Err(Error::SessionExists),
         }
     }
 
     async fn write(&self, write: Write<'_>) -> Result<Written> {
-        let mut apply = Apply::new(&self.keys);
-        let mut ops = apply.changes(Some(write.old), write.new);
-        if let Some(hint) = &write.hint {
-            apply.hint(&mut ops, hint);
-        }
-        apply.session(Some(write.expected), write.expected.next(), write.new, ops);
-        match self.call(apply).await? {
+        let build = || {
+            let mut apply = Apply::new(&self.keys);
+            let mut ops = apply.changes(Some(write.old), write.new);
+            if let Some(hint) = &write.hint {
+                apply.hint(&mut ops, hint);
+            }
+            apply.session(Some(write.expected), write.expected.next(), write.new, ops);
+            apply
+        };
+        match self.call(build).await? {
             Applied::All => Ok(Written::Committed),
             Applied::Moved(_) => Ok(Written::Moved),
-            Applied::Unknown(_) => Err(Error::SessionUnknown),
+            Applied::Unknown(_) | Applied::Unvouched => Err(Error::SessionUnknown),
         }
     }
 
     async fn write_batch(&self, batch: Batch<'_>) -> Result<Committed> {
-        let mut apply = Apply::new(&self.keys);
-        for (i, w) in batch.sessions.iter().enumerate() {
-            let id = w.end.id();
-            let mut ops = apply.changes(Some(w.start), w.end);
-            for e in batch.events.iter().filter(|e| e.session == id) {
-                apply.event(&mut ops, id, e.stream, e.seq, &e.payload);
+        let build = || {
+            let mut apply = Apply::new(&self.keys);
+            for (i, w) in batch.sessions.iter().enumerate() {
+                let id = w.end.id();
+                let mut ops = apply.changes(Some(w.start), w.end);
+                for e in batch.events.iter().filter(|e| e.session == id) {
+                    apply.event(&mut ops, id, e.stream, e.seq, &e.payload);
+                }
+                if let Some(hint) = batch.hints.get(i) {
+                    apply.hint(&mut ops, hint);
+                }
+                apply.session(Some(w.version), Version::new(w.version.get() + w.appended), w.end, ops);
             }
-            if let Some(hint) = batch.hints.get(i) {
-                apply.hint(&mut ops, hint);
-            }
-            apply.session(Some(w.version), Version::new(w.version.get() + w.appended), w.end, ops);
-        }
-        match self.call(apply).await? {
+            apply
+        };
+        match self.call(build).await? {
             Applied::All => Ok(Committed::All),
             Applied::Moved(id) | Applied::Unknown(id) => Ok(Committed::Moved(id)),
+            Applied::Unvouched => Err(Error::Backend("redis: history not vouched for".into())),
         }
     }
 

@@ -2,29 +2,39 @@
 //! everything it writes, or a read and the metadata it is checked against, can never be
 //! interleaved with another node's write.
 //!
-//! [`APPLY`] is every write: for each session of the call it first checks the version the
-//! write was computed on (`''` for a session that must not exist yet), and only if every
-//! check passes applies each session's header, due indexes and operations:
+//! [`APPLY`] is every write. It first checks that the store's history is vouched for under
+//! this boot of Redis (see [`VOUCH`]; a recovery write names the boot it may write under
+//! instead), then for each session of the call the version the write was computed on (`''`
+//! for a session that must not exist yet), and only if every check passes applies each
+//! session's header, due indexes and operations:
 //!
 //! ```text
-//! ARGV: count, then per session: rec stkey expected next header sid wake*4 nops op*
+//! ARGV: gate ('' | run id), count, then per session: rec stkey expected next header sid wake*4 nops op*
 //! op  : U <stream hex> <row>      put a stream row
 //!     | D <stream hex> <key#>     drop a stream row and its events key
 //!     | E <key#> <seq> <member>   add an event
 //!     | T <key#> <low>            drop events below low
 //!     | X <key#>                  drop an events key
 //!     | P <channel> <message>     publish a hint
-//! KEYS: 1 sessions set, 2..5 due indexes, then every key an op or a session names (by #)
+//! KEYS: 1 sessions set, 2..5 due indexes, 6 the vouched run id, then every key an op or a
+//! session names (by #)
 //! returns {1, 0} applied | {0, i} session i moved or exists | {-1, i} session i unknown
+//!       | {-3, 0} history not vouched for under this boot: nothing written
 //! ```
 //!
 //! It owns the Lua, not the encoding of what it stores.
 
 /// Every write.
 pub(crate) const APPLY: &str = r#"
-local n = tonumber(ARGV[1])
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+if ARGV[1] == '' then
+  if redis.call('GET', KEYS[6]) ~= run then return {-3, 0} end
+elseif ARGV[1] ~= run then
+  return {-3, 0}
+end
+local n = tonumber(ARGV[2])
 local blocks = {}
-local i = 2
+local i = 3
 for s = 1, n do
   blocks[s] = i
   local v = redis.call('HGET', KEYS[tonumber(ARGV[i])], 'v')
@@ -90,5 +100,29 @@ redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('SREM', KEYS[3], ARGV[1])
 for w = 4, 7 do redis.call('ZREM', KEYS[w], ARGV[1]) end
 if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+return 1
+"#;
+
+/// Whether the store's history is vouched for under this boot of Redis (its `run_id`, new at
+/// every start): `{0}` it is; `{1}` it is now (an empty store, or `ARGV[1]` is `trust`: Redis
+/// syncs every write, so a restart kept everything); `{2, run}` it cannot be, and every
+/// session must end before [`CONFIRM`] vouches for the boot `run`. KEYS: run key, sessions set.
+pub(crate) const VOUCH: &str = r#"
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+local vouched = redis.call('GET', KEYS[1])
+if vouched == run then return {0} end
+if (not vouched and redis.call('SCARD', KEYS[2]) == 0) or ARGV[1] == 'trust' then
+  redis.call('SET', KEYS[1], run)
+  return {1}
+end
+return {2, run}
+"#;
+
+/// Vouch for boot `ARGV[1]` once every session of it has ended: `1`, or `0` if Redis
+/// restarted again meanwhile. KEYS: run key.
+pub(crate) const CONFIRM: &str = r#"
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+if run ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], run)
 return 1
 "#;

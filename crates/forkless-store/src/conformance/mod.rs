@@ -157,11 +157,14 @@ pub(super) async fn created<S: Store>(store: &S, seed: u64) -> SessionRecord {
     record
 }
 
-pub(super) fn payload(n: u64) -> Bytes {
+/// The payload the suite appends as event `n`: `{"n":n}`.
+pub fn payload(n: u64) -> Bytes {
     Bytes::from(format!("{{\"n\":{n}}}"))
 }
 
-pub(super) async fn emit<S: Store>(
+/// Append [`payload`]`(n)` to `target` as an intermediate event, at the suite's clock and the
+/// default limits.
+pub async fn emit<S: Store>(
     store: &S,
     session: SessionId,
     target: AppendTarget,

@@ -6,12 +6,11 @@
 
 use std::collections::BTreeSet;
 
-use bytes::Bytes;
-use forkless_core::{AppendTarget, GetOutcome, GetRequest, Limits, SeededEntropy, Seq, SessionRecord};
+use forkless_core::{AppendTarget, GetOutcome, GetRequest, SeededEntropy, Seq, SessionRecord};
 
-use super::{GUARD, T0, cfg, new_record};
-use crate::{Append, EventKind, Reader, StreamEnd, transact};
+use super::{GUARD, T0, cfg, new_record, payload};
 use crate::{Error, Store};
+use crate::{Reader, StreamEnd, transact};
 
 /// Every check of two nodes, by name.
 pub const NODE_CHECKS: &[&str] = &[
@@ -58,21 +57,8 @@ macro_rules! store_node_tests {
     };
 }
 
-fn payload(n: u64) -> Bytes {
-    Bytes::from(format!("{{\"n\":{n}}}"))
-}
-
 async fn emit<S: Store>(store: &S, record: &SessionRecord, n: u64) -> Result<forkless_core::EventId, Error> {
-    let limits = Limits::default();
-    let append = Append {
-        session: record.id(),
-        target: AppendTarget::Standalone,
-        payload: payload(n),
-        kind: EventKind::Intermediate,
-        now: T0,
-        limits: &limits,
-    };
-    store.append(append).await
+    super::emit(store, record.id(), AppendTarget::Standalone, n).await
 }
 
 async fn created<S: Store>(store: &S, seed: u64) -> SessionRecord {

@@ -1,0 +1,251 @@
+//! A Redis that comes back with less than it delivered must never number new events over
+//! the ones a client received: judged by the client's whole view (every id it accepted still
+//! names the same bytes, or is refused), against private `redis-server` processes this test
+//! starts on free ports and kills with SIGKILL.
+//!
+//! - restarted from an older snapshot: every session ends (`history_lost`), nothing is renamed;
+//! - the same with the check switched off (the negative control): an event is renamed;
+//! - restarted without persistence: every session is unknown, none is re-created;
+//! - restarted with `appendfsync always`: nothing was lost, so the session goes on.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use forkless_core::{AppendTarget, EndReason, Seq, SessionRecord};
+use forkless_store::conformance;
+use forkless_store::{Error, Reader, Store};
+use forkless_store_redis::{AfterRestart, Hints, RedisConfig, RedisStore};
+
+/// A failure guard: a server that never answers fails the test instead of hanging it.
+const GUARD: Duration = Duration::from_secs(20);
+
+/// A `redis-server` of this test's own, on a free port, its files in a directory of its own.
+struct PrivateRedis {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    flags: Vec<String>,
+}
+
+impl PrivateRedis {
+    /// Started with `flags`, or `None` (skip) when there is no `redis-server` and this is not CI.
+    fn start(flags: &[&str]) -> Option<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let dir = std::env::temp_dir().join(format!("forkless-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory for redis");
+        let mut this =
+            Self { child: None, port, dir, flags: flags.iter().map(|f| (*f).to_owned()).collect() };
+        match this.spawn() {
+            Ok(()) => Some(this),
+            Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
+                panic!("CI=true and redis-server cannot start: {e}")
+            }
+            Err(e) => {
+                eprintln!("skipped: redis-server cannot start ({e})");
+                None
+            }
+        }
+    }
+
+    fn spawn(&mut self) -> std::io::Result<()> {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--dir"])
+            .arg(&self.dir)
+            .args(&self.flags)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        self.child = Some(child);
+        // Ready once it answers PING (the signal that it loaded its files).
+        let deadline = std::time::Instant::now() + GUARD;
+        loop {
+            if let Ok(mut conn) = redis::Client::open(self.url()).and_then(|c| c.get_connection())
+                && redis::cmd("PING").query::<String>(&mut conn).is_ok()
+            {
+                return Ok(());
+            }
+            assert!(std::time::Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn command(&self, args: &[&str]) {
+        let mut conn = redis::Client::open(self.url()).unwrap().get_connection().unwrap();
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        let _: redis::Value = cmd.query(&mut conn).expect("redis command");
+    }
+
+    /// SIGKILL, then start again on the same port and files.
+    fn crash_and_restart(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.spawn().expect("restart redis-server");
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn store(redis: &PrivateRedis, after_restart: AfterRestart) -> RedisStore {
+    let mut cfg = RedisConfig::new(redis.url());
+    cfg.hints = Hints::Off;
+    cfg.after_restart = after_restart;
+    forkless_store_redis::connect(cfg).await.expect("connect")
+}
+
+async fn emit(store: &RedisStore, record: &SessionRecord, n: u64) -> Result<Seq, Error> {
+    conformance::emit(store, record.id(), AppendTarget::Standalone, n).await.map(|id| id.seq)
+}
+
+/// An append after the restart, retried while the store's connection comes back (typed
+/// backend errors); its first other outcome.
+async fn emit_after_restart(store: &RedisStore, record: &SessionRecord, n: u64) -> Result<Seq, Error> {
+    tokio::time::timeout(GUARD, async {
+        loop {
+            match emit(store, record, n).await {
+                Err(Error::Backend(_)) => tokio::time::sleep(Duration::from_millis(20)).await,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the store reconnects")
+}
+
+/// The client's view: every id it accepted still names the same bytes, or is refused.
+async fn every_seen_id_still_names_its_event(
+    store: &RedisStore,
+    record: &SessionRecord,
+    seen: &[(Seq, Bytes)],
+) -> Result<(), String> {
+    let stream = record.standalone().id();
+    for (seq, bytes) in seen {
+        let after = Seq::new(seq.get() - 1);
+        // A refusal (an error) keeps the promise; other content under the id breaks it.
+        if let Ok(events) = store.read(record.id(), stream, after, 1, Reader::Inspector).await
+            && let Some(e) = events.first()
+            && e.seq == *seq
+            && e.payload != *bytes
+        {
+            return Err(format!("event {seq} was renamed: {:?} is now {:?}", bytes, e.payload));
+        }
+    }
+    Ok(())
+}
+
+/// A session with 3 events in the snapshot and 3 more after it, all read by the client.
+async fn three_saved_three_not(
+    redis: &PrivateRedis,
+    store: &RedisStore,
+) -> (SessionRecord, Vec<(Seq, Bytes)>) {
+    let record = conformance::new_record(40, true);
+    store.create(record.clone()).await.unwrap();
+    for n in 1..=3 {
+        emit(store, &record, n).await.unwrap();
+    }
+    redis.command(&["SAVE"]);
+    for n in 4..=6 {
+        emit(store, &record, n).await.unwrap();
+    }
+    let seen = store
+        .read(record.id(), record.standalone().id(), Seq::PRIMING, 100, Reader::Inspector)
+        .await
+        .unwrap();
+    assert_eq!(seen.len(), 6);
+    (record, seen.into_iter().map(|e| (e.seq, e.payload)).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_from_an_older_snapshot_ends_the_session_and_renames_nothing() {
+    let Some(mut redis) = PrivateRedis::start(&["--save", "", "--appendonly", "no"]) else { return };
+    let store = store(&redis, AfterRestart::Verify).await;
+    let (record, seen) = three_saved_three_not(&redis, &store).await;
+    redis.crash_and_restart();
+    // Redis now holds events 1..3 only. The next append must not become event 4.
+    let next = emit_after_restart(&store, &record, 7).await;
+    assert!(
+        matches!(next, Err(ref e) if e.ended() == Some(EndReason::HistoryLost)),
+        "the append after the restart is refused with history_lost: {next:?}"
+    );
+    let loaded = store.load(record.id()).await.unwrap().expect("the session's tombstone");
+    assert_eq!(loaded.value.session().ended(), Some(EndReason::HistoryLost));
+    every_seen_id_still_names_its_event(&store, &record, &seen).await.unwrap();
+    // A node that starts now sees the same.
+    let late = self::store(&redis, AfterRestart::Verify).await;
+    assert!(
+        late.load(record.id())
+            .await
+            .unwrap()
+            .is_some_and(|r| r.value.session().ended() == Some(EndReason::HistoryLost))
+    );
+}
+
+/// The negative control: the same history with the check off renames an event the client saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negative_control_trusting_every_restart_renames_a_seen_event() {
+    let Some(mut redis) = PrivateRedis::start(&["--save", "", "--appendonly", "no"]) else { return };
+    let store = store(&redis, AfterRestart::TrustBlindly).await;
+    let (record, seen) = three_saved_three_not(&redis, &store).await;
+    redis.crash_and_restart();
+    let next = emit_after_restart(&store, &record, 7).await;
+    assert_eq!(next.ok(), Some(Seq::new(4)), "without the check, the lost number 4 is handed out again");
+    let violation = every_seen_id_still_names_its_event(&store, &record, &seen).await;
+    assert!(violation.is_err_and(|v| v.contains("event 4 was renamed")), "the oracle catches the rename");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_without_persistence_forgets_the_session_and_recreates_none() {
+    let Some(mut redis) = PrivateRedis::start(&["--save", "", "--appendonly", "no"]) else { return };
+    let store = store(&redis, AfterRestart::Verify).await;
+    let record = conformance::new_record(41, true);
+    store.create(record.clone()).await.unwrap();
+    emit(&store, &record, 1).await.unwrap();
+    redis.crash_and_restart();
+    let next = emit_after_restart(&store, &record, 2).await;
+    assert!(matches!(next, Err(Error::SessionUnknown)), "{next:?}");
+    assert!(store.load(record.id()).await.unwrap().is_none(), "not re-created");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_that_synced_every_write_keeps_the_session_going() {
+    let Some(mut redis) =
+        PrivateRedis::start(&["--save", "", "--appendonly", "yes", "--appendfsync", "always"])
+    else {
+        return;
+    };
+    let store = store(&redis, AfterRestart::Verify).await;
+    let record = conformance::new_record(42, true);
+    store.create(record.clone()).await.unwrap();
+    for n in 1..=3 {
+        emit(&store, &record, n).await.unwrap();
+    }
+    let seen: Vec<(Seq, Bytes)> = store
+        .read(record.id(), record.standalone().id(), Seq::PRIMING, 100, Reader::Inspector)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.seq, e.payload))
+        .collect();
+    redis.crash_and_restart();
+    let next = emit_after_restart(&store, &record, 4).await;
+    assert_eq!(next.ok(), Some(Seq::new(4)), "nothing was lost, so the stream goes on");
+    every_seen_id_still_names_its_event(&store, &record, &seen).await.unwrap();
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Debian packages the tests need beyond the machine's running services, installed with
+# apt-get only when missing (idempotent):
+#
+#   redis-server   the lost-suffix tests start private Redis processes on free ports
+#                  (crates/forkless-store-redis/tests/lost_suffix.rs)
+#
+# PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) themselves are the machine's.
+set -euo pipefail
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+[[ ${#need[@]} -eq 0 ]] && exit 0
+
+sudo=()
+[[ $(id -u) -ne 0 ]] && sudo=(sudo)
+echo "[system] installing: ${need[*]}"
+"${sudo[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${need[@]}"
