@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use forkless_core::AppendTarget;
 use forkless_store::Store;
-use http::{HeaderValue, header};
+use http::{HeaderValue, StatusCode, header};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -136,7 +136,7 @@ impl<S: Store, H: Handler> Server<S, H> {
         let mut router = Router::new()
             .route(&self.common.cfg.path, mcp)
             .route("/metrics", get(metrics_endpoint::<S, H>).fallback(get_only))
-            .route("/healthz", get(|| async { "ok\n" }).fallback(get_only))
+            .route("/healthz", get(healthz_endpoint::<S, H>).fallback(get_only))
             .fallback(|| async { Error::PathUnknown.into_response() });
         if let Some(auth) = &self.auth {
             let doc = auth.metadata();
@@ -338,6 +338,18 @@ async fn delete_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, req
 
 async fn metrics_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.common.render_metrics()).into_response()
+}
+
+/// `/healthz`: 200 `ok` while the store can serve, else 503 with the store's reason (a
+/// load balancer stops sending requests to a node whose database is gone).
+async fn healthz_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>) -> Response {
+    match app.common.store.health().await {
+        Ok(()) => "ok\n".into_response(),
+        Err(e) => {
+            let body = serde_json::json!({ "status": "unavailable", "store": e.to_string() });
+            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+        }
+    }
 }
 
 impl<S: Store, H: Handler> App<S, H> {

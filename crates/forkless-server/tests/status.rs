@@ -373,6 +373,26 @@ async fn metrics_and_healthz() {
 
 use forkless_store::Store as _;
 
+/// `/healthz` asks the store: 503 with its reason while it cannot serve, 200 once it can.
+#[tokio::test]
+async fn healthz_reports_the_store() {
+    use forkless_store::{Fault, FaultyStore, MemoryStore};
+    let store = FaultyStore::new(MemoryStore::new());
+    let handler = common::TestHandler { controls: common::Controls::new() };
+    let server = forkless_server::Server::new(store.clone(), handler, json_mode()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(server.serve(listener, std::future::pending()));
+    store.inject(Fault::Health);
+    let down = reqwest::get(format!("{base}/healthz")).await.unwrap();
+    assert_eq!(down.status(), 503);
+    let body: Value = down.json().await.unwrap();
+    assert_eq!(body["status"], "unavailable");
+    assert!(body["store"].as_str().is_some_and(|s| s.contains("injected fault: health")), "{body}");
+    let up = reqwest::get(format!("{base}/healthz")).await.unwrap();
+    assert_eq!(up.status(), 200, "the next check finds the store serving");
+}
+
 #[tokio::test]
 async fn a_failing_store_is_a_typed_500_and_other_sessions_carry_on() {
     use forkless_store::{Fault, FaultyStore, MemoryStore};

@@ -163,4 +163,8 @@ impl Database for Postgres {
     async fn due(&self, now: Timestamp, schedule: &Schedule) -> Result<Vec<SessionId>> {
         log::due(&*self.client().await?, now, schedule).await
     }
+
+    async fn health(&self) -> Result<()> {
+        self.client().await?.batch_execute("SELECT 1").await.map_err(backend)
+    }
 }

@@ -21,6 +21,16 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    /// Drop the database now, under the feet of whoever uses it (its connections are
+    /// terminated): a database that is gone.
+    pub async fn drop_now(&self) {
+        let client = admin().await.expect("the server is reachable");
+        client
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
+            .await
+            .expect("drop");
+    }
+
     /// A store on this database (hints off unless asked: one node).
     pub async fn store(&self, hints: Hints) -> PgStore {
         let mut cfg = PgConfig::new(&self.url);

@@ -28,3 +28,15 @@ async fn a_restart_never_renames_a_delivered_event() {
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(report.received > 0 && report.still_named == report.received, "{report:?}");
 }
+
+/// `health` (what `/healthz` reports) is a typed error once the database is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_is_an_error_once_the_database_is_gone() {
+    use forkless_store::Store as _;
+    let Some(db) = support::fresh().await else { return };
+    let store = db.store(Hints::Off).await;
+    store.health().await.expect("a reachable database is healthy");
+    db.drop_now().await;
+    let down = store.health().await;
+    assert!(matches!(down, Err(forkless_store::Error::Backend(_))), "{down:?}");
+}

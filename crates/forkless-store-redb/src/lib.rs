@@ -357,6 +357,10 @@ impl Store for RedbStore {
         self.inner.engine.usage()
     }
 
+    async fn health(&self) -> Result<()> {
+        self.check()
+    }
+
     async fn due(&self, now: Timestamp, schedule: &forkless_core::Schedule) -> Result<Vec<SessionId>> {
         self.check()?;
         self.inner.engine.due(now, schedule)

@@ -527,4 +527,8 @@ impl Database for Redis {
         all.dedup();
         Ok(all)
     }
+
+    async fn health(&self) -> Result<()> {
+        redis::cmd("PING").query_async::<String>(&mut self.conn.clone()).await.map(drop).map_err(backend)
+    }
 }

@@ -84,22 +84,24 @@ impl PrivateRedis {
         let _: redis::Value = cmd.query(&mut conn).expect("redis command");
     }
 
-    /// SIGKILL, then start again on the same port and files.
-    fn crash_and_restart(&mut self) {
+    /// SIGKILL.
+    fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// SIGKILL, then start again on the same port and files.
+    fn crash_and_restart(&mut self) {
+        self.kill();
         self.spawn().expect("restart redis-server");
     }
 }
 
 impl Drop for PrivateRedis {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -248,4 +250,24 @@ async fn a_restart_that_synced_every_write_keeps_the_session_going() {
     let next = emit_after_restart(&store, &record, 4).await;
     assert_eq!(next.ok(), Some(Seq::new(4)), "nothing was lost, so the stream goes on");
     every_seen_id_still_names_its_event(&store, &record, &seen).await.unwrap();
+}
+
+/// `health` (what `/healthz` reports) is a typed error while Redis is down, and fine again
+/// once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_is_an_error_while_redis_is_down() {
+    let Some(mut redis) = PrivateRedis::start(&["--save", "", "--appendonly", "no"]) else { return };
+    let store = store(&redis, AfterRestart::Verify).await;
+    store.health().await.expect("a running redis is healthy");
+    redis.kill();
+    let down = store.health().await;
+    assert!(matches!(down, Err(Error::Backend(_))), "{down:?}");
+    redis.crash_and_restart();
+    tokio::time::timeout(GUARD, async {
+        while store.health().await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("healthy again once redis is back");
 }

@@ -25,6 +25,8 @@ pub enum Fault {
     Load,
     /// The next read fails.
     Read,
+    /// The next health check fails (the database stopped answering).
+    Health,
 }
 
 /// Any [`Store`], with failures injected by [`FaultyStore::inject`].
@@ -125,6 +127,13 @@ impl<S: Store> Store for FaultyStore<S> {
 
     fn usage(&self) -> crate::Usage {
         self.inner.usage()
+    }
+
+    async fn health(&self) -> Result<()> {
+        if self.take(&[Fault::Health]).is_some() {
+            return Err(injected("health"));
+        }
+        self.inner.health().await
     }
 
     async fn due(

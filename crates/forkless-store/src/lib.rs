@@ -340,6 +340,12 @@ pub trait Store: Send + Sync + 'static {
     /// What the store holds and has evicted (cheap: no I/O).
     fn usage(&self) -> Usage;
 
+    /// Whether the store can serve now: a database answers, a durable store has not refused
+    /// work after a failed write. What `/healthz` reports; at most one round trip.
+    fn health(&self) -> impl Future<Output = Result<()>> + Send {
+        async { Ok(()) }
+    }
+
     /// Ids of exactly the sessions due for a sweep at `now`: those whose record's
     /// [`Wake`](forkless_core::Wake) anchors are due under `schedule` (see promise 8). It
     /// costs what is due, not what is stored.

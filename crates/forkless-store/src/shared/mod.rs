@@ -148,6 +148,8 @@ pub trait Database: Send + Sync + 'static {
     /// The sessions due at `now` (see [`Store::due`]).
     fn due(&self, now: Timestamp, schedule: &Schedule)
     -> impl Future<Output = Result<Vec<SessionId>>> + Send;
+    /// Whether the database answers now (see [`Store::health`]).
+    fn health(&self) -> impl Future<Output = Result<()>> + Send;
 }
 
 /// What a node's shared store did, for `/metrics` and benchmarks.
@@ -436,5 +438,9 @@ impl<D: Database> Store for SharedStore<D> {
 
     async fn due(&self, now: Timestamp, schedule: &Schedule) -> Result<Vec<SessionId>> {
         self.inner.db.due(now, schedule).await
+    }
+
+    async fn health(&self) -> Result<()> {
+        self.inner.db.health().await
     }
 }
