@@ -31,7 +31,7 @@ use std::str::FromStr;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
-use forkless_store::shared::{Batch, Committed, Database, SharedStore, Write, Written};
+use forkless_store::shared::{Batch, Committed, Database, LeaseOp, SharedStore, Write, Written};
 use forkless_store::{Error, Reader, Result, StoredEvent, Version};
 use tokio_postgres::NoTls;
 
@@ -166,5 +166,9 @@ impl Database for Postgres {
 
     async fn health(&self) -> Result<()> {
         self.client().await?.batch_execute("SELECT 1").await.map_err(backend)
+    }
+
+    async fn lease(&self, op: LeaseOp<'_>) -> Result<bool> {
+        rows::lease(&*self.client().await?, op).await
     }
 }

@@ -13,7 +13,7 @@ use core::pin::Pin;
 use deadpool_postgres::ClientWrapper as Client;
 use forkless_core::{SessionId, SessionRecord, StreamChange, Timestamp, Wake};
 use forkless_store::codec::{decode_header, decode_stream, encode_header, encode_stream};
-use forkless_store::shared::{Write, Written};
+use forkless_store::shared::{LeaseOp, Write, Written};
 use forkless_store::{Error, Result, Version};
 use tokio_postgres::Statement;
 use tokio_postgres::error::SqlState;
@@ -216,4 +216,32 @@ pub(crate) async fn remove(client: &Client, id: SessionId, hint: Option<String>)
         client.execute(&notify, &[&hint]).await.map_err(backend)?;
     }
     Ok(())
+}
+
+/// A node lease operation, on the database's clock (`clock_timestamp()`).
+pub(crate) async fn lease(client: &Client, op: LeaseOp<'_>) -> Result<bool> {
+    let ms = |ttl: std::time::Duration| i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    let (sql, node, token, ttl) = match op {
+        LeaseOp::Acquire { node, token, ttl } => (
+            "INSERT INTO forkless_nodes (node, token, expires_at) \
+             VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 millisecond') \
+             ON CONFLICT (node) DO UPDATE SET token = EXCLUDED.token, expires_at = EXCLUDED.expires_at \
+             WHERE forkless_nodes.expires_at < clock_timestamp() OR forkless_nodes.token = EXCLUDED.token",
+            node,
+            token,
+            ms(ttl),
+        ),
+        LeaseOp::Renew { node, token, ttl } => (
+            "UPDATE forkless_nodes SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond' \
+             WHERE node = $1 AND token = $2 AND expires_at >= clock_timestamp()",
+            node,
+            token,
+            ms(ttl),
+        ),
+        LeaseOp::Release { node, token } => {
+            ("DELETE FROM forkless_nodes WHERE node = $1 AND token = $2 AND $3::bigint >= 0", node, token, 0)
+        }
+    };
+    let stmt = client.prepare_cached(sql).await.map_err(backend)?;
+    Ok(client.execute(&stmt, &[&node, &token, &ttl]).await.map_err(backend)? == 1)
 }

@@ -7,6 +7,7 @@
 //! forkless_sessions (id, version, header, wake_liveness, wake_stream_idle, wake_activity, wake_ended)
 //! forkless_streams  (session, stream, meta)                           one row per stream
 //! forkless_events   (session, stream, seq, payload)                   one row per retained event
+//! forkless_nodes    (node, token, expires_at)                         one row per node lease
 //! ```
 //!
 //! `header` and `meta` are [`forkless_store::codec`] rows; the four `wake_*` columns are a
@@ -27,8 +28,11 @@ use tokio_postgres::Client;
 use crate::rows::backend;
 
 /// Every migration, in order: its version (the position, from 1) and its name.
-pub(crate) const MIGRATIONS: &[(&str, &str)] =
-    &[("sessions, streams and events", V1), ("group commit: many sessions advanced at once", V2)];
+pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
+    ("sessions, streams and events", V1),
+    ("group commit: many sessions advanced at once", V2),
+    ("node leases", V3),
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
@@ -99,6 +103,14 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+"#;
+
+const V3: &str = r#"
+CREATE TABLE forkless_nodes (
+    node text PRIMARY KEY,
+    token text NOT NULL,
+    expires_at timestamptz NOT NULL
+);
 "#;
 
 /// Bring the database to [`SCHEMA_VERSION`], or refuse one that is newer.

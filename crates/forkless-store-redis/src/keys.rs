@@ -10,6 +10,7 @@
 //! P:due:<anchor>     zset  score millis, member session id   (liveness, stream_idle, activity, ended)
 //! P:hints            pub/sub channel of hints
 //! P:run              the Redis boot (run_id) under which the store's history is vouched for
+//! P:node:<name>      a node's lease: its holder's token, expiring with the lease
 //! ```
 //!
 //! It owns the names, not what is stored under them.
@@ -59,6 +60,9 @@ impl Keys {
     }
     pub(crate) fn run(&self) -> String {
         format!("{}:run", self.prefix)
+    }
+    pub(crate) fn node(&self, name: &str) -> String {
+        format!("{}:node:{name}", self.prefix)
     }
     pub(crate) fn hints(&self) -> String {
         format!("{}:hints", self.prefix)

@@ -40,12 +40,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
 use forkless_store::codec::{decode_header, decode_stream};
-use forkless_store::shared::{Batch, Committed, Database, SharedStore, Write, Written};
+use forkless_store::shared::{Batch, Committed, Database, LeaseOp, SharedStore, Write, Written};
 use forkless_store::{Error, Reader, Result, StoredEvent, Version, check_read};
 use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 
 mod apply;
+mod history;
 mod keys;
 mod listener;
 pub mod scripts;
@@ -54,6 +55,7 @@ pub mod testing;
 
 use apply::Apply;
 pub use forkless_store::shared::{Hints, SharedStats as RedisStats};
+use history::Applied;
 use keys::{Keys, hex};
 
 /// How to reach Redis and how to behave on it.
@@ -139,6 +141,7 @@ pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
         remove: Script::new(scripts::REMOVE),
         vouch: Script::new(scripts::VOUCH),
         confirm: Script::new(scripts::CONFIRM),
+        lease: Script::new(scripts::LEASE),
         after_restart: config.after_restart,
     };
     redis.vouch().await?;
@@ -159,11 +162,11 @@ pub(crate) fn backend(e: redis::RedisError) -> Error {
     Error::Backend(format!("redis: {e}"))
 }
 
-fn parse(e: impl std::fmt::Display) -> Error {
+pub(crate) fn parse(e: impl std::fmt::Display) -> Error {
     Error::Backend(format!("redis: unexpected reply: {e}"))
 }
 
-async fn durability(mut conn: ConnectionManager) -> Durability {
+pub(crate) async fn durability(mut conn: ConnectionManager) -> Durability {
     let get = |name: &'static str| redis::cmd("CONFIG").arg("GET").arg(name).clone();
     let aof: redis::RedisResult<Vec<String>> = get("appendonly").query_async(&mut conn).await;
     let fsync: redis::RedisResult<Vec<String>> = get("appendfsync").query_async(&mut conn).await;
@@ -188,130 +191,14 @@ pub struct Redis {
     remove: Script,
     vouch: Script,
     confirm: Script,
+    lease: Script,
     after_restart: AfterRestart,
-}
-
-/// An `APPLY` reply: `{1, 0}`, `{0, i}` (session i moved or exists), `{-1, i}` (unknown),
-/// `{-3, 0}` (the history is not vouched for under this boot of Redis).
-enum Applied {
-    All,
-    Moved(SessionId),
-    Unknown(SessionId),
-    Unvouched,
-}
-
-fn wall_clock() -> Timestamp {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    Timestamp::from_millis(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Redis {
     /// What a Redis crash can take back, as Redis was configured at connect.
     pub fn durability(&self) -> Durability {
         self.durability
-    }
-
-    /// Run a write; if Redis restarted since the history was vouched for, vouch (ending every
-    /// session if it cannot be) and try once more. `build` makes the write afresh each time.
-    async fn call<'k>(&'k self, build: impl Fn() -> Apply<'k>) -> Result<Applied> {
-        match self.call_once(build()).await? {
-            Applied::Unvouched => {
-                self.vouch().await?;
-                match self.call_once(build()).await? {
-                    Applied::Unvouched => {
-                        Err(Error::Backend("redis: restarted again while its history was checked".into()))
-                    }
-                    applied => Ok(applied),
-                }
-            }
-            applied => Ok(applied),
-        }
-    }
-
-    async fn call_once(&self, apply: Apply<'_>) -> Result<Applied> {
-        let (names, args, sessions) = apply.finish();
-        let mut invocation = self.apply.prepare_invoke();
-        for name in &names {
-            invocation.key(name);
-        }
-        for arg in &args {
-            invocation.arg(arg.as_slice());
-        }
-        let (code, at): (i64, usize) =
-            invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
-        let session = |at: usize| sessions.get(at.wrapping_sub(1)).copied();
-        match (code, session(at)) {
-            (1, _) => Ok(Applied::All),
-            (0, Some(id)) => Ok(Applied::Moved(id)),
-            (-1, Some(id)) => Ok(Applied::Unknown(id)),
-            (-3, _) => Ok(Applied::Unvouched),
-            _ => Err(Error::Backend(format!("redis: unexpected reply {code} {at} from the write script"))),
-        }
-    }
-
-    /// Vouch for the store's history under this boot of Redis: at once if nothing can have
-    /// been lost (an empty store, or Redis syncs every write), else after ending every session
-    /// with reason `history_lost` (writes under this boot only), so a suffix Redis lost is
-    /// never numbered over.
-    async fn vouch(&self) -> Result<()> {
-        for _ in 0..8 {
-            let trust = match self.after_restart {
-                AfterRestart::TrustBlindly => true,
-                AfterRestart::Verify => durability(self.conn.clone()).await == Durability::Always,
-            };
-            let mut invocation = self.vouch.key(self.keys.run());
-            invocation.key(self.keys.sessions()).arg(if trust { "trust" } else { "" });
-            let reply: Vec<Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
-            let code: i64 =
-                reply.first().map(redis::from_redis_value_ref).transpose().map_err(parse)?.unwrap_or(-1);
-            if code != 2 {
-                return Ok(());
-            }
-            let run: String =
-                reply.get(1).map(redis::from_redis_value_ref).transpose().map_err(parse)?.unwrap_or_default();
-            let sessions = self.sessions().await?;
-            tracing::warn!(sessions = sessions.len(), %run, "redis restarted and may have lost delivered events: ending every session (history_lost)");
-            for id in sessions {
-                self.end_lost(id, &run).await?;
-            }
-            let confirmed: i64 = self
-                .confirm
-                .key(self.keys.run())
-                .arg(&run)
-                .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(backend)?;
-            if confirmed == 1 {
-                return Ok(());
-            }
-        }
-        Err(Error::Backend("redis: kept restarting while its history was checked".into()))
-    }
-
-    /// End one session with reason `history_lost`, writing under the Redis boot `run`.
-    async fn end_lost(&self, id: SessionId, run: &str) -> Result<()> {
-        for _ in 0..forkless_store::MAX_CAS_ATTEMPTS {
-            let Some((version, old)) = self.load(id).await? else { return Ok(()) };
-            if old.session().ended().is_some() {
-                return Ok(());
-            }
-            let mut new = old.clone();
-            new.on_end(forkless_core::EndReason::HistoryLost, wall_clock())?;
-            let mut apply = Apply::new(&self.keys);
-            apply.under_boot(run);
-            let ops = apply.changes(Some(&old), &new);
-            apply.session(Some(version), version.next(), &new, ops);
-            match self.call_once(apply).await? {
-                Applied::Moved(_) => continue,
-                Applied::Unvouched => {
-                    return Err(Error::Backend(
-                        "redis: restarted again while its history was checked".into(),
-                    ));
-                }
-                Applied::All | Applied::Unknown(_) => return Ok(()),
-            }
-        }
-        Err(Error::Contended { attempts: forkless_store::MAX_CAS_ATTEMPTS })
     }
 
     async fn absent(&self, session: SessionId) -> Error {
@@ -530,5 +417,45 @@ impl Database for Redis {
 
     async fn health(&self) -> Result<()> {
         redis::cmd("PING").query_async::<String>(&mut self.conn.clone()).await.map(drop).map_err(backend)
+    }
+
+    async fn lease(&self, op: LeaseOp<'_>) -> Result<bool> {
+        let ms = |ttl: Duration| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut conn = self.conn.clone();
+        match op {
+            LeaseOp::Acquire { node, token, ttl } => {
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(self.keys.node(node))
+                    .arg(token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms(ttl))
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(backend)?;
+                Ok(set.is_some())
+            }
+            LeaseOp::Renew { node, token, ttl } => {
+                let n: i64 = self
+                    .lease
+                    .key(self.keys.node(node))
+                    .arg(token)
+                    .arg(ms(ttl))
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(backend)?;
+                Ok(n == 1)
+            }
+            LeaseOp::Release { node, token } => {
+                let n: i64 = self
+                    .lease
+                    .key(self.keys.node(node))
+                    .arg(token)
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(backend)?;
+                Ok(n == 1)
+            }
+        }
     }
 }

@@ -126,3 +126,11 @@ if run ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], run)
 return 1
 "#;
+
+/// Renew (`ARGV[2]` milliseconds) or, with no `ARGV[2]`, release a node lease if `ARGV[1]`
+/// still holds it: `1` or `0`. KEYS: the lease key.
+pub(crate) const LEASE: &str = r#"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) else redis.call('DEL', KEYS[1]) end
+return 1
+"#;

@@ -266,6 +266,11 @@ pub enum Error {
     /// would silently lose what it held; the message names the file and how to start anyway.
     #[error("{0}")]
     Lost(String),
+    /// This node does not hold its lease (another live process holds the node id, or the
+    /// lease lapsed before it was renewed), so it serves nothing: another node may own what
+    /// it held.
+    #[error("node lease: {0}")]
+    LeaseLost(String),
 }
 
 impl Error {

@@ -19,6 +19,7 @@ use forkless_core::{Config as CoreConfig, ResumeMode, Revision};
 use forkless_server::auth::{AuthConfig, JwksSource};
 use forkless_server::{AllowedOrigins, AnswerMode, Server, ServerConfig};
 
+use forkless_store::shared::{Database, SharedStore};
 use forkless_store::{MemoryStore, Store};
 use forkless_store_postgres::PgConfig;
 use forkless_store_redb::{Durability, LostFiles, RedbStore};
@@ -104,6 +105,14 @@ pub struct ServeArgs {
     /// it held is lost; a warning names it). Without this, such a start is refused.
     #[arg(long)]
     pub accept_lost_files: bool,
+    /// This node's id on a shared store (`postgres://`, `redis://`): leased to one live
+    /// process at a time (a second start is refused while the first holds it), renewed every
+    /// third of `--lease-ttl`; a node that cannot renew stops before its lease can lapse.
+    #[arg(long, value_name = "NAME")]
+    pub node_id: Option<String>,
+    /// The node lease's time to live in milliseconds, for `--node-id`.
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    pub lease_ttl: u64,
     /// Require OAuth bearer tokens from this authorization server (its `iss`). Sessions are
     /// then bound to the token's issuer and subject.
     #[arg(long, value_name = "URL", requires = "auth_jwks")]
@@ -153,6 +162,15 @@ impl ServeArgs {
 
     /// The checked server configuration these flags describe.
     pub fn server_config(&self) -> Result<ServerConfig, Error> {
+        if self.node_id.is_some() && !matches!(self.store, StoreSpec::Postgres(_) | StoreSpec::Redis(_)) {
+            return Err(Error::Config("--node-id needs a shared store (postgres://… or redis://…)".into()));
+        }
+        if self.lease_ttl < 300 {
+            return Err(Error::Config(format!(
+                "--lease-ttl {} ms is too short (at least 300 ms)",
+                self.lease_ttl
+            )));
+        }
         let mut core = CoreConfig::default();
         if self.strict {
             core.mode = ResumeMode::Strict;
@@ -269,19 +287,39 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
         StoreSpec::Postgres(url) => {
             let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
             let store = forkless_store_postgres::connect(PgConfig::new(url.clone())).await.map_err(named)?;
-            let orphans = store.restart_alone(wall_clock()).await.map_err(named)?;
-            tracing::info!(store = %args.store, orphaned_requests = orphans.len(), "postgres store connected");
-            serving.run(store, args.store.to_string(), orphans, None).await
+            serve_shared(serving, store, args, args.store.to_string()).await
         }
         StoreSpec::Redis(url) => {
             let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
             let store = forkless_store_redis::connect(RedisConfig::new(url.clone())).await.map_err(named)?;
-            let orphans = store.restart_alone(wall_clock()).await.map_err(named)?;
             let durability = store.database().durability();
-            tracing::info!(store = %args.store, ?durability, orphaned_requests = orphans.len(), "redis store connected");
-            serving.run(store, format!("{} ({durability:?})", args.store), orphans, None).await
+            tracing::info!(store = %args.store, ?durability, "redis store connected");
+            serve_shared(serving, store, args, format!("{} ({durability:?})", args.store)).await
         }
     }
+}
+
+/// Serve on a store shared by many nodes: hold the node lease first (`--node-id`), so no
+/// second process with this id answers this node's requests as orphans, then answer the
+/// requests the previous process left, and stop if the lease is lost.
+async fn serve_shared<D: Database>(
+    serving: Serving,
+    store: SharedStore<D>,
+    args: &ServeArgs,
+    label: String,
+) -> Result<(), Error> {
+    let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
+    let failure: Option<Pin<Box<dyn Future<Output = String> + Send>>> = match &args.node_id {
+        Some(node) => {
+            let lease = store.hold_lease(node, Duration::from_millis(args.lease_ttl)).await.map_err(named)?;
+            tracing::info!(node, ttl_ms = args.lease_ttl, "node lease held");
+            Some(Box::pin(async move { format!("node lease lost: {}", lease.lost().await) }))
+        }
+        None => None,
+    };
+    let orphans = store.restart_alone(wall_clock()).await.map_err(named)?;
+    tracing::info!(store = %args.store, orphaned_requests = orphans.len(), "shared store ready");
+    serving.run(store, label, orphans, failure).await
 }
 
 /// What `serve` has set up before it knows the store's type.
@@ -294,7 +332,8 @@ struct Serving {
 
 impl Serving {
     /// Serve on `store` until a stop signal, or until `failure` resolves (the durable store
-    /// refuses work after a failed write: stopping is the only honest answer).
+    /// refuses work after a failed write, a shared store after losing its node lease:
+    /// stopping is the only honest answer).
     /// Requests in `orphans` died with the previous process: they are answered (with errors
     /// carrying their ids) before the first connection is accepted.
     async fn run<S: Store>(
@@ -333,7 +372,7 @@ impl Serving {
                     Ok(why)
                 }
                 failed = failure => {
-                    tracing::error!(error = %failed, "the durable store failed a write; stopping the server so nothing unsaved is delivered");
+                    tracing::error!(error = %failed, "the store refuses work (a failed durable write, or a lost node lease); stopping the server so nothing unsaved or unowned is delivered");
                     Err(failed)
                 }
             };
@@ -349,7 +388,7 @@ impl Serving {
                 Ok(())
             }
             Err(failed) => {
-                announce("forkless serve: stopped (durable store failure)");
+                announce(&format!("forkless serve: stopped (store failure: {failed})"));
                 Err(Error::Store(failed))
             }
         }

@@ -1,14 +1,17 @@
 //! The checks of a store shared by many nodes: two stores on one database (nodes `a` and `b`,
 //! both sending and receiving hints) must behave as one store. A watcher on one node is woken
 //! by the other's write; appends and resumes racing from both nodes are numbered and fenced
-//! as on one node; a removal on one node stops the other's watchers. Call [`run_nodes`], or
-//! use [`store_node_tests!`](crate::store_node_tests).
+//! as on one node; a removal on one node stops the other's watchers; a node id is leased to
+//! one live process at a time, and a node whose lease lapsed serves nothing. Call
+//! [`run_nodes`], or use [`store_node_tests!`](crate::store_node_tests).
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use forkless_core::{AppendTarget, GetOutcome, GetRequest, SeededEntropy, Seq, SessionRecord};
 
 use super::{GUARD, T0, cfg, new_record, payload};
+use crate::shared::{Database, SharedStore};
 use crate::{Error, Store};
 use crate::{Reader, StreamEnd, transact};
 
@@ -18,15 +21,21 @@ pub const NODE_CHECKS: &[&str] = &[
     "appends_racing_on_two_nodes_are_numbered_gap_free",
     "resumes_racing_on_two_nodes_each_get_a_distinct_epoch",
     "a_removal_on_one_node_stops_the_watchers_on_another",
+    "a_node_id_is_leased_to_one_process_at_a_time",
+    "a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing",
+    "a_renewed_lease_outlives_its_time_to_live",
 ];
 
 /// Run one two-node check by name on nodes `a` and `b` of one fresh, empty database.
-pub async fn run_nodes<S: Store + Clone>(name: &str, a: S, b: S) {
+pub async fn run_nodes<D: Database>(name: &str, a: SharedStore<D>, b: SharedStore<D>) {
     match name {
         "a_watcher_on_another_node_is_woken_by_its_write" => woken_by_the_other_node(a, b).await,
         "appends_racing_on_two_nodes_are_numbered_gap_free" => racing_appends(a, b).await,
         "resumes_racing_on_two_nodes_each_get_a_distinct_epoch" => racing_resumes(a, b).await,
         "a_removal_on_one_node_stops_the_watchers_on_another" => removal_stops_watchers(a, b).await,
+        "a_node_id_is_leased_to_one_process_at_a_time" => one_holder(a, b).await,
+        "a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing" => lapsed_lease(a, b).await,
+        "a_renewed_lease_outlives_its_time_to_live" => renewed_lease(a, b).await,
         other => panic!("no two-node check named {other}"),
     }
 }
@@ -39,7 +48,9 @@ macro_rules! store_node_tests {
     (maybe $make:expr) => {
         $crate::store_node_tests!(@each $make;
             a_watcher_on_another_node_is_woken_by_its_write, appends_racing_on_two_nodes_are_numbered_gap_free,
-            resumes_racing_on_two_nodes_each_get_a_distinct_epoch, a_removal_on_one_node_stops_the_watchers_on_another);
+            resumes_racing_on_two_nodes_each_get_a_distinct_epoch, a_removal_on_one_node_stops_the_watchers_on_another,
+            a_node_id_is_leased_to_one_process_at_a_time, a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing,
+            a_renewed_lease_outlives_its_time_to_live);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -160,4 +171,49 @@ async fn removal_stops_watchers<S: Store>(a: S, b: S) {
     .await
     .expect("node b's watcher stops");
     assert_eq!(signal.end, Some(StreamEnd::Fenced));
+}
+
+async fn one_holder<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
+    let ttl = Duration::from_secs(5);
+    let held = a.hold_lease("n1", ttl).await.expect("a free node id is leased");
+    let refused = b.hold_lease("n1", ttl).await;
+    assert!(matches!(refused, Err(Error::LeaseLost(_))), "a held node id is refused");
+    held.release().await.expect("release");
+    b.hold_lease("n1", ttl).await.expect("a released node id is leased at once");
+}
+
+async fn lapsed_lease<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
+    let record = created(&a, 65).await;
+    let ttl = Duration::from_millis(600);
+    // A process that stops renewing (paused, or cut off) without giving its lease up.
+    drop(a.hold_lease("n2", ttl).await.expect("lease"));
+    let taken = tokio::time::timeout(GUARD, async {
+        loop {
+            match b.hold_lease("n2", ttl).await {
+                Ok(lease) => return lease,
+                Err(Error::LeaseLost(_)) => tokio::time::sleep(ttl / 10).await,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await
+    .expect("the lapsed lease is taken over");
+    // The old holder refuses everything: it counted its lease as lapsed before the database.
+    assert!(matches!(a.load(record.id()).await, Err(Error::LeaseLost(_))));
+    assert!(matches!(emit(&a, &record, 1).await, Err(Error::LeaseLost(_))), "it appends nothing");
+    let events =
+        b.read(record.id(), record.standalone().id(), Seq::PRIMING, 10, Reader::Inspector).await.unwrap();
+    assert!(events.is_empty(), "nothing was appended under the lapsed lease");
+    taken.check().expect("the new holder holds it");
+}
+
+async fn renewed_lease<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
+    let record = created(&a, 66).await;
+    let ttl = Duration::from_millis(300);
+    let held = a.hold_lease("n3", ttl).await.expect("lease");
+    // Let the lease's time to live pass three times over: the keeper renews it meanwhile.
+    tokio::time::sleep(ttl * 3).await;
+    held.check().expect("still held");
+    emit(&a, &record, 1).await.expect("its holder still serves");
+    assert!(matches!(b.hold_lease("n3", ttl).await, Err(Error::LeaseLost(_))), "and nobody else can take it");
 }

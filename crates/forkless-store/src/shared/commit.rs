@@ -85,6 +85,7 @@ enum Attempt {
 fn again(e: &Error) -> Error {
     match e {
         Error::Backend(m) => Error::Backend(m.clone()),
+        Error::LeaseLost(m) => Error::LeaseLost(m.clone()),
         other => Error::Backend(other.to_string()),
     }
 }
@@ -186,6 +187,10 @@ impl<D: Database> Inner<D> {
                 end: &w.end,
             })
             .collect();
+        // The check closest to the write: a node whose lease may have lapsed writes nothing.
+        if let Err(e) = self.fence() {
+            return Attempt::Done(results.into_iter().map(|r| r.and(Err(again(&e)))).collect());
+        }
         match self.db.write_batch(Batch { sessions: &rows, events: &events, hints: &hints }).await {
             Ok(Committed::All) => {
                 self.batches.fetch_add(1, Ordering::Relaxed);

@@ -18,14 +18,13 @@
 //! It owns the cache, the committer and the watchers, not the data's layout, the queries or
 //! the hint channel (a backend's), nor any decision (the core's).
 
-use core::future::Future;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use forkless_core::{
-    EventId, IdHashBuilder, Orphan, Schedule, Seq, SessionId, SessionRecord, Stream, StreamChange, StreamId,
+    EventId, IdHashBuilder, Orphan, Schedule, Seq, SessionId, SessionRecord, StreamChange, StreamId,
     Timestamp,
 };
 use tokio::sync::mpsc;
@@ -35,122 +34,14 @@ use crate::{
 };
 
 mod commit;
+mod database;
 mod hub;
+mod lease;
 
+pub use database::{Batch, BatchEvent, Committed, Database, SessionWrite, Write, Written};
 use hub::Hub;
 pub use hub::{HintSink, Hints, hint, session_hint, unhex};
-
-/// A compare-and-set write: `new` replaces `old`, stored at version `expected`.
-#[derive(Debug)]
-pub struct Write<'a> {
-    /// The version `old` is stored at.
-    pub expected: Version,
-    /// The record as stored.
-    pub old: &'a SessionRecord,
-    /// The record to store at the next version.
-    pub new: &'a SessionRecord,
-    /// The hint for other nodes, to deliver only if the write is stored.
-    pub hint: Option<String>,
-}
-
-/// What a [`Write`] found.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Written {
-    /// Stored: the session is at the next version.
-    Committed,
-    /// Another writer moved the session first; nothing was written.
-    Moved,
-}
-
-/// One session's part of a batch: from `start` at `version` to `end`, with `appended`
-/// events appended (its version moves on by that many).
-#[derive(Debug)]
-pub struct SessionWrite<'a> {
-    /// The version `start` is stored at.
-    pub version: Version,
-    /// Events appended to it in this batch.
-    pub appended: u64,
-    /// The record as stored.
-    pub start: &'a SessionRecord,
-    /// The record after the batch.
-    pub end: &'a SessionRecord,
-}
-
-/// One event of a batch.
-#[derive(Debug)]
-pub struct BatchEvent {
-    /// Its session.
-    pub session: SessionId,
-    /// Its stream.
-    pub stream: StreamId,
-    /// Its seq.
-    pub seq: Seq,
-    /// Its payload.
-    pub payload: Bytes,
-}
-
-/// A group commit: every session it advances (in one order, by id, so batches on two nodes
-/// lock sessions alike), every event, and the hints for other nodes.
-#[derive(Debug)]
-pub struct Batch<'a> {
-    /// The sessions, sorted by id.
-    pub sessions: &'a [SessionWrite<'a>],
-    /// The events, in the order they were appended.
-    pub events: &'a [BatchEvent],
-    /// One hint per session that changed, if hints are on.
-    pub hints: &'a [String],
-}
-
-/// What a [`Batch`] found.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Committed {
-    /// Every session advanced; every event is stored.
-    All,
-    /// This session had moved on (or was gone); nothing of the batch was written.
-    Moved(SessionId),
-}
-
-/// Where the nodes' sessions live. Every method is one atomic step of the database.
-pub trait Database: Send + Sync + 'static {
-    /// A session and its version; `None` if unknown.
-    fn load(&self, id: SessionId) -> impl Future<Output = Result<Option<(Version, SessionRecord)>>> + Send;
-    /// Insert a new session at [`Version::INITIAL`]; [`Error::SessionExists`] if taken.
-    fn insert(&self, record: &SessionRecord) -> impl Future<Output = Result<()>> + Send;
-    /// Store a compare-and-set write (its logs follow the record: dropped streams lose their
-    /// events, trims evict, an ended record loses every event).
-    fn write(&self, write: Write<'_>) -> impl Future<Output = Result<Written>> + Send;
-    /// Store a batch of appends, all of it or nothing.
-    fn write_batch(&self, batch: Batch<'_>) -> impl Future<Output = Result<Committed>> + Send;
-    /// Payload sizes of the oldest `n` stored events of a stream from `from` on, oldest first.
-    fn oldest_sizes(
-        &self,
-        session: SessionId,
-        stream: StreamId,
-        from: Seq,
-        n: u64,
-    ) -> impl Future<Output = Result<Vec<u64>>> + Send;
-    /// Up to `max` stored events after `after`, read and checked ([`crate::check_read`]) in
-    /// one atomic step.
-    fn read(
-        &self,
-        session: SessionId,
-        stream: StreamId,
-        after: Seq,
-        max: usize,
-        reader: Reader,
-    ) -> impl Future<Output = Result<Vec<StoredEvent>>> + Send;
-    /// One stream's stored metadata ([`Error::StreamUnknown`], [`Error::SessionUnknown`]).
-    fn stream(&self, session: SessionId, stream: StreamId) -> impl Future<Output = Result<Stream>> + Send;
-    /// Forget a session; deliver `hint` with it.
-    fn remove(&self, id: SessionId, hint: Option<String>) -> impl Future<Output = Result<()>> + Send;
-    /// Every stored session id.
-    fn sessions(&self) -> impl Future<Output = Result<Vec<SessionId>>> + Send;
-    /// The sessions due at `now` (see [`Store::due`]).
-    fn due(&self, now: Timestamp, schedule: &Schedule)
-    -> impl Future<Output = Result<Vec<SessionId>>> + Send;
-    /// Whether the database answers now (see [`Store::health`]).
-    fn health(&self) -> impl Future<Output = Result<()>> + Send;
-}
+pub use lease::{LeaseOp, NodeLease};
 
 /// What a node's shared store did, for `/metrics` and benchmarks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -190,6 +81,8 @@ struct Inner<D> {
     commits: mpsc::UnboundedSender<commit::Job>,
     /// Tasks that live as long as the store (a backend's hint listener).
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// This node's lease, once it holds one: every operation checks it first.
+    lease: std::sync::OnceLock<Arc<lease::LeaseState>>,
 }
 
 impl<D> Drop for Inner<D> {
@@ -216,6 +109,7 @@ impl<D: Database> SharedStore<D> {
             batched_events: AtomicU64::new(0),
             commits,
             tasks: Mutex::default(),
+            lease: std::sync::OnceLock::new(),
         });
         tokio::spawn(commit::run(Arc::downgrade(&inner), queue));
         Self { inner }
@@ -239,6 +133,33 @@ impl<D: Database> SharedStore<D> {
     /// Keep `task` running as long as the store, and abort it when the store is dropped.
     pub fn own_task(&self, task: tokio::task::JoinHandle<()>) {
         self.inner.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task);
+    }
+
+    /// Hold `node`'s lease (refused with [`Error::LeaseLost`] while another live process
+    /// holds it), renewed until the returned lease is released or dropped. From then on every
+    /// operation of this store is refused once the lease may have lapsed.
+    pub async fn hold_lease(&self, node: &str, ttl: Duration) -> Result<NodeLease<D>> {
+        let token = format!("{:016x}", {
+            use std::hash::{BuildHasher, RandomState};
+            RandomState::new().hash_one((std::process::id(), std::time::SystemTime::now()))
+        });
+        let started = Instant::now();
+        let op = LeaseOp::Acquire { node, token: &token, ttl };
+        if !self.inner.db.lease(op).await? {
+            return Err(Error::LeaseLost(format!("node id {node} is held by another live process")));
+        }
+        let state = Arc::new(lease::LeaseState::new(started + ttl - lease::margin(ttl)));
+        if self.inner.lease.set(Arc::clone(&state)).is_err() {
+            return Err(Error::LeaseLost("this store already holds a node lease".into()));
+        }
+        let keeper = tokio::spawn(lease::keep(
+            Arc::downgrade(&self.inner),
+            Arc::clone(&state),
+            node.to_owned(),
+            token.clone(),
+            ttl,
+        ));
+        Ok(NodeLease { inner: Arc::clone(&self.inner), state, node: node.to_owned(), token, keeper })
     }
 
     /// This node's counters.
@@ -268,6 +189,11 @@ impl<D: Database> SharedStore<D> {
 }
 
 impl<D: Database> Inner<D> {
+    /// Refuse to serve once this node's lease may have lapsed.
+    fn fence(&self) -> Result<()> {
+        self.lease.get().map_or(Ok(()), |l| l.check())
+    }
+
     fn cached(&self, id: SessionId) -> Option<(Version, SessionRecord)> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
     }
@@ -344,6 +270,7 @@ fn stopped() -> Error {
 
 impl<D: Database> Store for SharedStore<D> {
     async fn create(&self, record: SessionRecord) -> Result<Version> {
+        self.inner.fence()?;
         self.inner.db.insert(&record).await?;
         self.inner.retain(0, record.retained_bytes());
         self.inner.remember(Version::INITIAL, &record);
@@ -351,6 +278,7 @@ impl<D: Database> Store for SharedStore<D> {
     }
 
     async fn load(&self, id: SessionId) -> Result<Option<Versioned<SessionRecord>>> {
+        self.inner.fence()?;
         match self.inner.current(id, false).await {
             Ok((version, value)) => Ok(Some(Versioned { version, value })),
             Err(Error::SessionUnknown) => Ok(None),
@@ -359,6 +287,7 @@ impl<D: Database> Store for SharedStore<D> {
     }
 
     async fn compare_and_set(&self, expected: Version, record: SessionRecord) -> Result<Option<Version>> {
+        self.inner.fence()?;
         let inner = &self.inner;
         let id = record.id();
         let old = match inner.cached(id) {
@@ -389,6 +318,7 @@ impl<D: Database> Store for SharedStore<D> {
     }
 
     async fn append(&self, event: Append<'_>) -> Result<EventId> {
+        self.inner.fence()?;
         let Append { session, target, payload, kind, now, limits } = event;
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job = commit::Job { session, target, payload, kind, now, limits: *limits, reply };
@@ -404,15 +334,18 @@ impl<D: Database> Store for SharedStore<D> {
         max: usize,
         reader: Reader,
     ) -> Result<Vec<StoredEvent>> {
+        self.inner.fence()?;
         self.inner.db.read(session, stream, after, max, reader).await
     }
 
     async fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
+        self.inner.fence()?;
         let meta = self.inner.db.stream(session, stream).await?;
         Ok(self.inner.hub.watch(session, &meta))
     }
 
     async fn remove(&self, id: SessionId) -> Result<()> {
+        self.inner.fence()?;
         let inner = &self.inner;
         let hint = (inner.hints == Hints::Notify).then(|| session_hint(&inner.node, id));
         inner.db.remove(id, hint).await?;
@@ -437,6 +370,7 @@ impl<D: Database> Store for SharedStore<D> {
     }
 
     async fn due(&self, now: Timestamp, schedule: &Schedule) -> Result<Vec<SessionId>> {
+        self.inner.fence()?;
         self.inner.db.due(now, schedule).await
     }
 

@@ -1,0 +1,134 @@
+//! Writes, and the history they are vouched under: every write is one call of `APPLY`,
+//! refused while Redis runs a boot under which the store's history is not vouched for; then
+//! the node vouches (at once if nothing can have been lost, else after ending every session
+//! with `history_lost`) and writes again. See the crate docs, "A lost suffix is never
+//! numbered over".
+//!
+//! It owns that sequence, not the scripts (`crate::scripts`) or the encoding (`crate::apply`).
+
+use forkless_core::{SessionId, Timestamp};
+use forkless_store::shared::Database as _;
+use forkless_store::{Error, Result};
+use redis::Value;
+
+use crate::apply::Apply;
+use crate::{AfterRestart, Durability, Redis, backend, durability, parse};
+
+/// An `APPLY` reply: `{1, 0}`, `{0, i}` (session i moved or exists), `{-1, i}` (unknown),
+/// `{-3, 0}` (the history is not vouched for under this boot of Redis).
+pub(crate) enum Applied {
+    All,
+    Moved(SessionId),
+    Unknown(SessionId),
+    Unvouched,
+}
+
+fn wall_clock() -> Timestamp {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Timestamp::from_millis(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Redis {
+    /// Run a write; if Redis restarted since the history was vouched for, vouch (ending every
+    /// session if it cannot be) and try once more. `build` makes the write afresh each time.
+    pub(crate) async fn call<'k>(&'k self, build: impl Fn() -> Apply<'k>) -> Result<Applied> {
+        match self.call_once(build()).await? {
+            Applied::Unvouched => {
+                self.vouch().await?;
+                match self.call_once(build()).await? {
+                    Applied::Unvouched => {
+                        Err(Error::Backend("redis: restarted again while its history was checked".into()))
+                    }
+                    applied => Ok(applied),
+                }
+            }
+            applied => Ok(applied),
+        }
+    }
+
+    async fn call_once(&self, apply: Apply<'_>) -> Result<Applied> {
+        let (names, args, sessions) = apply.finish();
+        let mut invocation = self.apply.prepare_invoke();
+        for name in &names {
+            invocation.key(name);
+        }
+        for arg in &args {
+            invocation.arg(arg.as_slice());
+        }
+        let (code, at): (i64, usize) =
+            invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
+        let session = |at: usize| sessions.get(at.wrapping_sub(1)).copied();
+        match (code, session(at)) {
+            (1, _) => Ok(Applied::All),
+            (0, Some(id)) => Ok(Applied::Moved(id)),
+            (-1, Some(id)) => Ok(Applied::Unknown(id)),
+            (-3, _) => Ok(Applied::Unvouched),
+            _ => Err(Error::Backend(format!("redis: unexpected reply {code} {at} from the write script"))),
+        }
+    }
+
+    /// Vouch for the store's history under this boot of Redis: at once if nothing can have
+    /// been lost (an empty store, or Redis syncs every write), else after ending every session
+    /// with reason `history_lost` (writes under this boot only), so a suffix Redis lost is
+    /// never numbered over.
+    pub(crate) async fn vouch(&self) -> Result<()> {
+        for _ in 0..8 {
+            let trust = match self.after_restart {
+                AfterRestart::TrustBlindly => true,
+                AfterRestart::Verify => durability(self.conn.clone()).await == Durability::Always,
+            };
+            let mut invocation = self.vouch.key(self.keys.run());
+            invocation.key(self.keys.sessions()).arg(if trust { "trust" } else { "" });
+            let reply: Vec<Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
+            let code: i64 =
+                reply.first().map(redis::from_redis_value_ref).transpose().map_err(parse)?.unwrap_or(-1);
+            if code != 2 {
+                return Ok(());
+            }
+            let run: String =
+                reply.get(1).map(redis::from_redis_value_ref).transpose().map_err(parse)?.unwrap_or_default();
+            let sessions = self.sessions().await?;
+            tracing::warn!(sessions = sessions.len(), %run, "redis restarted and may have lost delivered events: ending every session (history_lost)");
+            for id in sessions {
+                self.end_lost(id, &run).await?;
+            }
+            let confirmed: i64 = self
+                .confirm
+                .key(self.keys.run())
+                .arg(&run)
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(backend)?;
+            if confirmed == 1 {
+                return Ok(());
+            }
+        }
+        Err(Error::Backend("redis: kept restarting while its history was checked".into()))
+    }
+
+    /// End one session with reason `history_lost`, writing under the Redis boot `run`.
+    async fn end_lost(&self, id: SessionId, run: &str) -> Result<()> {
+        for _ in 0..forkless_store::MAX_CAS_ATTEMPTS {
+            let Some((version, old)) = self.load(id).await? else { return Ok(()) };
+            if old.session().ended().is_some() {
+                return Ok(());
+            }
+            let mut new = old.clone();
+            new.on_end(forkless_core::EndReason::HistoryLost, wall_clock())?;
+            let mut apply = Apply::new(&self.keys);
+            apply.under_boot(run);
+            let ops = apply.changes(Some(&old), &new);
+            apply.session(Some(version), version.next(), &new, ops);
+            match self.call_once(apply).await? {
+                Applied::Moved(_) => continue,
+                Applied::Unvouched => {
+                    return Err(Error::Backend(
+                        "redis: restarted again while its history was checked".into(),
+                    ));
+                }
+                Applied::All | Applied::Unknown(_) => return Ok(()),
+            }
+        }
+        Err(Error::Contended { attempts: forkless_store::MAX_CAS_ATTEMPTS })
+    }
+}

@@ -1,0 +1,124 @@
+//! What a store shared by many nodes asks of its database: the [`Database`] trait and the
+//! writes it stores ([`Write`], [`Batch`]). It owns the contract, not any implementation.
+
+use core::future::Future;
+
+use bytes::Bytes;
+use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
+
+use super::LeaseOp;
+use crate::{Reader, Result, StoredEvent, Version};
+
+/// A compare-and-set write: `new` replaces `old`, stored at version `expected`.
+#[derive(Debug)]
+pub struct Write<'a> {
+    /// The version `old` is stored at.
+    pub expected: Version,
+    /// The record as stored.
+    pub old: &'a SessionRecord,
+    /// The record to store at the next version.
+    pub new: &'a SessionRecord,
+    /// The hint for other nodes, to deliver only if the write is stored.
+    pub hint: Option<String>,
+}
+
+/// What a [`Write`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Stored: the session is at the next version.
+    Committed,
+    /// Another writer moved the session first; nothing was written.
+    Moved,
+}
+
+/// One session's part of a batch: from `start` at `version` to `end`, with `appended`
+/// events appended (its version moves on by that many).
+#[derive(Debug)]
+pub struct SessionWrite<'a> {
+    /// The version `start` is stored at.
+    pub version: Version,
+    /// Events appended to it in this batch.
+    pub appended: u64,
+    /// The record as stored.
+    pub start: &'a SessionRecord,
+    /// The record after the batch.
+    pub end: &'a SessionRecord,
+}
+
+/// One event of a batch.
+#[derive(Debug)]
+pub struct BatchEvent {
+    /// Its session.
+    pub session: SessionId,
+    /// Its stream.
+    pub stream: StreamId,
+    /// Its seq.
+    pub seq: Seq,
+    /// Its payload.
+    pub payload: Bytes,
+}
+
+/// A group commit: every session it advances (in one order, by id, so batches on two nodes
+/// lock sessions alike), every event, and the hints for other nodes.
+#[derive(Debug)]
+pub struct Batch<'a> {
+    /// The sessions, sorted by id.
+    pub sessions: &'a [SessionWrite<'a>],
+    /// The events, in the order they were appended.
+    pub events: &'a [BatchEvent],
+    /// One hint per session that changed, if hints are on.
+    pub hints: &'a [String],
+}
+
+/// What a [`Batch`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Committed {
+    /// Every session advanced; every event is stored.
+    All,
+    /// This session had moved on (or was gone); nothing of the batch was written.
+    Moved(SessionId),
+}
+
+/// Where the nodes' sessions live. Every method is one atomic step of the database.
+pub trait Database: Send + Sync + 'static {
+    /// A session and its version; `None` if unknown.
+    fn load(&self, id: SessionId) -> impl Future<Output = Result<Option<(Version, SessionRecord)>>> + Send;
+    /// Insert a new session at [`Version::INITIAL`]; [`Error::SessionExists`](crate::Error::SessionExists) if taken.
+    fn insert(&self, record: &SessionRecord) -> impl Future<Output = Result<()>> + Send;
+    /// Store a compare-and-set write (its logs follow the record: dropped streams lose their
+    /// events, trims evict, an ended record loses every event).
+    fn write(&self, write: Write<'_>) -> impl Future<Output = Result<Written>> + Send;
+    /// Store a batch of appends, all of it or nothing.
+    fn write_batch(&self, batch: Batch<'_>) -> impl Future<Output = Result<Committed>> + Send;
+    /// Payload sizes of the oldest `n` stored events of a stream from `from` on, oldest first.
+    fn oldest_sizes(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        from: Seq,
+        n: u64,
+    ) -> impl Future<Output = Result<Vec<u64>>> + Send;
+    /// Up to `max` stored events after `after`, read and checked ([`crate::check_read`]) in
+    /// one atomic step.
+    fn read(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        after: Seq,
+        max: usize,
+        reader: Reader,
+    ) -> impl Future<Output = Result<Vec<StoredEvent>>> + Send;
+    /// One stream's stored metadata ([`Error::StreamUnknown`](crate::Error::StreamUnknown), [`Error::SessionUnknown`](crate::Error::SessionUnknown)).
+    fn stream(&self, session: SessionId, stream: StreamId) -> impl Future<Output = Result<Stream>> + Send;
+    /// Forget a session; deliver `hint` with it.
+    fn remove(&self, id: SessionId, hint: Option<String>) -> impl Future<Output = Result<()>> + Send;
+    /// Every stored session id.
+    fn sessions(&self) -> impl Future<Output = Result<Vec<SessionId>>> + Send;
+    /// The sessions due at `now` (see [`Store::due`](crate::Store::due)).
+    fn due(&self, now: Timestamp, schedule: &Schedule)
+    -> impl Future<Output = Result<Vec<SessionId>>> + Send;
+    /// Whether the database answers now (see [`Store::health`](crate::Store::health)).
+    fn health(&self) -> impl Future<Output = Result<()>> + Send;
+    /// A node lease operation on the database's clock (see [`NodeLease`]); whether it took.
+    fn lease(&self, op: LeaseOp<'_>) -> impl Future<Output = Result<bool>> + Send;
+}

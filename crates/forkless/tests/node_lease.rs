@@ -1,0 +1,84 @@
+//! `forkless serve --node-id` on a shared store, as real processes: a node id is served by one
+//! live process at a time, and a zombie (a process stopped with SIGSTOP until its lease
+//! lapsed, while another process took its node id) stops serving when it resumes instead of
+//! writing under a lease it no longer holds.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use support::Serve;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_forkless")
+}
+
+/// Start `serve` with `args`; its banner's process, or what it printed on stderr if it exited.
+async fn try_start(args: &[&str]) -> Result<tokio::process::Child, String> {
+    let mut child = tokio::process::Command::new(bin())
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("RUST_LOG", "off")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn forkless serve");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    match support::guard("a start-up line or an exit", stdout.next_line()).await.unwrap() {
+        Some(line) if line.contains("listening on") => Ok(child),
+        _ => {
+            let out = child.wait_with_output().await.unwrap();
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_node_id_is_served_by_one_process_and_a_resumed_zombie_stops() {
+    let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
+    let store = db.url.clone();
+    let args = ["--store", &store, "--node-id", "n1", "--lease-ttl", "1000"];
+    let first = Serve::start(&args).await;
+
+    // While the first holds the lease, a second process with the same id is refused.
+    let refused = try_start(&args).await.expect_err("a held node id is refused");
+    assert!(refused.contains("node id n1 is held by another live process"), "{refused}");
+
+    // The first stops answering (SIGSTOP) and its lease lapses; a second process takes over.
+    first.signal("STOP");
+    let second = support::guard("the second process takes the lapsed lease", async {
+        loop {
+            match try_start(&args).await {
+                Ok(child) => return child,
+                Err(why) if why.contains("is held by another live process") => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                Err(other) => panic!("unexpected refusal: {other}"),
+            }
+        }
+    })
+    .await;
+
+    // Resumed, the zombie finds its lease gone and stops rather than serve on.
+    first.signal("CONT");
+    let (status, rest) = first.wait().await;
+    assert!(!status.success(), "the zombie exits with an error: {status:?}");
+    assert!(rest.iter().any(|l| l.contains("store failure: node lease lost")), "{rest:?}");
+    drop(second);
+}
+
+#[tokio::test]
+async fn node_id_needs_a_shared_store() {
+    let out = std::process::Command::new(bin())
+        .args(["serve", "--store", "memory", "--node-id", "n1"])
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--node-id needs a shared store"));
+}
