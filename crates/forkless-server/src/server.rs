@@ -43,6 +43,12 @@ pub struct Server<S, H> {
     auth: Option<Arc<crate::auth::Authenticator>>,
 }
 
+impl<S, H> Clone for Server<S, H> {
+    fn clone(&self) -> Self {
+        Self { common: Arc::clone(&self.common), handler: Arc::clone(&self.handler), auth: self.auth.clone() }
+    }
+}
+
 impl<S, H> std::fmt::Debug for Server<S, H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server").field("config", &self.common.cfg).finish_non_exhaustive()

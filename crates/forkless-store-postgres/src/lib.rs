@@ -115,8 +115,8 @@ impl Database for Postgres {
         rows::load(&*self.client().await?, id).await
     }
 
-    async fn insert(&self, record: &SessionRecord) -> Result<()> {
-        rows::insert(&*self.client().await?, record).await
+    async fn insert(&self, record: &SessionRecord, owner: Option<&str>) -> Result<()> {
+        rows::insert(&*self.client().await?, record, owner).await
     }
 
     async fn write(&self, write: Write<'_>) -> Result<Written> {
@@ -170,5 +170,17 @@ impl Database for Postgres {
 
     async fn lease(&self, op: LeaseOp<'_>) -> Result<bool> {
         rows::lease(&*self.client().await?, op).await
+    }
+
+    async fn owned(&self, node: &str) -> Result<Vec<SessionId>> {
+        rows::owned(&*self.client().await?, node).await
+    }
+
+    async fn ownerless(&self) -> Result<Vec<(SessionId, String)>> {
+        rows::ownerless(&*self.client().await?).await
+    }
+
+    async fn claim(&self, session: SessionId, from: &str, to: &str) -> Result<bool> {
+        rows::claim(&*self.client().await?, session, from, to).await
     }
 }

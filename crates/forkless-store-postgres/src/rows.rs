@@ -56,7 +56,7 @@ pub(crate) async fn load(client: &Client, id: SessionId) -> Result<Option<(Versi
 }
 
 /// Insert a new session and its streams. [`Error::SessionExists`] if the id is taken.
-pub(crate) async fn insert(client: &Client, record: &SessionRecord) -> Result<()> {
+pub(crate) async fn insert(client: &Client, record: &SessionRecord, owner: Option<&str>) -> Result<()> {
     let sid = record.id();
     let id = sid.as_bytes().as_slice();
     let header = encode_header(record);
@@ -65,7 +65,7 @@ pub(crate) async fn insert(client: &Client, record: &SessionRecord) -> Result<()
     let insert = client
         .prepare_cached(
             "INSERT INTO forkless_sessions (id, version, header, wake_liveness, wake_stream_idle, \
-             wake_activity, wake_ended) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+             wake_activity, wake_ended, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .await
         .map_err(backend)?;
@@ -73,7 +73,8 @@ pub(crate) async fn insert(client: &Client, record: &SessionRecord) -> Result<()
     let version = Version::INITIAL.get() as i64;
     // Prepared statements are sent on their first poll, so the pipeline goes out in order.
     let begin = client.batch_execute("BEGIN");
-    let session_args: [&(dyn ToSql + Sync); 7] = [&id, &version, &header, &w.0[0], &w.0[1], &w.0[2], &w.0[3]];
+    let session_args: [&(dyn ToSql + Sync); 8] =
+        [&id, &version, &header, &w.0[0], &w.0[1], &w.0[2], &w.0[3], &owner];
     let stream_args: [&(dyn ToSql + Sync); 3] = [&id, &streams, &metas];
     let session = client.execute(&insert, &session_args);
     let rows = client.execute(&upsert, &stream_args);
@@ -244,4 +245,41 @@ pub(crate) async fn lease(client: &Client, op: LeaseOp<'_>) -> Result<bool> {
     };
     let stmt = client.prepare_cached(sql).await.map_err(backend)?;
     Ok(client.execute(&stmt, &[&node, &token, &ttl]).await.map_err(backend)? == 1)
+}
+
+/// The sessions `node` owns.
+pub(crate) async fn owned(client: &Client, node: &str) -> Result<Vec<SessionId>> {
+    let stmt =
+        client.prepare_cached("SELECT id FROM forkless_sessions WHERE owner = $1").await.map_err(backend)?;
+    let rows = client.query(&stmt, &[&node]).await.map_err(backend)?;
+    rows.iter().map(|r| session_id(r.get(0))).collect()
+}
+
+/// The sessions whose owner holds no live lease, with that owner.
+pub(crate) async fn ownerless(client: &Client) -> Result<Vec<(SessionId, String)>> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT s.id, s.owner FROM forkless_sessions s WHERE s.owner IS NOT NULL AND NOT EXISTS \
+             (SELECT 1 FROM forkless_nodes n WHERE n.node = s.owner AND n.expires_at >= clock_timestamp())",
+        )
+        .await
+        .map_err(backend)?;
+    let rows = client.query(&stmt, &[]).await.map_err(backend)?;
+    rows.iter().map(|r| Ok((session_id(r.get(0))?, r.get(1)))).collect()
+}
+
+/// Make `to` the owner of `session` if `from` still owns it.
+pub(crate) async fn claim(client: &Client, session: SessionId, from: &str, to: &str) -> Result<bool> {
+    let stmt = client
+        .prepare_cached("UPDATE forkless_sessions SET owner = $3 WHERE id = $1 AND owner = $2")
+        .await
+        .map_err(backend)?;
+    Ok(client.execute(&stmt, &[&session.as_bytes().as_slice(), &from, &to]).await.map_err(backend)? == 1)
+}
+
+fn session_id(bytes: &[u8]) -> Result<SessionId> {
+    bytes
+        .try_into()
+        .map(SessionId::from_bytes)
+        .map_err(|_| Error::Corrupt("session id of wrong length".into()))
 }

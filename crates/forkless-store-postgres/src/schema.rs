@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! forkless_schema   (version, name)                                   one row per migration applied
-//! forkless_sessions (id, version, header, wake_liveness, wake_stream_idle, wake_activity, wake_ended)
+//! forkless_sessions (id, version, header, wake_liveness, wake_stream_idle, wake_activity, wake_ended, owner)
 //! forkless_streams  (session, stream, meta)                           one row per stream
 //! forkless_events   (session, stream, seq, payload)                   one row per retained event
 //! forkless_nodes    (node, token, expires_at)                         one row per node lease
@@ -32,6 +32,7 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
     ("sessions, streams and events", V1),
     ("group commit: many sessions advanced at once", V2),
     ("node leases", V3),
+    ("session owners", V4),
 ];
 
 /// The schema version this build writes.
@@ -111,6 +112,11 @@ CREATE TABLE forkless_nodes (
     token text NOT NULL,
     expires_at timestamptz NOT NULL
 );
+"#;
+
+const V4: &str = r#"
+ALTER TABLE forkless_sessions ADD COLUMN owner text;
+CREATE INDEX forkless_sessions_owner ON forkless_sessions (owner) WHERE owner IS NOT NULL;
 "#;
 
 /// Bring the database to [`SCHEMA_VERSION`], or refuse one that is newer.

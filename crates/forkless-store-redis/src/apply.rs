@@ -133,6 +133,12 @@ impl<'k> Apply<'k> {
         ops.events.extend([b"E".to_vec(), key, text(seq.get()), member(seq, payload)]);
     }
 
+    /// Make `node` the owner of the session of `ops`.
+    pub(crate) fn owner(&mut self, ops: &mut Ops, node: &str) {
+        let key = text(self.key(self.keys.owner(node)));
+        ops.hints.extend([b"O".to_vec(), key, text(node)]);
+    }
+
     /// Publish `hint` on the store's channel with `ops`.
     pub(crate) fn hint(&self, ops: &mut Ops, hint: &str) {
         ops.hints.extend([b"P".to_vec(), text(self.keys.hints()), text(hint)]);

@@ -11,6 +11,7 @@
 //! P:hints            pub/sub channel of hints
 //! P:run              the Redis boot (run_id) under which the store's history is vouched for
 //! P:node:<name>      a node's lease: its holder's token, expiring with the lease
+//! P:owner:<name>     set   the sessions node <name> owns (their rec's `o` names it too)
 //! ```
 //!
 //! It owns the names, not what is stored under them.
@@ -63,6 +64,13 @@ impl Keys {
     }
     pub(crate) fn node(&self, name: &str) -> String {
         format!("{}:node:{name}", self.prefix)
+    }
+    /// The prefix of the owner sets (a node id completes one).
+    pub(crate) fn owner_base(&self) -> String {
+        format!("{}:owner:", self.prefix)
+    }
+    pub(crate) fn owner(&self, node: &str) -> String {
+        format!("{}{node}", self.owner_base())
     }
     pub(crate) fn hints(&self) -> String {
         format!("{}:hints", self.prefix)

@@ -49,6 +49,7 @@ mod apply;
 mod history;
 mod keys;
 mod listener;
+mod nodes;
 pub mod scripts;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -142,6 +143,7 @@ pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
         vouch: Script::new(scripts::VOUCH),
         confirm: Script::new(scripts::CONFIRM),
         lease: Script::new(scripts::LEASE),
+        claim: Script::new(scripts::CLAIM),
         after_restart: config.after_restart,
     };
     redis.vouch().await?;
@@ -192,6 +194,7 @@ pub struct Redis {
     vouch: Script,
     confirm: Script,
     lease: Script,
+    claim: Script,
     after_restart: AfterRestart,
 }
 
@@ -212,7 +215,7 @@ impl Redis {
     }
 }
 
-fn ids(members: Vec<Vec<u8>>) -> Result<Vec<SessionId>> {
+pub(crate) fn ids(members: Vec<Vec<u8>>) -> Result<Vec<SessionId>> {
     members
         .into_iter()
         .map(|m| {
@@ -247,10 +250,13 @@ impl Database for Redis {
         Ok(Some((Version::new(version), record)))
     }
 
-    async fn insert(&self, record: &SessionRecord) -> Result<()> {
+    async fn insert(&self, record: &SessionRecord, owner: Option<&str>) -> Result<()> {
         let build = || {
             let mut apply = Apply::new(&self.keys);
-            let ops = apply.changes(None, record);
+            let mut ops = apply.changes(None, record);
+            if let Some(node) = owner {
+                apply.owner(&mut ops, node);
+            }
             apply.session(None, Version::INITIAL, record, ops);
             apply
         };
@@ -378,7 +384,8 @@ impl Database for Redis {
             .arg(id.as_bytes().as_slice())
             .arg(self.keys.events_base(id))
             .arg(self.keys.hints())
-            .arg(hint.unwrap_or_default());
+            .arg(hint.unwrap_or_default())
+            .arg(self.keys.owner_base());
         let _: i64 = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
         Ok(())
     }
@@ -419,43 +426,19 @@ impl Database for Redis {
         redis::cmd("PING").query_async::<String>(&mut self.conn.clone()).await.map(drop).map_err(backend)
     }
 
+    async fn owned(&self, node: &str) -> Result<Vec<SessionId>> {
+        self.owned_by(node).await
+    }
+
+    async fn ownerless(&self) -> Result<Vec<(SessionId, String)>> {
+        self.lapsed_owners().await
+    }
+
+    async fn claim(&self, session: SessionId, from: &str, to: &str) -> Result<bool> {
+        self.claim_session(session, from, to).await
+    }
+
     async fn lease(&self, op: LeaseOp<'_>) -> Result<bool> {
-        let ms = |ttl: Duration| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let mut conn = self.conn.clone();
-        match op {
-            LeaseOp::Acquire { node, token, ttl } => {
-                let set: Option<String> = redis::cmd("SET")
-                    .arg(self.keys.node(node))
-                    .arg(token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(ms(ttl))
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(backend)?;
-                Ok(set.is_some())
-            }
-            LeaseOp::Renew { node, token, ttl } => {
-                let n: i64 = self
-                    .lease
-                    .key(self.keys.node(node))
-                    .arg(token)
-                    .arg(ms(ttl))
-                    .invoke_async(&mut conn)
-                    .await
-                    .map_err(backend)?;
-                Ok(n == 1)
-            }
-            LeaseOp::Release { node, token } => {
-                let n: i64 = self
-                    .lease
-                    .key(self.keys.node(node))
-                    .arg(token)
-                    .invoke_async(&mut conn)
-                    .await
-                    .map_err(backend)?;
-                Ok(n == 1)
-            }
-        }
+        self.lease_op(op).await
     }
 }

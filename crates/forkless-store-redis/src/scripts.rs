@@ -16,6 +16,7 @@
 //!     | T <key#> <low>            drop events below low
 //!     | X <key#>                  drop an events key
 //!     | P <channel> <message>     publish a hint
+//!     | O <key#> <node>           make node the owner (and add the session to its owner set)
 //! KEYS: 1 sessions set, 2..5 due indexes, 6 the vouched run id, then every key an op or a
 //! session names (by #)
 //! returns {1, 0} applied | {0, i} session i moved or exists | {-1, i} session i unknown
@@ -66,6 +67,7 @@ for s = 1, n do
     elseif op == 'T' then redis.call('ZREMRANGEBYSCORE', KEYS[tonumber(ARGV[j + 1])], '-inf', '(' .. ARGV[j + 2]); j = j + 3
     elseif op == 'X' then redis.call('DEL', KEYS[tonumber(ARGV[j + 1])]); j = j + 2
     elseif op == 'P' then redis.call('PUBLISH', ARGV[j + 1], ARGV[j + 2]); j = j + 3
+    elseif op == 'O' then redis.call('HSET', rec, 'o', ARGV[j + 2]); redis.call('SADD', KEYS[tonumber(ARGV[j + 1])], sid); j = j + 3
     else return redis.error_reply('forkless: unknown op ' .. op) end
   end
 end
@@ -92,10 +94,13 @@ end
 return {1, row, redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[2], '+inf', 'LIMIT', 0, tonumber(ARGV[3]))}
 "#;
 
-/// Forget a session: its keys, its place in the set and the due indexes; publish the hint.
-/// KEYS: rec, st, sessions, due*4; ARGV: sid, events key base, channel, hint ('' = none).
+/// Forget a session: its keys, its place in the session and owner sets and the due indexes;
+/// publish the hint. KEYS: rec, st, sessions, due*4; ARGV: sid, events key base, channel,
+/// hint ('' = none), owner set base.
 pub(crate) const REMOVE: &str = r#"
 for _, stream in ipairs(redis.call('HKEYS', KEYS[2])) do redis.call('DEL', ARGV[2] .. stream) end
+local owner = redis.call('HGET', KEYS[1], 'o')
+if owner then redis.call('SREM', ARGV[5] .. owner, ARGV[1]) end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('SREM', KEYS[3], ARGV[1])
 for w = 4, 7 do redis.call('ZREM', KEYS[w], ARGV[1]) end
@@ -132,5 +137,15 @@ return 1
 pub(crate) const LEASE: &str = r#"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[2] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) else redis.call('DEL', KEYS[1]) end
+return 1
+"#;
+
+/// Make `ARGV[3]` the owner of session `ARGV[1]` if `ARGV[2]` still owns it: `1` or `0`.
+/// KEYS: rec, the old owner's set, the new owner's set.
+pub(crate) const CLAIM: &str = r#"
+if redis.call('HGET', KEYS[1], 'o') ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'o', ARGV[3])
+redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
 return 1
 "#;

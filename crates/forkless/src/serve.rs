@@ -19,7 +19,6 @@ use forkless_core::{Config as CoreConfig, ResumeMode, Revision};
 use forkless_server::auth::{AuthConfig, JwksSource};
 use forkless_server::{AllowedOrigins, AnswerMode, Server, ServerConfig};
 
-use forkless_store::shared::{Database, SharedStore};
 use forkless_store::{MemoryStore, Store};
 use forkless_store_postgres::PgConfig;
 use forkless_store_redb::{Durability, LostFiles, RedbStore};
@@ -28,8 +27,10 @@ use tokio::net::TcpListener;
 
 use crate::Error;
 
+mod shared;
 mod store;
 use crate::demo::DemoHandler;
+use shared::serve_shared;
 pub use store::{StoreSpec, StoreSpecError};
 
 /// Flags of `forkless serve`.
@@ -299,29 +300,6 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
     }
 }
 
-/// Serve on a store shared by many nodes: hold the node lease first (`--node-id`), so no
-/// second process with this id answers this node's requests as orphans, then answer the
-/// requests the previous process left, and stop if the lease is lost.
-async fn serve_shared<D: Database>(
-    serving: Serving,
-    store: SharedStore<D>,
-    args: &ServeArgs,
-    label: String,
-) -> Result<(), Error> {
-    let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
-    let failure: Option<Pin<Box<dyn Future<Output = String> + Send>>> = match &args.node_id {
-        Some(node) => {
-            let lease = store.hold_lease(node, Duration::from_millis(args.lease_ttl)).await.map_err(named)?;
-            tracing::info!(node, ttl_ms = args.lease_ttl, "node lease held");
-            Some(Box::pin(async move { format!("node lease lost: {}", lease.lost().await) }))
-        }
-        None => None,
-    };
-    let orphans = store.restart_alone(wall_clock()).await.map_err(named)?;
-    tracing::info!(store = %args.store, orphaned_requests = orphans.len(), "shared store ready");
-    serving.run(store, label, orphans, failure).await
-}
-
 /// What `serve` has set up before it knows the store's type.
 struct Serving {
     listener: TcpListener,
@@ -343,9 +321,25 @@ impl Serving {
         orphans: Vec<forkless_store::Orphan>,
         failure: Option<Pin<Box<dyn Future<Output = String> + Send>>>,
     ) -> Result<(), Error> {
+        self.run_with(store, label, orphans, failure, None::<fn(&Server<S, DemoHandler>)>).await
+    }
+
+    /// [`Self::run`], calling `started` with the server once it exists (to start tasks that
+    /// need it).
+    async fn run_with<S: Store>(
+        self,
+        store: S,
+        label: String,
+        orphans: Vec<forkless_store::Orphan>,
+        failure: Option<Pin<Box<dyn Future<Output = String> + Send>>>,
+        started: Option<impl FnOnce(&Server<S, DemoHandler>)>,
+    ) -> Result<(), Error> {
         let path = self.config.path.clone();
         let handler = DemoHandler::new().with_poll_after(self.config.poll_after);
         let server = Server::new(store, handler, self.config).map_err(|e| Error::Config(e.to_string()))?;
+        if let Some(started) = started {
+            started(&server);
+        }
         if !orphans.is_empty() {
             let answered = server.answer_orphans(&orphans).await;
             tracing::info!(answered, lost = orphans.len(), "requests lost in the restart answered");

@@ -13,10 +13,8 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Serve, Session, SseEvent, SseReader, fresh_data_dir, guard};
-
-/// What a client accepted on one stream, in order: `(event id, data)`.
-type View = Vec<(String, String)>;
+use support::view::{View, accept, assert_orphan_answer, header, is_response_to, read_until};
+use support::{Serve, Session, SseReader, fresh_data_dir, guard};
 
 /// A durable server's data directory and flags, for restarts on the same files.
 struct Data {
@@ -32,37 +30,6 @@ impl Data {
     fn args(&self) -> [&str; 4] {
         ["--data-dir", &self.dir, "--durability", self.mode]
     }
-}
-
-fn seq_of(id: &str) -> u64 {
-    id.rsplit_once('.').and_then(|(_, s)| s.parse().ok()).unwrap_or_else(|| panic!("not an event id: {id}"))
-}
-
-fn header(response: &reqwest::Response, name: &str) -> String {
-    response.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
-}
-
-/// Accept `event` into `view` as a client following PROTOCOL section 7 would: content events
-/// only, each the successor of the previous one.
-fn accept(view: &mut View, event: &SseEvent) {
-    let Some(id) = &event.id else { return };
-    if event.data.is_empty() {
-        return; // the priming event
-    }
-    let expected = view.last().map_or(1, |(last, _)| seq_of(last) + 1);
-    assert_eq!(seq_of(id), expected, "gap-free, in order: {id} after {:?}", view.last());
-    view.push((id.clone(), event.data.clone()));
-}
-
-/// Read events into `view` until `stop` says so or the body ends; returns whether it stopped.
-async fn read_until(reader: &mut SseReader, view: &mut View, stop: impl Fn(&Value) -> bool) -> bool {
-    while let Some(event) = guard("next event", reader.next_event_or_end()).await {
-        accept(view, &event);
-        if event.json().is_some_and(|m| stop(&m)) {
-            return true;
-        }
-    }
-    false
 }
 
 /// A resume from `cursor`: 200, a proven continuation of `stream`.
@@ -92,18 +59,6 @@ async fn replay_names_the_same_events(
     }
     read_until(&mut reader, &mut replay, until).await;
     replay
-}
-
-fn is_response_to(id: &Value) -> impl Fn(&Value) -> bool + '_ {
-    move |m: &Value| m.get("id") == Some(id) && m.get("method").is_none()
-}
-
-/// The lost request's answer: an error carrying the request's own id.
-fn assert_orphan_answer(view: &View, request: &Value) {
-    let (_, last) = view.last().expect("events after the restart");
-    let answer: Value = serde_json::from_str(last).expect("JSON");
-    assert_eq!(&answer["id"], request, "the lost request's answer carries its id: {answer}");
-    assert_eq!(answer["error"]["code"], -32603, "{answer}");
 }
 
 /// The scenario: a tool call's own stream, cut by `kill -9` after `#10`.

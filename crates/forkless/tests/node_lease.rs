@@ -1,14 +1,18 @@
 //! `forkless serve --node-id` on a shared store, as real processes: a node id is served by one
-//! live process at a time, and a zombie (a process stopped with SIGSTOP until its lease
-//! lapsed, while another process took its node id) stops serving when it resumes instead of
-//! writing under a lease it no longer holds.
+//! live process at a time; a zombie (a process stopped with SIGSTOP until its lease lapsed,
+//! while another process took its node id) stops serving when it resumes instead of writing
+//! under a lease it no longer holds; and when a session's owner is killed mid-stream, the
+//! client resumes on another node, reads every event it had not seen exactly once, and gets
+//! its lost request answered with the request's id once that node takes the session over.
 
 mod support;
 
 use std::process::Stdio;
 use std::time::Duration;
 
-use support::Serve;
+use serde_json::json;
+use support::view::{View, assert_orphan_answer, header, is_response_to, read_until};
+use support::{Serve, Session, SseReader};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 fn bin() -> &'static str {
@@ -81,4 +85,54 @@ async fn node_id_needs_a_shared_store() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--node-id needs a shared store"));
+}
+
+#[tokio::test]
+async fn an_owner_killed_mid_stream_is_taken_over_and_its_request_answered_with_its_id() {
+    let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
+    let node = |name: &'static str| {
+        [
+            "--store".to_owned(),
+            db.url.clone(),
+            "--node-id".into(),
+            name.into(),
+            "--lease-ttl".into(),
+            "1000".into(),
+        ]
+    };
+    let (na, nb) = (node("na"), node("nb"));
+    let a = Serve::start(&na.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let b = Serve::start(&nb.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let (mut session, _) = Session::open(&a.url).await;
+    let call = json!({ "name": "start-notification-stream", "arguments": { "interval": 50, "count": 30 } });
+    let (request, response) = session.send("tools/call", call).await;
+    let stream = header(&response, "mcp-stream-id");
+    let mut seen = View::new();
+    let mut reader = SseReader::new(response);
+    let until_5 = |m: &serde_json::Value| m["params"]["data"].as_str().is_some_and(|d| d.ends_with("#5"));
+    assert!(read_until(&mut reader, &mut seen, until_5).await, "read up to #5 from node a");
+    // Node a, the session's owner, dies; the client goes to node b.
+    a.signal("KILL");
+    a.wait().await;
+    session.url = b.url.clone();
+    let last = seen.last().expect("events").0.clone();
+    let response = session.resume(&last, Some(&stream)).await;
+    assert_eq!(
+        header(&response, "mcp-stream-resumed"),
+        "true",
+        "node b continues the stream from the shared log"
+    );
+    let mut after = vec![seen.last().cloned().expect("the cursor")];
+    let mut reader = SseReader::new(response);
+    assert!(
+        read_until(&mut reader, &mut after, is_response_to(&request)).await,
+        "node b takes the session over and answers the lost request"
+    );
+    assert_orphan_answer(&after, &request);
+    // Every event after the cursor exactly once (accept asserts gap-free order), then the answer.
+    let mut whole = seen.clone();
+    whole.extend(after.into_iter().skip(1));
+    for (i, (id, _)) in whole.iter().enumerate() {
+        assert!(id.ends_with(&format!(".{}", i + 1)), "one gap-free history: {id} at {i}");
+    }
 }

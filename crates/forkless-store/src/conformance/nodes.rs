@@ -11,7 +11,7 @@ use std::time::Duration;
 use forkless_core::{AppendTarget, GetOutcome, GetRequest, SeededEntropy, Seq, SessionRecord};
 
 use super::{GUARD, T0, cfg, new_record, payload};
-use crate::shared::{Database, SharedStore};
+use crate::shared::{Database, SharedStore, Takeover};
 use crate::{Error, Store};
 use crate::{Reader, StreamEnd, transact};
 
@@ -24,6 +24,7 @@ pub const NODE_CHECKS: &[&str] = &[
     "a_node_id_is_leased_to_one_process_at_a_time",
     "a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing",
     "a_renewed_lease_outlives_its_time_to_live",
+    "a_lost_nodes_sessions_are_taken_over_once",
 ];
 
 /// Run one two-node check by name on nodes `a` and `b` of one fresh, empty database.
@@ -36,6 +37,7 @@ pub async fn run_nodes<D: Database>(name: &str, a: SharedStore<D>, b: SharedStor
         "a_node_id_is_leased_to_one_process_at_a_time" => one_holder(a, b).await,
         "a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing" => lapsed_lease(a, b).await,
         "a_renewed_lease_outlives_its_time_to_live" => renewed_lease(a, b).await,
+        "a_lost_nodes_sessions_are_taken_over_once" => taken_over(a, b).await,
         other => panic!("no two-node check named {other}"),
     }
 }
@@ -50,7 +52,7 @@ macro_rules! store_node_tests {
             a_watcher_on_another_node_is_woken_by_its_write, appends_racing_on_two_nodes_are_numbered_gap_free,
             resumes_racing_on_two_nodes_each_get_a_distinct_epoch, a_removal_on_one_node_stops_the_watchers_on_another,
             a_node_id_is_leased_to_one_process_at_a_time, a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing,
-            a_renewed_lease_outlives_its_time_to_live);
+            a_renewed_lease_outlives_its_time_to_live, a_lost_nodes_sessions_are_taken_over_once);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -216,4 +218,40 @@ async fn renewed_lease<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     held.check().expect("still held");
     emit(&a, &record, 1).await.expect("its holder still serves");
     assert!(matches!(b.hold_lease("n3", ttl).await, Err(Error::LeaseLost(_))), "and nobody else can take it");
+}
+
+async fn taken_over<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
+    let ttl = Duration::from_millis(600);
+    let lease_a = a.hold_lease("na", ttl).await.expect("lease");
+    let _lease_b = b.hold_lease("nb", ttl).await.expect("lease");
+    // Node a owns two sessions, each with a request in flight.
+    let (kept, ended) = (created(&a, 67).await, created(&a, 68).await);
+    let request = |seed| forkless_core::StreamId::generate(&mut SeededEntropy::new(seed));
+    let label = Some(forkless_core::Label::new(b"\"req-9\""));
+    for (record, stream) in [(&kept, request(670)), (&ended, request(680))] {
+        transact(&a, record.id(), |r| r.open_labeled_request_stream(stream, label.clone(), T0, &cfg()))
+            .await
+            .unwrap();
+    }
+    assert!(b.take_over(T0, Takeover::Restore).await.unwrap().is_empty(), "node a is alive: nothing to take");
+    // Node a is lost (its lease lapses); node b takes its sessions over, each exactly once.
+    drop(lease_a);
+    let orphans = tokio::time::timeout(GUARD, async {
+        loop {
+            let found = b.take_over(T0, Takeover::Restore).await.unwrap();
+            if !found.is_empty() {
+                return found;
+            }
+            tokio::time::sleep(ttl / 10).await;
+        }
+    })
+    .await
+    .expect("node a's sessions are taken over once its lease lapsed");
+    assert_eq!(orphans.len(), 2, "both requests in flight are orphans to answer: {orphans:?}");
+    assert!(orphans.iter().all(|o| o.label == label), "each carries its request's id");
+    assert!(b.take_over(T0, Takeover::Restore).await.unwrap().is_empty(), "a session is taken over once");
+    // Node b now owns them: its own restart finds them.
+    let mine = b.restart(T0).await.unwrap();
+    assert_eq!(mine.len(), 2, "node b owns the sessions it took over");
+    let _ = ended;
 }

@@ -1,5 +1,6 @@
 //! What a store shared by many nodes asks of its database: the [`Database`] trait and the
-//! writes it stores ([`Write`], [`Batch`]). It owns the contract, not any implementation.
+//! writes it stores ([`Write`], [`Batch`]), sessions' owners and node leases. It owns the
+//! contract, not any implementation.
 
 use core::future::Future;
 
@@ -84,7 +85,7 @@ pub trait Database: Send + Sync + 'static {
     /// A session and its version; `None` if unknown.
     fn load(&self, id: SessionId) -> impl Future<Output = Result<Option<(Version, SessionRecord)>>> + Send;
     /// Insert a new session at [`Version::INITIAL`]; [`Error::SessionExists`](crate::Error::SessionExists) if taken.
-    fn insert(&self, record: &SessionRecord) -> impl Future<Output = Result<()>> + Send;
+    fn insert(&self, record: &SessionRecord, owner: Option<&str>) -> impl Future<Output = Result<()>> + Send;
     /// Store a compare-and-set write (its logs follow the record: dropped streams lose their
     /// events, trims evict, an ended record loses every event).
     fn write(&self, write: Write<'_>) -> impl Future<Output = Result<Written>> + Send;
@@ -119,6 +120,12 @@ pub trait Database: Send + Sync + 'static {
     -> impl Future<Output = Result<Vec<SessionId>>> + Send;
     /// Whether the database answers now (see [`Store::health`](crate::Store::health)).
     fn health(&self) -> impl Future<Output = Result<()>> + Send;
-    /// A node lease operation on the database's clock (see [`NodeLease`]); whether it took.
+    /// The sessions `node` owns.
+    fn owned(&self, node: &str) -> impl Future<Output = Result<Vec<SessionId>>> + Send;
+    /// The sessions whose owner holds no live lease, with that owner.
+    fn ownerless(&self) -> impl Future<Output = Result<Vec<(SessionId, String)>>> + Send;
+    /// Make `to` the owner of `session` if `from` still owns it; whether it did.
+    fn claim(&self, session: SessionId, from: &str, to: &str) -> impl Future<Output = Result<bool>> + Send;
+    /// A node lease operation on the database's clock (see [`NodeLease`](super::NodeLease)); whether it took.
     fn lease(&self, op: LeaseOp<'_>) -> impl Future<Output = Result<bool>> + Send;
 }

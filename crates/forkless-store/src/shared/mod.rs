@@ -24,24 +24,23 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use forkless_core::{
-    EventId, IdHashBuilder, Orphan, Schedule, Seq, SessionId, SessionRecord, StreamChange, StreamId,
-    Timestamp,
+    EventId, IdHashBuilder, Schedule, Seq, SessionId, SessionRecord, StreamChange, StreamId, Timestamp,
 };
 use tokio::sync::mpsc;
 
-use crate::{
-    Append, Error, Reader, Result, Store, StoredEvent, StreamWatch, Usage, Version, Versioned, transact,
-};
+use crate::{Append, Error, Reader, Result, Store, StoredEvent, StreamWatch, Usage, Version, Versioned};
 
 mod commit;
 mod database;
 mod hub;
 mod lease;
+mod owners;
 
 pub use database::{Batch, BatchEvent, Committed, Database, SessionWrite, Write, Written};
 use hub::Hub;
 pub use hub::{HintSink, Hints, hint, session_hint, unhex};
 pub use lease::{LeaseOp, NodeLease};
+pub use owners::Takeover;
 
 /// What a node's shared store did, for `/metrics` and benchmarks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -83,6 +82,8 @@ struct Inner<D> {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// This node's lease, once it holds one: every operation checks it first.
     lease: std::sync::OnceLock<Arc<lease::LeaseState>>,
+    /// The node id of that lease: the owner of the sessions this store creates.
+    node_id: std::sync::OnceLock<String>,
 }
 
 impl<D> Drop for Inner<D> {
@@ -110,6 +111,7 @@ impl<D: Database> SharedStore<D> {
             commits,
             tasks: Mutex::default(),
             lease: std::sync::OnceLock::new(),
+            node_id: std::sync::OnceLock::new(),
         });
         tokio::spawn(commit::run(Arc::downgrade(&inner), queue));
         Self { inner }
@@ -152,6 +154,7 @@ impl<D: Database> SharedStore<D> {
         if self.inner.lease.set(Arc::clone(&state)).is_err() {
             return Err(Error::LeaseLost("this store already holds a node lease".into()));
         }
+        let _ = self.inner.node_id.set(node.to_owned());
         let keeper = tokio::spawn(lease::keep(
             Arc::downgrade(&self.inner),
             Arc::clone(&state),
@@ -168,23 +171,6 @@ impl<D: Database> SharedStore<D> {
             batches: self.inner.batches.load(Ordering::Relaxed),
             batched_events: self.inner.batched_events.load(Ordering::Relaxed),
         }
-    }
-
-    /// Start after this node's previous process ended, when it is the only node on the
-    /// database: every attachment is detached and every open request stream is an orphan
-    /// (its handler died with the process), returned for the server to answer with an error
-    /// carrying the request's id. Many nodes need leases to tell whose requests died; until
-    /// the cluster layer provides them, run one node per database.
-    pub async fn restart_alone(&self, now: Timestamp) -> Result<Vec<Orphan>> {
-        let mut orphans = Vec::new();
-        for id in self.sessions().await? {
-            match transact(self, id, |r| Ok(r.on_restart(now))).await {
-                Ok((found, _)) => orphans.extend(found),
-                Err(Error::SessionUnknown) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(orphans)
     }
 }
 
@@ -271,7 +257,7 @@ fn stopped() -> Error {
 impl<D: Database> Store for SharedStore<D> {
     async fn create(&self, record: SessionRecord) -> Result<Version> {
         self.inner.fence()?;
-        self.inner.db.insert(&record).await?;
+        self.inner.db.insert(&record, self.inner.node_id.get().map(String::as_str)).await?;
         self.inner.retain(0, record.retained_bytes());
         self.inner.remember(Version::INITIAL, &record);
         Ok(Version::INITIAL)

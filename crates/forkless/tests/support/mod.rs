@@ -10,6 +10,8 @@
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different part of this module
 
+pub mod view;
+
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 

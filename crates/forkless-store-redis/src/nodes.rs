@@ -1,0 +1,93 @@
+//! Node leases and session owners in Redis: `SET … NX PX` and compare-and-renew for a node's
+//! lease (on Redis's clock), an owner set per node, and claiming a session by compare-and-set
+//! on its owner. It owns these commands, not what leases and owners mean (see
+//! `forkless_store::shared`).
+
+use std::time::Duration;
+
+use forkless_core::SessionId;
+use forkless_store::Result;
+use forkless_store::shared::LeaseOp;
+
+use crate::{Redis, backend, ids};
+
+impl Redis {
+    pub(crate) async fn owned_by(&self, node: &str) -> Result<Vec<SessionId>> {
+        let members: Vec<Vec<u8>> = redis::cmd("SMEMBERS")
+            .arg(self.keys.owner(node))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(backend)?;
+        ids(members)
+    }
+
+    pub(crate) async fn lapsed_owners(&self) -> Result<Vec<(SessionId, String)>> {
+        let mut conn = self.conn.clone();
+        let base = self.keys.owner_base();
+        let sets: Vec<String> =
+            redis::cmd("KEYS").arg(format!("{base}*")).query_async(&mut conn).await.map_err(backend)?;
+        let mut lost = Vec::new();
+        for set in sets {
+            let node = set[base.len()..].to_owned();
+            let alive: bool = redis::cmd("EXISTS")
+                .arg(self.keys.node(&node))
+                .query_async(&mut conn)
+                .await
+                .map_err(backend)?;
+            if !alive {
+                let members: Vec<Vec<u8>> =
+                    redis::cmd("SMEMBERS").arg(&set).query_async(&mut conn).await.map_err(backend)?;
+                lost.extend(ids(members)?.into_iter().map(|id| (id, node.clone())));
+            }
+        }
+        Ok(lost)
+    }
+
+    pub(crate) async fn claim_session(&self, session: SessionId, from: &str, to: &str) -> Result<bool> {
+        let mut invocation = self.claim.key(self.keys.record(session));
+        invocation.key(self.keys.owner(from)).key(self.keys.owner(to));
+        invocation.arg(session.as_bytes().as_slice()).arg(from).arg(to);
+        let n: i64 = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
+        Ok(n == 1)
+    }
+
+    pub(crate) async fn lease_op(&self, op: LeaseOp<'_>) -> Result<bool> {
+        let ms = |ttl: Duration| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut conn = self.conn.clone();
+        match op {
+            LeaseOp::Acquire { node, token, ttl } => {
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(self.keys.node(node))
+                    .arg(token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms(ttl))
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(backend)?;
+                Ok(set.is_some())
+            }
+            LeaseOp::Renew { node, token, ttl } => {
+                let n: i64 = self
+                    .lease
+                    .key(self.keys.node(node))
+                    .arg(token)
+                    .arg(ms(ttl))
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(backend)?;
+                Ok(n == 1)
+            }
+            LeaseOp::Release { node, token } => {
+                let n: i64 = self
+                    .lease
+                    .key(self.keys.node(node))
+                    .arg(token)
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(backend)?;
+                Ok(n == 1)
+            }
+        }
+    }
+}

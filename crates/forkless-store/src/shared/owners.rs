@@ -1,0 +1,81 @@
+//! Which node owns a session, and what happens to its sessions when a node is gone.
+//!
+//! A session created by a store holding a node lease is owned by that node (its handler runs
+//! there). When a node's process restarts under the same id, [`SharedStore::restart`] answers
+//! the requests its previous process left, in its own sessions only. When a node's lease
+//! lapses, another node's [`SharedStore::take_over`] claims its sessions one by one by
+//! compare-and-set on the owner (so two nodes never both take one), and either restores them
+//! (their requests in flight become orphans to answer with errors carrying their ids) or ends
+//! them with reason `owner_lost` (a handler whose state died with its node). Never a silent
+//! re-creation under the old id.
+//!
+//! It owns these procedures, not the leases (`lease`) or the routing of requests to owners
+//! (the cluster layer of the server, still to come).
+
+use forkless_core::{EndReason, Orphan, Timestamp};
+
+use super::{Database, SharedStore};
+use crate::{Error, Result, Store, transact};
+
+/// What a node taking over a lost node's sessions does with each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Takeover {
+    /// Go on with the session here: its requests in flight are orphans to answer.
+    Restore,
+    /// End it (`owner_lost`): its handler's state died with its node.
+    End,
+}
+
+impl<D: Database> SharedStore<D> {
+    /// Start after this node's previous process ended: every attachment of its sessions is
+    /// detached and every open request stream of them is an orphan (its handler died with the
+    /// process), returned for the server to answer with an error carrying the request's id.
+    /// With a node lease, only the sessions this node owns; without one the store is taken to
+    /// be this node's alone, and every session is.
+    pub async fn restart(&self, now: Timestamp) -> Result<Vec<Orphan>> {
+        let ids = match self.inner.node_id.get() {
+            Some(node) => self.inner.db.owned(node).await?,
+            None => self.sessions().await?,
+        };
+        let mut orphans = Vec::new();
+        for id in ids {
+            match transact(self, id, |r| Ok(r.on_restart(now))).await {
+                Ok((found, _)) => orphans.extend(found),
+                Err(Error::SessionUnknown) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(orphans)
+    }
+
+    /// Claim every session whose owner's lease lapsed, and restore or end each as `what`
+    /// says; the orphans of the restored ones, to answer. Needs this store's own lease.
+    pub async fn take_over(&self, now: Timestamp, what: Takeover) -> Result<Vec<Orphan>> {
+        let Some(me) = self.inner.node_id.get() else {
+            return Err(Error::LeaseLost("taking sessions over needs a node lease".into()));
+        };
+        self.inner.fence()?;
+        let mut orphans = Vec::new();
+        for (id, owner) in self.inner.db.ownerless().await? {
+            if owner == *me || !self.inner.db.claim(id, &owner, me).await? {
+                continue;
+            }
+            tracing::warn!(session = %id, from = %owner, ?what, "took over a session of a lost node");
+            let outcome = match what {
+                Takeover::Restore => transact(self, id, |r| Ok(r.on_restart(now))).await.map(|(o, _)| o),
+                Takeover::End => {
+                    transact(self, id, |r| r.on_end(EndReason::OwnerLost, now).map(|()| Vec::new()))
+                        .await
+                        .map(|(o, _)| o)
+                }
+            };
+            match outcome {
+                Ok(found) => orphans.extend(found),
+                // Already ended, or removed meanwhile: nothing to answer.
+                Err(Error::SessionUnknown | Error::Core(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(orphans)
+    }
+}

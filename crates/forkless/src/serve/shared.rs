@@ -1,0 +1,70 @@
+//! `serve` on a store shared by many nodes (PostgreSQL, Redis): the node lease, the requests
+//! the previous process left, and taking over the sessions of nodes that are gone. It owns
+//! that start-up and the takeover loop, not the stores or the server.
+
+use core::future::Future;
+use core::pin::Pin;
+use core::time::Duration;
+
+use forkless_server::{Handler as _, Restorable, Server};
+use forkless_store::shared::{Database, SharedStore, Takeover};
+
+use super::{ServeArgs, Serving, wall_clock};
+use crate::Error;
+use crate::demo::DemoHandler;
+
+/// Serve on a store shared by many nodes: hold the node lease first (`--node-id`), so no
+/// second process with this id answers this node's requests as orphans, then answer the
+/// requests the previous process left, and stop if the lease is lost.
+pub(super) async fn serve_shared<D: Database>(
+    serving: Serving,
+    store: SharedStore<D>,
+    args: &ServeArgs,
+    label: String,
+) -> Result<(), Error> {
+    let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
+    let failure: Option<Pin<Box<dyn Future<Output = String> + Send>>> = match &args.node_id {
+        Some(node) => {
+            let lease = store.hold_lease(node, Duration::from_millis(args.lease_ttl)).await.map_err(named)?;
+            tracing::info!(node, ttl_ms = args.lease_ttl, "node lease held");
+            Some(Box::pin(async move { format!("node lease lost: {}", lease.lost().await) }))
+        }
+        None => None,
+    };
+    let orphans = store.restart(wall_clock()).await.map_err(named)?;
+    tracing::info!(store = %args.store, orphaned_requests = orphans.len(), "shared store ready");
+    let takeover = args.node_id.is_some().then(|| {
+        let (store, every) = (store.clone(), Duration::from_millis(args.lease_ttl));
+        move |server: &Server<SharedStore<D>, DemoHandler>| {
+            let server = server.clone();
+            let what = match DemoHandler::new().restorable() {
+                Restorable::Yes => Takeover::Restore,
+                Restorable::No => Takeover::End,
+            };
+            tokio::spawn(take_over_lost_nodes(store, server, what, every));
+        }
+    });
+    serving.run_with(store, label, orphans, failure, takeover).await
+}
+
+/// Every `every`, claim the sessions of nodes whose lease lapsed, and answer their requests in
+/// flight (restored sessions) with errors carrying their ids.
+async fn take_over_lost_nodes<D: Database>(
+    store: SharedStore<D>,
+    server: Server<SharedStore<D>, DemoHandler>,
+    what: Takeover,
+    every: Duration,
+) {
+    loop {
+        tokio::time::sleep(every).await;
+        match store.take_over(wall_clock(), what).await {
+            Ok(orphans) if !orphans.is_empty() => {
+                let answered = server.answer_orphans(&orphans).await;
+                tracing::warn!(answered, lost = orphans.len(), "took over the sessions of a lost node");
+            }
+            Ok(_) => {}
+            Err(forkless_store::Error::LeaseLost(_)) => return,
+            Err(e) => tracing::warn!(error = %e, "taking over lost nodes' sessions failed; retrying"),
+        }
+    }
+}
