@@ -4,12 +4,15 @@
 #
 #   redis-server   the lost-suffix tests start private Redis processes on free ports
 #                  (crates/forkless-store-redis/tests/lost_suffix.rs)
+#   haproxy        the many-node tests put forkless serve processes behind a real load
+#                  balancer (crates/forkless/tests/cluster.rs)
 #
 # PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) themselves are the machine's.
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
+command -v haproxy >/dev/null || need+=(haproxy)
 [[ ${#need[@]} -eq 0 ]] && exit 0
 
 sudo=()
