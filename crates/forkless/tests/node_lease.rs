@@ -3,7 +3,9 @@
 //! while another process took its node id) stops serving when it resumes instead of writing
 //! under a lease it no longer holds; and when a session's owner is killed mid-stream, the
 //! client resumes on another node, reads every event it had not seen exactly once, and gets
-//! its lost request answered with the request's id once that node takes the session over.
+//! its lost request answered with the request's id once that node takes the session over;
+//! and a node cut off from the database (a TCP proxy the test cuts) stops before its lease
+//! can lapse while another takes its sessions over.
 
 mod support;
 
@@ -135,4 +137,83 @@ async fn an_owner_killed_mid_stream_is_taken_over_and_its_request_answered_with_
     for (i, (id, _)) in whole.iter().enumerate() {
         assert!(id.ends_with(&format!(".{}", i + 1)), "one gap-free history: {id} at {i}");
     }
+}
+
+/// A TCP proxy between a node and the database, that the test can cut: every connection
+/// through it is dropped at once, and new ones are refused, as in a network partition.
+struct Partition {
+    port: u16,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl Partition {
+    async fn start(upstream: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (cut, _) = tokio::sync::watch::channel(false);
+        let watch = cut.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut cut = watch.subscribe();
+                if *cut.borrow() {
+                    continue; // dropped: refused
+                }
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                    else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Self { port, cut }
+    }
+
+    fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+}
+
+#[tokio::test]
+async fn a_node_cut_off_from_the_database_stops_and_another_takes_its_sessions_over() {
+    let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
+    let partition = Partition::start(5432).await;
+    let via_proxy = db.url.replacen(":5432/", &format!(":{}/", partition.port), 1);
+    assert_ne!(via_proxy, db.url, "the URL goes through the proxy");
+    let a = Serve::start(&["--store", &via_proxy, "--node-id", "na", "--lease-ttl", "1000"]).await;
+    let b = Serve::start(&["--store", &db.url, "--node-id", "nb", "--lease-ttl", "1000"]).await;
+    let (mut session, _) = Session::open(&a.url).await;
+    let call = json!({ "name": "start-notification-stream", "arguments": { "interval": 50, "count": 60 } });
+    let (request, response) = session.send("tools/call", call).await;
+    let stream = header(&response, "mcp-stream-id");
+    let mut seen = View::new();
+    let mut reader = SseReader::new(response);
+    let until_5 = |m: &serde_json::Value| m["params"]["data"].as_str().is_some_and(|d| d.ends_with("#5"));
+    assert!(read_until(&mut reader, &mut seen, until_5).await, "read up to #5 from node a");
+    drop(reader);
+
+    // The partition: node a can no longer reach the database. It must stop before its lease
+    // can lapse, rather than serve on.
+    partition.cut();
+    let (status, rest) = a.wait().await;
+    assert!(!status.success(), "node a stops: {status:?}");
+    assert!(rest.iter().any(|l| l.contains("node lease lost")), "{rest:?}");
+
+    // Node b takes the session over; the client resumes there and gets every event it had
+    // not seen exactly once, then its request's answer carrying its id.
+    session.url = b.url.clone();
+    let last = seen.last().expect("events").0.clone();
+    let response = session.resume(&last, Some(&stream)).await;
+    assert_eq!(header(&response, "mcp-stream-resumed"), "true");
+    let mut after = vec![seen.last().cloned().expect("the cursor")];
+    let mut reader = SseReader::new(response);
+    assert!(
+        read_until(&mut reader, &mut after, is_response_to(&request)).await,
+        "the lost request is answered"
+    );
+    assert_orphan_answer(&after, &request);
 }
