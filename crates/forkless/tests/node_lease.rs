@@ -217,3 +217,46 @@ async fn a_node_cut_off_from_the_database_stops_and_another_takes_its_sessions_o
     );
     assert_orphan_answer(&after, &request);
 }
+
+#[tokio::test]
+async fn database_connections_terminated_mid_stream_lose_and_duplicate_nothing() {
+    let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
+    let node = Serve::start(&["--store", &db.url, "--node-id", "na", "--lease-ttl", "3000"]).await;
+    let (mut session, _) = Session::open(&node.url).await;
+    let call = json!({ "name": "start-notification-stream", "arguments": { "interval": 50, "count": 40 } });
+    let (request, response) = session.send("tools/call", call).await;
+    let stream = header(&response, "mcp-stream-id");
+    let mut seen = View::new();
+    let mut reader = SseReader::new(response);
+    let until_5 = |m: &serde_json::Value| m["params"]["data"].as_str().is_some_and(|d| d.ends_with("#5"));
+    assert!(read_until(&mut reader, &mut seen, until_5).await, "read up to #5");
+
+    // Every connection the node holds to its database is terminated.
+    let (admin, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let killed: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(killed > 0, "the node's connections were terminated");
+
+    // The client reads on (resuming whenever its stream ends) until its request is answered:
+    // every event exactly once, in order (`accept` asserts it), and a typed answer.
+    let mut answered = read_until(&mut reader, &mut seen, is_response_to(&request)).await;
+    while !answered {
+        let last = seen.last().expect("events").0.clone();
+        let response = session.resume(&last, Some(&stream)).await;
+        assert_eq!(response.status(), 200, "the resume is answered");
+        let mut reader = SseReader::new(response);
+        answered = read_until(&mut reader, &mut seen, is_response_to(&request)).await;
+    }
+    let (_, last) = seen.last().expect("the answer");
+    let answer: serde_json::Value = serde_json::from_str(last).unwrap();
+    assert_eq!(answer["id"], request, "{answer}");
+    assert!(answer.get("result").is_some() || answer["error"]["code"].is_i64(), "a typed answer: {answer}");
+}
