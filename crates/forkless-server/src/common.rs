@@ -144,6 +144,18 @@ impl<S: Store> Common<S> {
             use std::fmt::Write as _;
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         }
+        for m in self.store.metrics() {
+            use std::fmt::Write as _;
+            let kind = match m.kind {
+                forkless_store::MetricKind::Counter => "counter",
+                forkless_store::MetricKind::Gauge => "gauge",
+            };
+            let _ = writeln!(
+                out,
+                "# HELP {} {}\n# TYPE {} {kind}\n{} {}",
+                m.name, m.help, m.name, m.name, m.value
+            );
+        }
         out
     }
 

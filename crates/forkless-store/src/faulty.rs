@@ -129,6 +129,10 @@ impl<S: Store> Store for FaultyStore<S> {
         self.inner.usage()
     }
 
+    fn metrics(&self) -> Vec<crate::StoreMetric> {
+        self.inner.metrics()
+    }
+
     async fn health(&self) -> Result<()> {
         if self.take(&[Fault::Health]).is_some() {
             return Err(injected("health"));

@@ -296,6 +296,28 @@ pub struct Usage {
     pub evicted_by_bytes: u64,
 }
 
+/// Whether a [`StoreMetric`] only grows or goes up and down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricKind {
+    /// A count since the store opened.
+    Counter,
+    /// A value now.
+    Gauge,
+}
+
+/// One figure a store reports for `/metrics`, beyond [`Usage`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreMetric {
+    /// The Prometheus name.
+    pub name: &'static str,
+    /// Its help text.
+    pub help: &'static str,
+    /// Counter or gauge.
+    pub kind: MetricKind,
+    /// The value.
+    pub value: u64,
+}
+
 /// The result type of store operations.
 pub type Result<T, E = Error> = core::result::Result<T, E>;
 
@@ -344,6 +366,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// What the store holds and has evicted (cheap: no I/O).
     fn usage(&self) -> Usage;
+
+    /// What this store reports for `/metrics` beyond [`Usage`] (cheap: no I/O). Default: none.
+    fn metrics(&self) -> Vec<StoreMetric> {
+        Vec::new()
+    }
 
     /// Whether the store can serve now: a database answers, a durable store has not refused
     /// work after a failed write. What `/healthz` reports; at most one round trip.

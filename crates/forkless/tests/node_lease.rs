@@ -131,6 +131,11 @@ async fn an_owner_killed_mid_stream_is_taken_over_and_its_request_answered_with_
         "node b takes the session over and answers the lost request"
     );
     assert_orphan_answer(&after, &request);
+    // /metrics on node b tells what happened.
+    let metrics = reqwest::get(b.url.replace("/mcp", "/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("forkless_takeovers_total 1\n"), "{metrics}");
+    assert!(metrics.contains("forkless_node_lease_held 1\n"), "{metrics}");
+    assert!(metrics.contains("# TYPE forkless_store_batches_total counter"), "{metrics}");
     // Every event after the cursor exactly once (accept asserts gap-free order), then the answer.
     let mut whole = seen.clone();
     whole.extend(after.into_iter().skip(1));

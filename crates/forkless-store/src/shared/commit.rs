@@ -194,6 +194,7 @@ impl<D: Database> Inner<D> {
         match self.db.write_batch(Batch { sessions: &rows, events: &events, hints: &hints }).await {
             Ok(Committed::All) => {
                 self.batches.fetch_add(1, Ordering::Relaxed);
+                self.hints_sent.fetch_add(hints.len() as u64, Ordering::Relaxed);
                 self.batched_events.fetch_add(events.len() as u64, Ordering::Relaxed);
                 for (_, w) in &writes {
                     for (counter, n) in self.evicted.iter().zip(w.evicted) {

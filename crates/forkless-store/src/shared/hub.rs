@@ -193,6 +193,7 @@ impl<D: Database> HintSink<D> {
     pub async fn hint(&self, payload: &str) -> bool {
         let Some(store) = self.inner.upgrade() else { return false };
         let Some((session, streams)) = parse(&self.node, payload) else { return true };
+        store.hints_received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let keys = match streams {
             Some(streams) => streams
                 .into_iter()

@@ -28,6 +28,8 @@ use forkless_core::{
 };
 use tokio::sync::mpsc;
 
+use crate::{MetricKind, StoreMetric};
+
 use crate::{Append, Error, Reader, Result, Store, StoredEvent, StreamWatch, Usage, Version, Versioned};
 
 mod commit;
@@ -77,6 +79,10 @@ struct Inner<D> {
     evicted: [AtomicU64; 2],
     batches: AtomicU64,
     batched_events: AtomicU64,
+    /// Sessions claimed from lost nodes, hints sent and hints received.
+    takeovers: AtomicU64,
+    hints_sent: AtomicU64,
+    hints_received: AtomicU64,
     commits: mpsc::UnboundedSender<commit::Job>,
     /// Tasks that live as long as the store (a backend's hint listener).
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -108,6 +114,9 @@ impl<D: Database> SharedStore<D> {
             evicted: Default::default(),
             batches: AtomicU64::new(0),
             batched_events: AtomicU64::new(0),
+            takeovers: AtomicU64::new(0),
+            hints_sent: AtomicU64::new(0),
+            hints_received: AtomicU64::new(0),
             commits,
             tasks: Mutex::default(),
             lease: std::sync::OnceLock::new(),
@@ -204,7 +213,11 @@ impl<D: Database> Inner<D> {
             return None;
         }
         let streams: Vec<StreamId> = new.changes_since(old).map(|c| c.id()).collect();
-        (!streams.is_empty()).then(|| hint(&self.node, new.id(), &streams))
+        if streams.is_empty() {
+            return None;
+        }
+        self.hints_sent.fetch_add(1, Ordering::Relaxed);
+        Some(hint(&self.node, new.id(), &streams))
     }
 
     /// After a write from `old` to `new` is stored: cache it and wake this node's watchers.
@@ -362,5 +375,44 @@ impl<D: Database> Store for SharedStore<D> {
 
     async fn health(&self) -> Result<()> {
         self.inner.db.health().await
+    }
+
+    fn metrics(&self) -> Vec<StoreMetric> {
+        let i = &self.inner;
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let counter = |name, help, value| StoreMetric { name, help, kind: MetricKind::Counter, value };
+        let mut out = vec![
+            counter("forkless_store_batches_total", "Group commits of appends stored.", n(&i.batches)),
+            counter(
+                "forkless_store_batched_events_total",
+                "Events those group commits stored.",
+                n(&i.batched_events),
+            ),
+            counter(
+                "forkless_store_hints_sent_total",
+                "Writes that carried a hint for other nodes.",
+                n(&i.hints_sent),
+            ),
+            counter(
+                "forkless_store_hints_received_total",
+                "Hints received from other nodes.",
+                n(&i.hints_received),
+            ),
+            counter(
+                "forkless_takeovers_total",
+                "Sessions taken over from nodes whose lease lapsed.",
+                n(&i.takeovers),
+            ),
+        ];
+        if let Some(lease) = i.lease.get() {
+            let held = u64::from(lease.check().is_ok());
+            out.push(StoreMetric {
+                name: "forkless_node_lease_held",
+                help: "Whether this node holds its lease (1) or lost it (0).",
+                kind: MetricKind::Gauge,
+                value: held,
+            });
+        }
+        out
     }
 }

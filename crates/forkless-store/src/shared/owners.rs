@@ -61,6 +61,7 @@ impl<D: Database> SharedStore<D> {
                 continue;
             }
             tracing::warn!(session = %id, from = %owner, ?what, "took over a session of a lost node");
+            self.inner.takeovers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let outcome = match what {
                 Takeover::Restore => transact(self, id, |r| Ok(r.on_restart(now))).await.map(|(o, _)| o),
                 Takeover::End => {
