@@ -1,23 +1,21 @@
 //! The whole run: which servers face which loads, each server a fresh pinned process, and
 //! the rows of the result.
 //!
-//! This module owns the plan (servers × loads, durations for full and quick runs), starting
-//! and stopping server processes, and turning [`crate::load`] measurements into [`Row`]s.
-//! It does not generate load itself and does not format reports ([`crate::report`]).
+//! This module owns the plan (servers × loads, durations for full and quick runs) and turning
+//! [`crate::load`] measurements into [`Row`]s; the server processes are [`procs`]'. It does
+//! not generate load itself and does not format reports ([`crate::report`]).
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::process::{Child, Command};
 
 use crate::Error;
-use crate::load::{self, Endpoint, Measured, Probe};
-use crate::procstat;
-use crate::servers::STARTUP_TIMEOUT;
+use crate::load::{self, Measured};
+
+mod procs;
+pub use procs::ServerSpec;
+use procs::start;
 
 /// How a run is set up.
 #[derive(Clone, Debug)]
@@ -42,21 +40,6 @@ pub struct Options {
     pub redis: Option<String>,
 }
 
-/// One server under test: a name and how to start it.
-#[derive(Clone, Debug)]
-pub struct ServerSpec {
-    /// e.g. `forkless/memory/sse`.
-    pub name: String,
-    /// The program.
-    pub program: PathBuf,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// Whether it answers requests over SSE.
-    pub sse: bool,
-    /// A data file to remove after the run.
-    pub data: Option<PathBuf>,
-}
-
 /// One line of the result.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
@@ -76,74 +59,6 @@ pub struct Row {
     /// Idle-sessions rows only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle: Option<load::IdleMeasured>,
-}
-
-struct Running {
-    child: Child,
-    pid: u32,
-    endpoint: Endpoint,
-    data: Option<PathBuf>,
-}
-
-impl Running {
-    fn probe(&self) -> Probe {
-        let pid = self.pid;
-        Arc::new(move || procstat::sample(pid))
-    }
-
-    async fn stop(mut self) -> Option<u64> {
-        let peak = procstat::sample(self.pid).map(|s| s.hwm_kib);
-        let _ = self.child.start_kill();
-        let _ = self.child.wait().await;
-        if let Some(data) = &self.data {
-            remove_store_files(data);
-        }
-        peak
-    }
-}
-
-/// Remove a durable store's data file and its write-ahead log (the store refuses to start on
-/// a log whose data file is gone, so neither may outlive the other).
-fn remove_store_files(data: &Path) {
-    let _ = std::fs::remove_file(data);
-    let mut wal = data.as_os_str().to_owned();
-    wal.push(".wal");
-    let _ = std::fs::remove_file(PathBuf::from(wal));
-}
-
-async fn start(spec: &ServerSpec, pin: bool) -> Result<Running, Error> {
-    let mut cmd = if pin {
-        let mut c = Command::new("taskset");
-        c.arg("-c").arg("0").arg(&spec.program);
-        c
-    } else {
-        Command::new(&spec.program)
-    };
-    cmd.args(&spec.args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
-    if let Some(data) = &spec.data {
-        remove_store_files(data);
-    }
-    let mut child = cmd.spawn().map_err(|e| Error::Server(format!("{}: {e}", spec.program.display())))?;
-    let pid = child.id().ok_or_else(|| Error::Server(format!("{} exited at once", spec.name)))?;
-    let stdout = child.stdout.take().ok_or_else(|| Error::Server("no stdout".into()))?;
-    let mut lines = BufReader::new(stdout).lines();
-    let endpoint = tokio::time::timeout(STARTUP_TIMEOUT, async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://"))
-                && let Some(ep) = Endpoint::from_url(url)
-            {
-                return Some(ep);
-            }
-        }
-        None
-    })
-    .await
-    .ok()
-    .flatten()
-    .ok_or_else(|| Error::Server(format!("{} did not announce its address", spec.name)))?;
-    // Keep reading stdout so the server never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Ok(Running { child, pid, endpoint, data: spec.data.clone() })
 }
 
 /// The durations and sizes of a run.
@@ -188,62 +103,7 @@ const QUICK: Plan = Plan {
     latency_events: 20,
 };
 
-fn s(v: &[&str]) -> Vec<String> {
-    v.iter().map(|&x| x.to_owned()).collect()
-}
-
 impl Options {
-    fn bench(&self, name: &str, args: &[&str], sse: bool) -> ServerSpec {
-        let mut a = s(&["serve", "--listen", "127.0.0.1:0"]);
-        a.extend(s(args));
-        ServerSpec { name: name.into(), program: self.exe.clone(), args: a, sse, data: None }
-    }
-
-    fn forkless_redb(&self, durability: &str) -> ServerSpec {
-        let path = self.scratch.join(format!("bench-{durability}.redb"));
-        let store = format!("redb:{}", path.display());
-        let mut spec = self.bench(
-            &format!("forkless/redb-{durability}/sse"),
-            &["--target", "forkless", "--answer", "sse", "--store", &store, "--durability", durability],
-            true,
-        );
-        spec.data = Some(path);
-        spec
-    }
-
-    fn rmcp(&self, mode: &str, sse: bool) -> Option<ServerSpec> {
-        let program = self.rmcp.clone()?;
-        Some(ServerSpec {
-            name: format!("rmcp/{mode}/{}", if sse { "sse" } else { "json" }),
-            program,
-            args: s(&["--listen", "127.0.0.1:0", "--mode", mode]),
-            sse,
-            data: None,
-        })
-    }
-
-    fn peer(&self, which: &str, json: bool) -> Option<ServerSpec> {
-        let root = self.peers.as_ref()?;
-        let (program, script) = match which {
-            "ts" => (root.join(".peers/node22/bin/node"), root.join("tests/interop/ts/reference_server.mjs")),
-            _ => (root.join(".peers/py/bin/python"), root.join("tests/interop/python/reference_server.py")),
-        };
-        if !program.exists() || !script.exists() {
-            return None;
-        }
-        let mut args = vec![script.display().to_string(), "--port".into(), "0".into()];
-        if json {
-            args.push("--json-response".into());
-        }
-        Some(ServerSpec {
-            name: format!("{which}-sdk-v1/{}", if json { "json" } else { "sse" }),
-            program,
-            args,
-            sse: !json,
-            data: None,
-        })
-    }
-
     fn wants(&self, load: &str) -> bool {
         self.only.is_empty() || self.only.iter().any(|o| load.starts_with(o.as_str()))
     }
