@@ -373,6 +373,23 @@ async fn metrics_and_healthz() {
 
 use forkless_store::Store as _;
 
+/// A session its store ended because the store lost history (a Redis restarted from an
+/// older snapshot) is refused like any ended session: 404 with reason `history_lost`, never
+/// served on under its id.
+#[tokio::test]
+async fn a_session_whose_history_was_lost_is_refused_with_its_reason() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let id: forkless_core::SessionId = c.session.clone().unwrap().parse().unwrap();
+    forkless_store::transact(&srv.store, id, |r| {
+        r.on_end(forkless_core::EndReason::HistoryLost, forkless_core::Timestamp::from_millis(1))
+    })
+    .await
+    .unwrap();
+    assert_refused(c.call(1, "echo", json!({})).await, 404, -32001, "history_lost").await;
+}
+
 /// `/healthz` asks the store: 503 with its reason while it cannot serve, 200 once it can.
 #[tokio::test]
 async fn healthz_reports_the_store() {

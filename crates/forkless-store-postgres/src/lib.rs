@@ -43,7 +43,7 @@ pub mod schema;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use forkless_store::shared::{Hints, SharedStats as PgStats};
+pub use forkless_store::shared::Hints;
 use rows::backend;
 
 /// How to reach the database and how to behave on it.

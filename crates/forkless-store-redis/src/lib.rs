@@ -55,7 +55,7 @@ pub mod scripts;
 pub mod testing;
 
 use apply::Apply;
-pub use forkless_store::shared::{Hints, SharedStats as RedisStats};
+pub use forkless_store::shared::Hints;
 use history::Applied;
 use keys::{Keys, hex};
 

@@ -4,30 +4,17 @@
 mod forking;
 mod support;
 
-use std::process::Stdio;
-
 use serde_json::Value;
-use support::{GUARD, Serve};
+use support::Serve;
 
 async fn chaos(url: &str) -> (Option<i32>, Value) {
     run(&["chaos", url, "--sessions", "5", "--duration", "4s", "--drop-every", "500ms", "--json"]).await
 }
 
 async fn run(args: &[&str]) -> (Option<i32>, Value) {
-    let out = tokio::time::timeout(
-        GUARD * 4,
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
-            .args(args)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output(),
-    )
-    .await
-    .expect("forkless chaos did not finish")
-    .expect("run forkless chaos");
-    let stdout = String::from_utf8(out.stdout).expect("utf-8");
+    let (code, stdout) = support::forkless(args).await;
     let summary = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
-    (out.status.code(), summary)
+    (code, summary)
 }
 
 fn assert_clean(code: Option<i32>, s: &Value) {

@@ -11,19 +11,7 @@ use support::{GUARD, Serve};
 
 /// Run `forkless check <args>`; its exit code and stdout.
 async fn check(args: &[&str]) -> (Option<i32>, String) {
-    let out = tokio::time::timeout(
-        GUARD * 6,
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
-            .arg("check")
-            .args(args)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output(),
-    )
-    .await
-    .expect("forkless check did not finish")
-    .expect("run forkless check");
-    (out.status.code(), String::from_utf8(out.stdout).expect("utf-8 report"))
+    support::forkless(&[&["check"], args].concat()).await
 }
 
 fn verdicts(report: &Value) -> Vec<(String, String)> {

@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{GUARD, Serve};
+use support::{Serve, forkless};
 
 /// HAProxy in the foreground in front of `backends`, on a free port; killed when dropped.
 struct Haproxy {
@@ -57,21 +57,6 @@ impl Haproxy {
         .await;
         Some(Self { _child: child, url: format!("http://127.0.0.1:{port}/mcp"), _dir: dir })
     }
-}
-
-async fn forkless(args: &[&str]) -> (Option<i32>, String) {
-    let out = tokio::time::timeout(
-        GUARD * 6,
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
-            .args(args)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output(),
-    )
-    .await
-    .expect("forkless did not finish")
-    .expect("run forkless");
-    (out.status.code(), String::from_utf8(out.stdout).expect("utf-8"))
 }
 
 #[tokio::test]

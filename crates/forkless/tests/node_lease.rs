@@ -44,6 +44,27 @@ async fn try_start(args: &[&str]) -> Result<tokio::process::Child, String> {
     }
 }
 
+/// A client's session whose tool call streams `count` numbered notifications, read up to #5.
+struct Streaming {
+    session: Session,
+    request: serde_json::Value,
+    stream: String,
+    seen: View,
+    reader: SseReader,
+}
+
+async fn read_to_5(url: &str, count: u64) -> Streaming {
+    let (mut session, _) = Session::open(url).await;
+    let call =
+        json!({ "name": "start-notification-stream", "arguments": { "interval": 50, "count": count } });
+    let (request, response) = session.send("tools/call", call).await;
+    let stream = header(&response, "mcp-stream-id");
+    let (mut seen, mut reader) = (View::new(), SseReader::new(response));
+    let until_5 = |m: &serde_json::Value| m["params"]["data"].as_str().is_some_and(|d| d.ends_with("#5"));
+    assert!(read_until(&mut reader, &mut seen, until_5).await, "read up to #5");
+    Streaming { session, request, stream, seen, reader }
+}
+
 #[tokio::test]
 async fn a_node_id_is_served_by_one_process_and_a_resumed_zombie_stops() {
     let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
@@ -105,14 +126,7 @@ async fn an_owner_killed_mid_stream_is_taken_over_and_its_request_answered_with_
     let (na, nb) = (node("na"), node("nb"));
     let a = Serve::start(&na.iter().map(String::as_str).collect::<Vec<_>>()).await;
     let b = Serve::start(&nb.iter().map(String::as_str).collect::<Vec<_>>()).await;
-    let (mut session, _) = Session::open(&a.url).await;
-    let call = json!({ "name": "start-notification-stream", "arguments": { "interval": 50, "count": 30 } });
-    let (request, response) = session.send("tools/call", call).await;
-    let stream = header(&response, "mcp-stream-id");
-    let mut seen = View::new();
-    let mut reader = SseReader::new(response);
-    let until_5 = |m: &serde_json::Value| m["params"]["data"].as_str().is_some_and(|d| d.ends_with("#5"));
-    assert!(read_until(&mut reader, &mut seen, until_5).await, "read up to #5 from node a");
+    let Streaming { mut session, request, stream, seen, reader: _connected } = read_to_5(&a.url, 30).await;
     // Node a, the session's owner, dies; the client goes to node b.
     a.signal("KILL");
     a.wait().await;
@@ -191,14 +205,7 @@ async fn a_node_cut_off_from_the_database_stops_and_another_takes_its_sessions_o
     assert_ne!(via_proxy, db.url, "the URL goes through the proxy");
     let a = Serve::start(&["--store", &via_proxy, "--node-id", "na", "--lease-ttl", "1000"]).await;
     let b = Serve::start(&["--store", &db.url, "--node-id", "nb", "--lease-ttl", "1000"]).await;
-    let (mut session, _) = Session::open(&a.url).await;
-    let call = json!({ "name": "start-notification-stream", "arguments": { "interval": 50, "count": 60 } });
-    let (request, response) = session.send("tools/call", call).await;
-    let stream = header(&response, "mcp-stream-id");
-    let mut seen = View::new();
-    let mut reader = SseReader::new(response);
-    let until_5 = |m: &serde_json::Value| m["params"]["data"].as_str().is_some_and(|d| d.ends_with("#5"));
-    assert!(read_until(&mut reader, &mut seen, until_5).await, "read up to #5 from node a");
+    let Streaming { mut session, request, stream, seen, reader } = read_to_5(&a.url, 60).await;
     drop(reader);
 
     // The partition: node a can no longer reach the database. It must stop before its lease
@@ -227,14 +234,7 @@ async fn a_node_cut_off_from_the_database_stops_and_another_takes_its_sessions_o
 async fn database_connections_terminated_mid_stream_lose_and_duplicate_nothing() {
     let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
     let node = Serve::start(&["--store", &db.url, "--node-id", "na", "--lease-ttl", "3000"]).await;
-    let (mut session, _) = Session::open(&node.url).await;
-    let call = json!({ "name": "start-notification-stream", "arguments": { "interval": 50, "count": 40 } });
-    let (request, response) = session.send("tools/call", call).await;
-    let stream = header(&response, "mcp-stream-id");
-    let mut seen = View::new();
-    let mut reader = SseReader::new(response);
-    let until_5 = |m: &serde_json::Value| m["params"]["data"].as_str().is_some_and(|d| d.ends_with("#5"));
-    assert!(read_until(&mut reader, &mut seen, until_5).await, "read up to #5");
+    let Streaming { session, request, stream, mut seen, mut reader } = read_to_5(&node.url, 40).await;
 
     // Every connection the node holds to its database is terminated.
     let (admin, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();

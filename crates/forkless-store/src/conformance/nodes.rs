@@ -225,10 +225,10 @@ async fn taken_over<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let lease_a = a.hold_lease("na", ttl).await.expect("lease");
     let _lease_b = b.hold_lease("nb", ttl).await.expect("lease");
     // Node a owns two sessions, each with a request in flight.
-    let (kept, ended) = (created(&a, 67).await, created(&a, 68).await);
+    let sessions = [created(&a, 67).await, created(&a, 68).await];
     let request = |seed| forkless_core::StreamId::generate(&mut SeededEntropy::new(seed));
     let label = Some(forkless_core::Label::new(b"\"req-9\""));
-    for (record, stream) in [(&kept, request(670)), (&ended, request(680))] {
+    for (record, stream) in sessions.iter().zip([request(670), request(680)]) {
         transact(&a, record.id(), |r| r.open_labeled_request_stream(stream, label.clone(), T0, &cfg()))
             .await
             .unwrap();
@@ -253,5 +253,4 @@ async fn taken_over<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     // Node b now owns them: its own restart finds them.
     let mine = b.restart(T0).await.unwrap();
     assert_eq!(mine.len(), 2, "node b owns the sessions it took over");
-    let _ = ended;
 }

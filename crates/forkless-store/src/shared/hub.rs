@@ -124,7 +124,7 @@ pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
 
 /// The hint of a write by `node` that changed `streams` of `session`:
 /// `node session:stream,stream,...` or, for many streams, `node session:*`.
-pub fn hint(node: &str, session: SessionId, streams: &[StreamId]) -> String {
+pub(super) fn hint(node: &str, session: SessionId, streams: &[StreamId]) -> String {
     let mut out = String::with_capacity(node.len() + 34 + 25 * streams.len().min(MAX_STREAMS_PER_HINT));
     out.push_str(node);
     out.push(' ');
@@ -144,7 +144,7 @@ pub fn hint(node: &str, session: SessionId, streams: &[StreamId]) -> String {
 }
 
 /// The hint that every stream of `session` changed (it was removed).
-pub fn session_hint(node: &str, session: SessionId) -> String {
+pub(super) fn session_hint(node: &str, session: SessionId) -> String {
     let mut out = format!("{node} ");
     hex(session.as_bytes(), &mut out);
     out.push_str(":*");

@@ -40,7 +40,8 @@ mod owners;
 
 pub use database::{Batch, BatchEvent, Committed, Database, SessionWrite, Write, Written};
 use hub::Hub;
-pub use hub::{HintSink, Hints, hint, session_hint, unhex};
+pub use hub::{HintSink, Hints, unhex};
+use hub::{hint, session_hint};
 pub use lease::{LeaseOp, NodeLease};
 pub use owners::Takeover;
 

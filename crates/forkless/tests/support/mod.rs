@@ -35,6 +35,22 @@ pub async fn guard<T>(what: &str, fut: impl Future<Output = T>) -> T {
     }
 }
 
+/// Run `forkless <args>` to its end (failing after six guards); its exit code and stdout.
+pub async fn forkless(args: &[&str]) -> (Option<i32>, String) {
+    let out = tokio::time::timeout(
+        GUARD * 6,
+        Command::new(env!("CARGO_BIN_EXE_forkless"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("forkless {args:?} did not finish"))
+    .expect("run forkless");
+    (out.status.code(), String::from_utf8(out.stdout).expect("utf-8 output"))
+}
+
 /// A running `forkless serve` process.
 pub struct Serve {
     child: Child,
