@@ -23,6 +23,10 @@ pub enum EndReason {
     /// or failed over to a copy that missed writes): events a client may hold are gone, so
     /// no cursor of the session can be proven, and numbering on would rename them.
     HistoryLost,
+    /// The MCP server behind the session (a gateway's stdio child, an in-process service)
+    /// exited: it was the session's state, so the session cannot go on, and it is never
+    /// restarted under the same id.
+    BackendExited,
 }
 
 impl EndReason {
@@ -35,6 +39,7 @@ impl EndReason {
             Self::Failed => "failed",
             Self::OwnerLost => "owner_lost",
             Self::HistoryLost => "history_lost",
+            Self::BackendExited => "backend_exited",
         }
     }
 }

@@ -157,7 +157,6 @@ impl<S: Store, H: Handler> App<S, H> {
                 let cancel = shared.begin_request(&call.id);
                 let outlet = Outlet::Stream(stream.clone());
                 let out = app.run(shared.clone(), &mut call, cancel.clone(), outlet).await;
-                shared.finish_request(&call.id);
                 let withdrawn = app.withdrawn(&shared, &cancel);
                 let mut left = remaining.lock().await;
                 *left = left.saturating_sub(1);
@@ -175,6 +174,8 @@ impl<S: Store, H: Handler> App<S, H> {
                 if let Err(e) = sent {
                     tracing::debug!(session = %sid, stream = %stream.id, error = %e, "response not delivered");
                 }
+                // In flight until its answer is on the stream (see `SessionShared::close`).
+                shared.finish_request(&call.id);
             });
         }
         self.stream_response(sid, grant, revision).await
@@ -192,13 +193,15 @@ impl<S: Store, H: Handler> App<S, H> {
         let cancel = shared.begin_request(&call.id);
         let outlet = Outlet::Stream(stream.clone());
         let (out, at_once) = first_poll(self.run(shared.clone(), &mut call, cancel.clone(), outlet)).await;
-        shared.finish_request(&call.id);
         // A cancelled request gets no response; its stream still completes.
         let payload = (!self.withdrawn(&shared, &cancel)).then(|| jsonrpc::response_payload(&call.id, &out));
         if at_once {
+            shared.finish_request(&call.id);
             return Finished::AtOnce(payload);
         }
-        deliver(shared, stream, payload).await;
+        deliver(shared.clone(), stream, payload).await;
+        // In flight until its answer is on the stream (see `SessionShared::close`).
+        shared.finish_request(&call.id);
         Finished::Delivered
     }
 

@@ -80,8 +80,6 @@ pub(crate) struct Common<S> {
     pub(crate) outbox: Arc<dyn Outbox>,
     /// `Mcp-Stream-Grace-Ms`, the same on every SSE answer.
     pub(crate) grace_ms: HeaderValue,
-    /// Tells the handler a session ended here ([`crate::Handler::session_ended`]).
-    pub(crate) on_end: Box<dyn Fn(SessionId, EndReason) + Send + Sync>,
 }
 
 impl<S: Store> Common<S> {
@@ -162,12 +160,7 @@ impl<S: Store> Common<S> {
     /// Tear down the in-process state of an ended session: cancel its handlers, fail its
     /// pending requests.
     pub(crate) fn end_local(&self, id: SessionId, reason: EndReason) {
-        let shared = self.sessions.remove(id);
-        if let Some(shared) = shared {
-            tracing::info!(session = %id, reason = reason.as_str(), "session torn down");
-            shared.end(reason);
-            (self.on_end)(id, reason);
-        }
+        self.sessions.end(id, reason);
     }
 }
 

@@ -61,6 +61,16 @@ impl SessionHandle {
         self.shared.append(AppendTarget::Standalone, &message, false).await
     }
 
+    /// End the session with `reason` (for a handler backed by another MCP server:
+    /// [`EndReason::BackendExited`] when that server is gone). New requests are refused with
+    /// 404 and `reason` at once. The requests in flight finish first (a handler fails them
+    /// with errors, which reach their clients with the requests' ids), and the streams stay
+    /// readable for the advertised retry budget, so that a client whose connection broke can
+    /// resume and read those answers; then the session ends in the store.
+    pub async fn end(&self, reason: EndReason) -> Result<(), SendError> {
+        self.shared.close(reason).await
+    }
+
     /// A server-to-client request on the standalone stream; resolves with the client's result.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, SendError> {
         let cancel = self.shared.cancel.clone();

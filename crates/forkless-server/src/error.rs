@@ -96,6 +96,10 @@ pub enum Error {
     /// `MCP-Protocol-Version` names no revision this server speaks.
     #[error("unsupported MCP-Protocol-Version {0:?}")]
     UnsupportedVersion(String),
+    /// `MCP-Protocol-Version` names a revision this server knows but its handler does not
+    /// serve ([`crate::Revisions::SessionsOnly`]: 2026-07-28 behind a gateway).
+    #[error("MCP-Protocol-Version {} is not served here", .0.as_str())]
+    RevisionNotServed(forkless_core::Revision),
     /// `initialize` sent with a session id.
     #[error("initialize on an existing session")]
     AlreadyInitialized,
@@ -198,7 +202,9 @@ impl Error {
     pub fn status_and_code(&self) -> (StatusCode, i64) {
         match self {
             Self::Parse(_) => (StatusCode::BAD_REQUEST, PARSE_ERROR),
-            Self::UnsupportedVersion(_) => (StatusCode::BAD_REQUEST, UNSUPPORTED_PROTOCOL_VERSION),
+            Self::UnsupportedVersion(_) | Self::RevisionNotServed(_) => {
+                (StatusCode::BAD_REQUEST, UNSUPPORTED_PROTOCOL_VERSION)
+            }
             Self::InvalidMessage(_)
             | Self::MissingSessionId
             | Self::AlreadyInitialized
@@ -238,7 +244,7 @@ impl Error {
             Self::Parse(_) => "parse_error",
             Self::InvalidMessage(_) => "invalid_message",
             Self::MissingSessionId => "session_id_missing",
-            Self::UnsupportedVersion(_) => "protocol_version_unsupported",
+            Self::UnsupportedVersion(_) | Self::RevisionNotServed(_) => "protocol_version_unsupported",
             Self::AlreadyInitialized => "already_initialized",
             Self::BatchNotAllowed(_) => "batch_not_allowed",
             Self::OriginForbidden(_) => "origin_forbidden",
@@ -269,6 +275,16 @@ impl Error {
             // As 2026-07-28's UnsupportedProtocolVersionError: what is served, what was asked.
             data["supported"] = json!(supported_versions());
             data["requested"] = json!(requested);
+        }
+        if let Self::RevisionNotServed(requested) = self {
+            let served: Vec<_> = forkless_core::Revision::ALL
+                .iter()
+                .rev()
+                .filter(|r| r.has_sessions())
+                .map(|r| r.as_str())
+                .collect();
+            data["supported"] = json!(served);
+            data["requested"] = json!(requested.as_str());
         }
         json!({ "jsonrpc": "2.0", "error": { "code": code, "message": self.message(), "data": data } })
     }

@@ -39,6 +39,18 @@ pub enum Restorable {
     No,
 }
 
+/// Which MCP revisions a handler serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Revisions {
+    /// Every revision the server speaks: the session revisions and stateless 2026-07-28.
+    #[default]
+    All,
+    /// The session revisions only (2025-03-26, 2025-06-18, 2025-11-25): a handler backed by an
+    /// MCP server that needs a session (a stdio child). A 2026-07-28 request is refused with
+    /// 400 `-32022`, naming the revisions served, so a client falls back to `initialize`.
+    SessionsOnly,
+}
+
 /// The application logic behind the MCP endpoint.
 ///
 /// # Concurrency
@@ -61,6 +73,11 @@ pub trait Handler: Send + Sync + 'static {
     /// [`Restorable::Yes`].
     fn restorable(&self) -> Restorable {
         Restorable::Yes
+    }
+
+    /// Which revisions this handler serves. Default [`Revisions::All`].
+    fn revisions(&self) -> Revisions {
+        Revisions::All
     }
 
     /// Answer `initialize` for a new session (`params` as the client sent them; `session` is

@@ -81,6 +81,7 @@
 
 mod answer;
 pub mod auth;
+pub mod backend;
 mod common;
 mod config;
 mod context;
@@ -111,7 +112,7 @@ pub use error::{
     MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR, SESSION_ENDED, STREAM_CONFLICT,
     UNSUPPORTED_PROTOCOL_VERSION,
 };
-pub use handler::{Handler, Restorable, ServerInfo};
+pub use handler::{Handler, Restorable, Revisions, ServerInfo};
 pub use jsonrpc::RpcError;
 pub use listener::raise_open_file_limit;
 pub use request::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};

@@ -6,7 +6,7 @@ use forkless_store::Append;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use forkless_core::{AppendTarget, EventId, Grant, SessionId, SessionRecord, StreamId};
+use forkless_core::{AppendTarget, EndReason, EventId, Grant, SessionId, SessionRecord, StreamId};
 use forkless_store::{Store, transact};
 
 use crate::metrics::Metrics;
@@ -14,6 +14,7 @@ use crate::session::SendError;
 use crate::session::{BoxFuture, Outbox, RequestStream};
 
 use crate::common::now;
+use crate::node::LiveSessions;
 
 /// The store operations handles need, for one concrete store.
 pub(crate) struct StoreOutbox<S> {
@@ -22,6 +23,8 @@ pub(crate) struct StoreOutbox<S> {
     pub(crate) metrics: Arc<Metrics>,
     /// [`crate::ServerConfig::max_retained_bytes`].
     pub(crate) max_retained_bytes: u64,
+    /// Where a session ended through a handle is torn down.
+    pub(crate) sessions: Arc<LiveSessions>,
 }
 
 impl<S: Store> Outbox for StoreOutbox<S> {
@@ -62,6 +65,23 @@ impl<S: Store> Outbox for StoreOutbox<S> {
                 .await
                 .map(|_| ())
                 .map_err(SendError::from_store)
+        })
+    }
+
+    fn end(&self, session: SessionId, reason: EndReason) -> BoxFuture<'_, Result<(), SendError>> {
+        Box::pin(async move {
+            // Not a stand-in for a signal: the contract's own deadline (the client was told
+            // `retryBudgetMs` at initialize), after which its streams need not be kept.
+            tokio::time::sleep(self.cfg.retry_budget).await;
+            let ended = transact(&*self.store, session, |r| r.on_end(reason, now())).await;
+            match ended {
+                Ok(_) => self.metrics.session_ended(reason.as_str()),
+                // Ended already (for another reason, which stays): torn down all the same.
+                Err(ref e) if e.ended().is_some() => {}
+                Err(e) => return Err(SendError::from_store(e)),
+            }
+            self.sessions.end(session, reason);
+            Ok(())
         })
     }
 

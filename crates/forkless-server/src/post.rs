@@ -18,7 +18,7 @@ use tracing::Instrument as _;
 use crate::config::AnswerMode;
 use crate::context::SessionHandle;
 use crate::error::Error;
-use crate::handler::Handler;
+use crate::handler::{Handler, Revisions};
 use crate::jsonrpc::{self, Message};
 use crate::metrics::Metrics;
 use crate::node::{Delivery, InboxMessage};
@@ -58,17 +58,12 @@ impl<S: Store, H: Handler> App<S, H> {
         let body = jsonrpc::parse(&bytes)?;
         let version = match protocol_version(headers) {
             Ok(version) => version,
-            Err(e) => {
-                let id = match body.single() {
-                    Some(Message::Request { id, .. }) => Some(id.clone()),
-                    _ => None,
-                };
-                let (status, _) = e.status_and_code();
-                self.common.metrics.error(status.as_str(), e.reason());
-                return Ok(e.into_response_for(id.as_ref()));
-            }
+            Err(e) => return Ok(self.refuse(e, &body)),
         };
         if version == Some(Revision::V2026_07_28) {
+            if self.handler.revisions() == Revisions::SessionsOnly {
+                return Ok(self.refuse(Error::RevisionNotServed(Revision::V2026_07_28), &body));
+            }
             return self.post_stateless(headers, body).await;
         }
         if let Some(Message::Request { id, method, params }) = body.single()
@@ -87,6 +82,10 @@ impl<S: Store, H: Handler> App<S, H> {
             return Err(Error::InvalidMessage("initialize must not be part of a batch".into()));
         }
         let (record, shared) = self.session(headers).await?;
+        if let Some(reason) = shared.closing() {
+            // Ending (its backend exited): no new request; its streams stay readable.
+            return Err(Error::SessionEnded(reason));
+        }
         let revision = record.session().revision();
         if body.batch && !revision.accepts_batches() {
             return Err(Error::BatchNotAllowed(revision.as_str()));
@@ -130,6 +129,17 @@ impl<S: Store, H: Handler> App<S, H> {
             AnswerMode::Json => Ok(self.answer_json(shared, calls, body.batch).await),
             AnswerMode::Sse => self.answer_sse(shared, revision, room, calls).await,
         }
+    }
+
+    /// A refusal of a parsed body, carrying its request's id when it is a single request.
+    fn refuse(&self, e: Error, body: &jsonrpc::Body) -> Response {
+        let id = match body.single() {
+            Some(Message::Request { id, .. }) => Some(id),
+            _ => None,
+        };
+        let (status, _) = e.status_and_code();
+        self.common.metrics.error(status.as_str(), e.reason());
+        e.into_response_for(id)
     }
 
     pub(crate) async fn initialize(

@@ -61,12 +61,6 @@ impl<S: Store, H: Handler> Server<S, H> {
         config.validate()?;
         let store = Arc::new(store);
         let metrics = Arc::new(Metrics::default());
-        let outbox: Arc<dyn Outbox> = Arc::new(StoreOutbox {
-            store: store.clone(),
-            cfg: config.core,
-            metrics: metrics.clone(),
-            max_retained_bytes: config.max_retained_bytes,
-        });
         let handler = Arc::new(handler);
         let restorable = handler.restorable();
         let told = handler.clone();
@@ -76,7 +70,14 @@ impl<S: Store, H: Handler> Server<S, H> {
                 runtime.spawn(async move { handler.session_ended(session, reason).await });
             }
         });
-        let sessions = Arc::new(LiveSessions::default());
+        let sessions = Arc::new(LiveSessions::new(on_end));
+        let outbox: Arc<dyn Outbox> = Arc::new(StoreOutbox {
+            store: store.clone(),
+            cfg: config.core,
+            metrics: metrics.clone(),
+            max_retained_bytes: config.max_retained_bytes,
+            sessions: sessions.clone(),
+        });
         let common = Common {
             grace_ms: HeaderValue::from(millis(config.core.grace)),
             store,
@@ -92,7 +93,6 @@ impl<S: Store, H: Handler> Server<S, H> {
             evictions_logged: std::sync::Mutex::default(),
             eviction_log: crate::common::RateLimit::new(std::time::Duration::from_secs(10)),
             outbox,
-            on_end,
         };
         let auth = common.cfg.auth.clone().map(|cfg| Arc::new(crate::auth::Authenticator::new(cfg)));
         Ok(Self { common: Arc::new(common), handler, auth })

@@ -14,6 +14,10 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+mod id_key;
+
+pub(crate) use id_key::{IdKey, id_key};
+
 use crate::jsonrpc::RpcError;
 use bytes::Bytes;
 use forkless_core::{AppendTarget, EndReason, EventId, Grant, Label, Revision, SessionId, StreamId};
@@ -88,6 +92,10 @@ pub(crate) trait Outbox: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<EventId, SendError>>;
     /// Complete a request stream without a final event (its request was cancelled).
     fn complete(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<(), SendError>>;
+    /// End the session with `reason` once its client has had the time the resume contract
+    /// gives it (`retry_budget`) to read what is on its streams, and tear it down here
+    /// (idempotent: a session that ended already keeps its first reason).
+    fn end(&self, session: SessionId, reason: EndReason) -> BoxFuture<'_, Result<(), SendError>>;
     /// Open a request stream labelled with its request's id, attached to the POST that asked
     /// (see [`RequestStream`]); `None` if it exists already: opened for this request by a POST
     /// that stopped waiting after the store applied the opening.
@@ -161,6 +169,11 @@ pub(crate) struct SessionShared {
     /// is a child of it.
     pub(crate) cancel: CancellationToken,
     ended: OnceLock<EndReason>,
+    /// Set when the session is to end once its requests in flight are answered
+    /// ([`Self::close`]): new requests are refused with this reason meanwhile.
+    closing: OnceLock<EndReason>,
+    /// Told whenever the last request in flight finishes.
+    drained: tokio::sync::Notify,
     next_outgoing_id: AtomicU64,
     /// Server-to-client requests awaiting the client's response, by JSON id.
     pending: Mutex<HashMap<IdKey, Pending>>,
@@ -185,29 +198,6 @@ struct Pending {
     tx: oneshot::Sender<Result<Value, SendError>>,
 }
 
-/// A JSON-RPC id as a key of the maps above. Ids are strings or numbers, and `1` and `"1"`
-/// are different ids; the common integer ids are keys without an allocation.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum IdKey {
-    Int(i64),
-    Uint(u64),
-    Text(String),
-    /// Any other JSON (a float, or what a peer should not send), by its serialization.
-    Other(String),
-}
-
-pub(crate) fn id_key(id: &Value) -> IdKey {
-    match id {
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => IdKey::Int(i),
-            (None, Some(u)) => IdKey::Uint(u),
-            (None, None) => IdKey::Other(n.to_string()),
-        },
-        Value::String(s) => IdKey::Text(s.clone()),
-        other => IdKey::Other(other.to_string()),
-    }
-}
-
 impl SessionShared {
     pub(crate) fn new(
         id: SessionId,
@@ -225,6 +215,8 @@ impl SessionShared {
             outbox,
             cancel,
             ended: OnceLock::new(),
+            closing: OnceLock::new(),
+            drained: tokio::sync::Notify::new(),
             next_outgoing_id: AtomicU64::new(1),
             pending: Mutex::default(),
             in_flight: Mutex::default(),
@@ -256,9 +248,44 @@ impl SessionShared {
         token
     }
 
-    /// A client request finished.
+    /// A client request finished (its answer is out, or it is withdrawn).
     pub(crate) fn finish_request(&self, id: &Value) {
-        lock(&self.in_flight).remove(&id_key(id));
+        let mut in_flight = lock(&self.in_flight);
+        in_flight.remove(&id_key(id));
+        if in_flight.is_empty() {
+            self.drained.notify_waiters();
+        }
+    }
+
+    /// Why the session is ending, if [`Self::close`] started it.
+    pub(crate) fn closing(&self) -> Option<EndReason> {
+        self.closing.get().copied()
+    }
+
+    /// End the session with `reason`: refuse new requests now, wait for those running to
+    /// have their answers on their streams (their handlers are told nothing; a backend that
+    /// is gone answers them with errors), leave the streams readable for `retry_budget` so
+    /// that a client that lost its connection can resume and read those answers, then end it
+    /// in the store and here. The first reason wins.
+    pub(crate) async fn close(&self, reason: EndReason) -> Result<(), SendError> {
+        let _ = self.closing.set(reason);
+        let reason = self.closing().unwrap_or(reason);
+        loop {
+            let drained = self.drained.notified();
+            let mut drained = std::pin::pin!(drained);
+            drained.as_mut().enable();
+            if lock(&self.in_flight).is_empty() {
+                break;
+            }
+            drained.await;
+        }
+        match &self.outbox {
+            Some(outbox) => outbox.end(self.id, reason).await,
+            None => {
+                self.end(reason);
+                Ok(())
+            }
+        }
     }
 
     /// `notifications/cancelled` for `id`; false if no such request is in flight.
@@ -401,21 +428,4 @@ pub(crate) fn notification_payload(method: &str, params: &Value) -> Bytes {
     let _ = serde_json::to_writer(&mut out, params);
     out.push(b'}');
     Bytes::from(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn id_keys_tell_apart_what_json_rpc_tells_apart() {
-        let ids =
-            [json!(1), json!("1"), json!(1.5), json!(-1), json!(u64::MAX), json!("u"), json!(null), json!(0)];
-        for (i, a) in ids.iter().enumerate() {
-            assert_eq!(id_key(a), id_key(&a.clone()), "{a} is its own key");
-            for b in &ids[i + 1..] {
-                assert_ne!(id_key(a), id_key(b), "{a} and {b} are different ids");
-            }
-        }
-    }
 }

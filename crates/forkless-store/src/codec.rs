@@ -8,7 +8,7 @@
 //! session : id[16] revision:u8 reset_contract:u8 principal:opt_bytes created_at:u64 state
 //! client  : capabilities:opt_bytes client_info:opt_bytes   (JSON text; may be absent)
 //! state   : 0 last_activity:u64 | 1 at:u64 end_reason
-//! end     : 0 deleted | 1 rejected reason:u8 | 2 idle_expired | 3 failed | 4 owner_lost | 5 history_lost
+//! end     : 0 deleted | 1 rejected reason:u8 | 2 idle_expired | 3 failed | 4 owner_lost | 5 history_lost | 6 backend_exited
 //! stream  : id[12] kind:u8 high:u64 low:u64 bytes:u64 epoch:u64 ever:u8 label:opt_bytes sstate
 //! sstate  : 0 attachment | 1 at:u64 attachment | 2 at:u64 cause:u8
 //! attach  : 0 since:u64 | 1 deadline:u64
@@ -154,6 +154,7 @@ fn end_reason(w: &mut Encoder, r: EndReason) {
         EndReason::Failed => w.u8(3),
         EndReason::OwnerLost => w.u8(4),
         EndReason::HistoryLost => w.u8(5),
+        EndReason::BackendExited => w.u8(6),
     }
 }
 
@@ -310,6 +311,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<RecordParts, Error> {
                 3 => EndReason::Failed,
                 4 => EndReason::OwnerLost,
                 5 => EndReason::HistoryLost,
+                6 => EndReason::BackendExited,
                 _ => return Err(corrupt("bad end reason")),
             };
             SessionState::Ended(Ended { at, reason })

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use forkless_core::{IdHashBuilder, SessionId};
+use forkless_core::{EndReason, IdHashBuilder, SessionId};
 use serde_json::Value;
 
 use crate::jsonrpc::RpcError;
@@ -56,12 +56,40 @@ pub trait Inbox: Send + Sync + 'static {
 }
 
 /// The sessions live in this process, by id: what handles reach and what teardown clears.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct LiveSessions {
     map: Mutex<HashMap<SessionId, Arc<SessionShared>, IdHashBuilder>>,
+    /// Tells the handler a session ended here ([`crate::Handler::session_ended`]).
+    on_end: Option<EndHook>,
+}
+
+/// What runs once a session is torn down here.
+pub(crate) type EndHook = Box<dyn Fn(SessionId, EndReason) + Send + Sync>;
+
+impl std::fmt::Debug for LiveSessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveSessions").field("live", &self.len()).finish_non_exhaustive()
+    }
 }
 
 impl LiveSessions {
+    /// A registry that calls `on_end` for every session it tears down.
+    pub(crate) fn new(on_end: EndHook) -> Self {
+        Self { map: Mutex::default(), on_end: Some(on_end) }
+    }
+
+    /// Tear down the in-process state of an ended session: unregister it, cancel its
+    /// handlers, fail its pending requests, tell the handler. Nothing if it is not live here.
+    pub(crate) fn end(&self, id: SessionId, reason: EndReason) {
+        if let Some(shared) = self.remove(id) {
+            tracing::info!(session = %id, reason = reason.as_str(), "session torn down");
+            shared.end(reason);
+            if let Some(on_end) = &self.on_end {
+                on_end(id, reason);
+            }
+        }
+    }
+
     /// The live state of `id`, made by `make` if there is none yet.
     pub(crate) fn get_or_insert(
         &self,

@@ -1,0 +1,300 @@
+//! Sessions backed by another MCP server that forkless talks to as a stream of JSON-RPC
+//! messages (PROTOCOL section 11): a stdio child behind `forkless gateway`, or an in-process
+//! service such as an `rmcp` server.
+//!
+//! [`MessageBackend`] is a [`Handler`] over a [`Connector`], which starts backends and hands
+//! back a [`Link`] (messages in, messages out). This module owns how the two sides' messages
+//! meet, in [`peer`]: ids rewritten so no client id can collide with the backend's or with
+//! another session's, responses to their request's stream, progress to its request's
+//! stream, other notifications to the standalone stream, the backend's requests (sampling,
+//! elicitation, roots) to the client and their answers back, and a backend that exits
+//! ending its sessions (reason `backend_exited`, requests in flight answered with errors
+//! carrying their ids, never restarted under the same session). It does not own processes,
+//! pipes or framing: a connector does.
+
+mod peer;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use forkless_core::{EndReason, SessionId};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::context::{RequestContext, SessionHandle};
+use crate::handler::{Handler, Restorable, Revisions, ServerInfo};
+use crate::jsonrpc::RpcError;
+use crate::session::lock;
+
+use peer::Peer;
+
+/// A connection to one backend MCP server.
+pub struct Link {
+    /// Messages to the backend, in order.
+    pub to_backend: mpsc::Sender<Value>,
+    /// Messages from the backend, in order; ends when the backend exits.
+    pub from_backend: mpsc::Receiver<Value>,
+    /// Held while the link serves a session and dropped when it no longer does: a connector
+    /// stops its backend then (a stdio child's process group is terminated).
+    pub guard: Box<dyn Send + Sync>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link").finish_non_exhaustive()
+    }
+}
+
+/// Starts backends.
+pub trait Connector: Send + Sync + 'static {
+    /// Start a backend: for `session` (one per session), or the one every session shares
+    /// (`None`). An error refuses the `initialize` that asked.
+    fn connect(&self, session: Option<SessionId>) -> impl Future<Output = Result<Link, RpcError>> + Send;
+}
+
+/// How sessions map to backends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sharing {
+    /// One backend per session, started at its `initialize`, which is forwarded. The backend
+    /// is the session's state.
+    #[default]
+    PerSession,
+    /// One backend for every session, initialized once by forkless. Request ids and progress
+    /// tokens are rewritten per session; a notification that names no request of a session
+    /// is counted and logged, never sent to a client that may not own it; the backend's
+    /// requests to clients are answered `-32601`.
+    Shared,
+}
+
+/// Settings of a [`MessageBackend`].
+#[derive(Clone, Copy, Debug)]
+pub struct BackendConfig {
+    /// Sessions and backends. Default [`Sharing::PerSession`].
+    pub sharing: Sharing,
+    /// How long a backend may take to answer `initialize` (a stdio child started by `npx`
+    /// may download itself first). Default 60 s.
+    pub initialize_timeout: Duration,
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        Self { sharing: Sharing::PerSession, initialize_timeout: Duration::from_secs(60) }
+    }
+}
+
+/// What a [`MessageBackend`] counted.
+#[derive(Debug, Default)]
+pub struct BackendStats {
+    /// Backends started.
+    pub started: AtomicU64,
+    /// Backends that exited while serving a session.
+    pub exited: AtomicU64,
+    /// Notifications from a shared backend that named no session's request (dropped).
+    pub unattributed: AtomicU64,
+    /// Requests from a shared backend to a client, refused with `-32601`.
+    pub refused_requests: AtomicU64,
+    /// Messages from a backend that were not JSON-RPC (skipped).
+    pub malformed: AtomicU64,
+}
+
+impl BackendStats {
+    pub(crate) fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A [`Handler`] whose sessions are served by backend MCP servers.
+#[derive(Debug)]
+pub struct MessageBackend<C> {
+    connector: Arc<C>,
+    cfg: BackendConfig,
+    peers: Mutex<HashMap<SessionId, Arc<Peer>>>,
+    /// [`Sharing::Shared`]: the one backend, once started.
+    shared: tokio::sync::Mutex<Option<Arc<Peer>>>,
+    stats: Arc<BackendStats>,
+}
+
+impl<C: Connector> MessageBackend<C> {
+    /// A handler starting backends with `connector`.
+    pub fn new(connector: C, cfg: BackendConfig) -> Self {
+        Self {
+            connector: Arc::new(connector),
+            cfg,
+            peers: Mutex::default(),
+            shared: tokio::sync::Mutex::new(None),
+            stats: Arc::default(),
+        }
+    }
+
+    /// What it counted.
+    pub fn stats(&self) -> &BackendStats {
+        &self.stats
+    }
+
+    /// Sessions with a backend now.
+    pub fn sessions(&self) -> usize {
+        lock(&self.peers).len()
+    }
+
+    /// Stop every backend (at shutdown): their links are dropped, and the connector stops
+    /// them. Sessions are not ended; after a restart they end (`owner_lost`).
+    pub fn stop_all(&self) {
+        let peers: Vec<_> = lock(&self.peers).drain().map(|(_, p)| p).collect();
+        for peer in peers {
+            peer.stop();
+        }
+        if let Ok(mut shared) = self.shared.try_lock()
+            && let Some(peer) = shared.take()
+        {
+            peer.stop();
+        }
+    }
+
+    fn peer(&self, session: SessionId) -> Option<Arc<Peer>> {
+        lock(&self.peers).get(&session).cloned()
+    }
+
+    async fn start(&self, session: Option<SessionId>) -> Result<Arc<Peer>, RpcError> {
+        let link = self.connector.connect(session).await?;
+        BackendStats::count(&self.stats.started);
+        Ok(Peer::start(link, self.cfg.sharing, self.stats.clone()))
+    }
+
+    /// The shared backend, started and initialized by forkless on first use (again after it
+    /// exited: sessions that used the old one have ended).
+    async fn shared_peer(&self, params: &Value) -> Result<Arc<Peer>, RpcError> {
+        let mut shared = self.shared.lock().await;
+        if let Some(peer) = shared.as_ref().filter(|p| !p.has_exited()) {
+            return Ok(peer.clone());
+        }
+        let peer = self.start(None).await?;
+        let own = json!({
+            "protocolVersion": params.get("protocolVersion").cloned().unwrap_or(json!("2025-06-18")),
+            "capabilities": {},
+            "clientInfo": { "name": "forkless-gateway", "version": env!("CARGO_PKG_VERSION") },
+        });
+        let result = self.handshake(&peer, own).await.inspect_err(|_| peer.stop())?;
+        peer.set_initialized(result);
+        *shared = Some(peer.clone());
+        Ok(peer)
+    }
+
+    /// `initialize` to the backend, then `notifications/initialized`; its result. On an error
+    /// the caller stops the backend.
+    async fn handshake(&self, peer: &Peer, params: Value) -> Result<Value, RpcError> {
+        let asked = peer.call("initialize", Some(params));
+        let result = match tokio::time::timeout(self.cfg.initialize_timeout, asked).await {
+            Ok(result) => result,
+            Err(_) => Err(RpcError::internal(format!(
+                "the MCP server did not answer initialize within {:?}",
+                self.cfg.initialize_timeout
+            ))),
+        };
+        if result.is_ok() {
+            peer.notify("notifications/initialized", None).await;
+        }
+        result
+    }
+}
+
+/// What the backend said of itself, as the server answers `initialize` with it. The
+/// backend's `protocolVersion` is kept in `capabilities.experimental["forkless/backend"]`
+/// when it differs from the one the client asked for.
+fn server_info(result: &Value, asked: Option<&Value>) -> ServerInfo {
+    let text = |v: Option<&Value>, default: &str| v.and_then(Value::as_str).unwrap_or(default).to_owned();
+    let mut capabilities = result.get("capabilities").cloned().filter(Value::is_object).unwrap_or(json!({}));
+    let spoken = result.get("protocolVersion");
+    if spoken.is_some() && spoken != asked {
+        let note = json!({ "protocolVersion": spoken });
+        match capabilities.get_mut("experimental").and_then(Value::as_object_mut) {
+            Some(experimental) => {
+                experimental.insert("forkless/backend".into(), note);
+            }
+            None => capabilities["experimental"] = json!({ "forkless/backend": note }),
+        }
+    }
+    ServerInfo {
+        name: text(result.pointer("/serverInfo/name"), "mcp-server"),
+        version: text(result.pointer("/serverInfo/version"), "0"),
+        capabilities,
+        instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
+    }
+}
+
+impl<C: Connector> Handler for MessageBackend<C> {
+    fn info(&self) -> ServerInfo {
+        ServerInfo {
+            name: "forkless-gateway".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            capabilities: json!({}),
+            instructions: None,
+        }
+    }
+
+    fn restorable(&self) -> Restorable {
+        Restorable::No
+    }
+
+    fn revisions(&self) -> Revisions {
+        Revisions::SessionsOnly
+    }
+
+    async fn initialize(&self, params: &Value, session: SessionHandle) -> Result<ServerInfo, RpcError> {
+        let asked = params.get("protocolVersion");
+        let peer = match self.cfg.sharing {
+            Sharing::PerSession => {
+                let peer = self.start(Some(session.id())).await?;
+                // Attached first, so that a backend exiting right after its answer still ends
+                // the session; detached before it is stopped if it refuses.
+                peer.attach(session.clone());
+                match self.handshake(&peer, params.clone()).await {
+                    Ok(result) => peer.set_initialized(result),
+                    Err(e) => {
+                        peer.detach(session.id());
+                        peer.stop();
+                        return Err(e);
+                    }
+                }
+                peer
+            }
+            Sharing::Shared => {
+                let peer = self.shared_peer(params).await?;
+                peer.attach(session.clone());
+                peer
+            }
+        };
+        let info = server_info(&peer.initialized().unwrap_or(Value::Null), asked);
+        lock(&self.peers).insert(session.id(), peer);
+        Ok(info)
+    }
+
+    async fn session_ended(&self, session: SessionId, reason: EndReason) {
+        let Some(peer) = lock(&self.peers).remove(&session) else { return };
+        peer.detach(session);
+        if self.cfg.sharing == Sharing::PerSession {
+            tracing::info!(%session, reason = reason.as_str(), "session ended: stopping its MCP server");
+            peer.stop();
+        }
+    }
+
+    async fn handle_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        ctx: RequestContext,
+    ) -> Result<Value, RpcError> {
+        match self.peer(ctx.session().id()) {
+            Some(peer) => peer.forward(method, params, ctx).await,
+            None => Err(peer::backend_exited()),
+        }
+    }
+
+    async fn handle_notification(&self, method: &str, params: Option<Value>, session: SessionHandle) {
+        if let Some(peer) = self.peer(session.id()) {
+            peer.forward_notification(method, params).await;
+        }
+    }
+}
