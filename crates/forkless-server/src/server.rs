@@ -108,6 +108,11 @@ impl<S: Store, H: Handler> Server<S, H> {
         &self.common.cfg
     }
 
+    /// The handler.
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
     /// The store.
     pub fn store(&self) -> &S {
         &self.common.store

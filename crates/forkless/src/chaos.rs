@@ -70,7 +70,7 @@ pub struct ChaosArgs {
 }
 
 /// `60s`, `1500ms`, `2m`, or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (number, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
         Some(i) => s.split_at(i),

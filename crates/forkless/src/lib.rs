@@ -4,6 +4,7 @@
 //! forkless serve ──► serve::run ──► forkless_server::Server<MemoryStore, demo::DemoHandler>
 //! forkless check ──► check::run ──► raw HTTP probes (check::probe), judged per scenario
 //! forkless chaos ──► chaos::run ──► N × forkless_client::Client with random cuts
+//! forkless gateway ► gateway::run ► forkless_server::Server<…, backend::MessageBackend<gateway::child::StdioConnector>>
 //! ```
 //!
 //! - [`demo`] owns the demo MCP server: its tools, resources, prompts and the fixtures the MCP
@@ -12,6 +13,8 @@
 //!   stop on Ctrl-C or SIGTERM. It makes no protocol decision itself.
 //! - [`check`] owns `forkless check URL`: scenarios that probe any MCP server for session
 //!   forks, judged by what a client observes, each PASS / FAIL / UNSUPPORTED with evidence.
+//! - [`gateway`] owns `forkless gateway -- COMMAND`: a stdio MCP server behind the
+//!   transport, one child per session (or one shared), children stopped with their sessions.
 //! - [`chaos`] owns `forkless chaos URL`: many sessions with random connection cuts, counting
 //!   duplicates, gaps, forks, rejections and resume latency.
 //!
@@ -39,6 +42,7 @@ pub mod chaos;
 pub mod check;
 pub mod demo;
 mod error;
+pub mod gateway;
 pub mod serve;
 
 pub use error::Error;

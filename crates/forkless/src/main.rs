@@ -29,6 +29,8 @@ struct Cli {
 enum Command {
     /// Run the demo MCP server (tools, resources, prompts) on the forkless transport.
     Serve(Box<forkless::serve::ServeArgs>),
+    /// Put a stdio MCP server (`-- COMMAND ARGS…`) behind the fork-free transport.
+    Gateway(Box<forkless::gateway::GatewayArgs>),
     /// Probe an MCP server for session forks: each scenario PASS, FAIL or UNSUPPORTED.
     Check(forkless::check::CheckArgs),
     /// Many sessions, random connection cuts and resumes; count duplicates, gaps and forks.
@@ -38,13 +40,14 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
-        Command::Serve(_) => forkless::init_logging(),
+        Command::Serve(_) | Command::Gateway(_) => forkless::init_logging(),
         // The client's own warnings (a session it closes, a stream it gives up) are counted in
         // the reports already.
         Command::Check(_) | Command::Chaos(_) => forkless::init_logging_at("warn,forkless_client=error"),
     }
     let result = match &cli.command {
         Command::Serve(args) => forkless::serve::run(args),
+        Command::Gateway(args) => forkless::gateway::run(args),
         Command::Check(args) => forkless::check::run(args),
         Command::Chaos(args) => forkless::chaos::run(args),
     };

@@ -17,7 +17,7 @@ use core::future::Future;
 use core::pin::Pin;
 use forkless_core::{Config as CoreConfig, ResumeMode, Revision};
 use forkless_server::auth::{AuthConfig, JwksSource};
-use forkless_server::{AllowedOrigins, AnswerMode, Server, ServerConfig};
+use forkless_server::{AllowedOrigins, AnswerMode, Handler, Revisions, Server, ServerConfig};
 
 use forkless_store::{MemoryStore, Store};
 use forkless_store_postgres::PgConfig;
@@ -247,16 +247,30 @@ fn allowed_origins(flags: &[String]) -> AllowedOrigins {
 pub fn run(args: &ServeArgs) -> Result<(), Error> {
     let config = args.server_config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Error::Startup)?;
-    runtime.block_on(serve(args, config))
+    let handler = DemoHandler::new().with_poll_after(config.poll_after);
+    runtime.block_on(serve(args, config, Served { command: "serve", handler, after: None }))
 }
 
-async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
+/// What a command serves on the transport: its handler, its name in the lines it prints,
+/// and what it does once the server has stopped.
+pub(crate) struct Served<H> {
+    pub(crate) command: &'static str,
+    pub(crate) handler: H,
+    pub(crate) after: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+/// Serve `served` on the store `args` name until Ctrl-C, SIGTERM or a store failure.
+pub(crate) async fn serve<H: Handler>(
+    args: &ServeArgs,
+    config: ServerConfig,
+    served: Served<H>,
+) -> Result<(), Error> {
     forkless_server::raise_open_file_limit();
     let listener =
         TcpListener::bind(args.listen).await.map_err(|source| Error::Bind { addr: args.listen, source })?;
     let local = listener.local_addr().map_err(Error::Startup)?;
     let stop = StopSignal::install()?;
-    let serving = Serving { listener, local, stop, config };
+    let serving = Serving { listener, local, stop, config, served };
     match &args.store {
         StoreSpec::Memory => serving.run(MemoryStore::new(), "memory".to_owned(), Vec::new(), None).await,
         StoreSpec::Redb(path) => {
@@ -301,14 +315,15 @@ async fn serve(args: &ServeArgs, config: ServerConfig) -> Result<(), Error> {
 }
 
 /// What `serve` has set up before it knows the store's type.
-struct Serving {
+struct Serving<H> {
     listener: TcpListener,
     local: SocketAddr,
     stop: StopSignal,
     config: ServerConfig,
+    served: Served<H>,
 }
 
-impl Serving {
+impl<H: Handler> Serving<H> {
     /// Serve on `store` until a stop signal, or until `failure` resolves (the durable store
     /// refuses work after a failed write, a shared store after losing its node lease:
     /// stopping is the only honest answer).
@@ -321,7 +336,7 @@ impl Serving {
         orphans: Vec<forkless_store::Orphan>,
         failure: Option<Pin<Box<dyn Future<Output = String> + Send>>>,
     ) -> Result<(), Error> {
-        self.run_with(store, label, orphans, failure, None::<fn(&Server<S, DemoHandler>)>).await
+        self.run_with(store, label, orphans, failure, None::<fn(&Server<S, H>)>).await
     }
 
     /// [`Self::run`], calling `started` with the server once it exists (to start tasks that
@@ -332,10 +347,10 @@ impl Serving {
         label: String,
         orphans: Vec<forkless_store::Orphan>,
         failure: Option<Pin<Box<dyn Future<Output = String> + Send>>>,
-        started: Option<impl FnOnce(&Server<S, DemoHandler>)>,
+        started: Option<impl FnOnce(&Server<S, H>)>,
     ) -> Result<(), Error> {
         let path = self.config.path.clone();
-        let handler = DemoHandler::new().with_poll_after(self.config.poll_after);
+        let Served { command, handler, after } = self.served;
         let server = Server::new(store, handler, self.config).map_err(|e| Error::Config(e.to_string()))?;
         if let Some(started) = started {
             started(&server);
@@ -344,10 +359,16 @@ impl Serving {
             let answered = server.answer_orphans(&orphans).await;
             tracing::info!(answered, lost = orphans.len(), "requests lost in the restart answered");
         }
+        let served = server.handler().revisions();
+        let revisions: Vec<_> = Revision::ALL
+            .iter()
+            .filter(|r| served == Revisions::All || r.has_sessions())
+            .map(|r| r.as_str())
+            .collect();
         announce(&format!(
-            "forkless serve: listening on http://{local}{path} (store: {label}, revisions: {revisions})",
+            "forkless {command}: listening on http://{local}{path} (store: {label}, revisions: {revisions})",
             local = self.local,
-            revisions = Revision::ALL.map(Revision::as_str).join(", "),
+            revisions = revisions.join(", "),
         ));
         tracing::info!(local = %self.local, %path, store = %label, "serving");
 
@@ -372,17 +393,21 @@ impl Serving {
             };
             let _ = why_tx.send(why);
         };
-        server.serve(self.listener, shutdown).await.map_err(Error::Serve)?;
+        let served = server.serve(self.listener, shutdown).await.map_err(Error::Serve);
+        if let Some(after) = after {
+            after.await;
+        }
+        served?;
         // The shutdown future only drops its sender without sending if the server ended first.
         let why = why_rx.await.unwrap_or(Ok("server finished"));
         tracing::info!("stopped");
         match why {
             Ok(why) => {
-                announce(&format!("forkless serve: stopped ({why})"));
+                announce(&format!("forkless {command}: stopped ({why})"));
                 Ok(())
             }
             Err(failed) => {
-                announce(&format!("forkless serve: stopped (store failure: {failed})"));
+                announce(&format!("forkless {command}: stopped (store failure: {failed})"));
                 Err(Error::Store(failed))
             }
         }

@@ -6,18 +6,17 @@ use core::future::Future;
 use core::pin::Pin;
 use core::time::Duration;
 
-use forkless_server::{Handler as _, Restorable, Server};
+use forkless_server::{Handler, Restorable, Server};
 use forkless_store::shared::{Database, SharedStore, Takeover};
 
 use super::{ServeArgs, Serving, wall_clock};
 use crate::Error;
-use crate::demo::DemoHandler;
 
 /// Serve on a store shared by many nodes: hold the node lease first (`--node-id`), so no
 /// second process with this id answers this node's requests as orphans, then answer the
 /// requests the previous process left, and stop if the lease is lost.
-pub(super) async fn serve_shared<D: Database>(
-    serving: Serving,
+pub(super) async fn serve_shared<D: Database, H: Handler>(
+    serving: Serving<H>,
     store: SharedStore<D>,
     args: &ServeArgs,
     label: String,
@@ -33,14 +32,14 @@ pub(super) async fn serve_shared<D: Database>(
     };
     let orphans = store.restart(wall_clock()).await.map_err(named)?;
     tracing::info!(store = %args.store, orphaned_requests = orphans.len(), "shared store ready");
+    let what = match serving.served.handler.restorable() {
+        Restorable::Yes => Takeover::Restore,
+        Restorable::No => Takeover::End,
+    };
     let takeover = args.node_id.is_some().then(|| {
         let (store, every) = (store.clone(), Duration::from_millis(args.lease_ttl));
-        move |server: &Server<SharedStore<D>, DemoHandler>| {
+        move |server: &Server<SharedStore<D>, H>| {
             let server = server.clone();
-            let what = match DemoHandler::new().restorable() {
-                Restorable::Yes => Takeover::Restore,
-                Restorable::No => Takeover::End,
-            };
             tokio::spawn(take_over_lost_nodes(store, server, what, every));
         }
     });
@@ -49,9 +48,9 @@ pub(super) async fn serve_shared<D: Database>(
 
 /// Every `every`, claim the sessions of nodes whose lease lapsed, and answer their requests in
 /// flight (restored sessions) with errors carrying their ids.
-async fn take_over_lost_nodes<D: Database>(
+async fn take_over_lost_nodes<D: Database, H: Handler>(
     store: SharedStore<D>,
-    server: Server<SharedStore<D>, DemoHandler>,
+    server: Server<SharedStore<D>, H>,
     what: Takeover,
     every: Duration,
 ) {

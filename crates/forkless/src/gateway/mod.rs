@@ -1,0 +1,137 @@
+//! `forkless gateway`: any stdio MCP server behind the fork-free Streamable HTTP transport.
+//!
+//! This module owns the gateway's flags, the security checks a stdio proxy needs (loopback
+//! unless authenticated, never a shell), and stopping every child when the gateway stops. The
+//! children themselves are [`child`]'s; how their messages meet clients is
+//! `forkless_server::backend`'s; the transport, the stores and the cluster are `serve`'s.
+//!
+//! ```text
+//! forkless gateway [--listen 127.0.0.1:8080] [--store …] [--mode per-session|shared]
+//!                  [--max-children N] [--idle-ttl 10m] [--env KEY=VALUE]… [--cwd DIR]
+//!                  -- COMMAND [ARGS…]
+//! ```
+
+pub mod child;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use forkless_server::backend::{BackendConfig, MessageBackend, Sharing};
+
+use crate::Error;
+use crate::serve::{ServeArgs, Served, serve};
+use child::{ChildSpec, StdioConnector};
+
+/// Flags of `forkless gateway`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct GatewayArgs {
+    /// The transport's flags, as for `forkless serve` (listen address, store, limits, auth).
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// `per-session`: one child per session, started at its `initialize`. `shared`: one child
+    /// for every session (its requests to clients are refused, its unattributable
+    /// notifications dropped and counted).
+    #[arg(long, value_enum, default_value_t = Mode::PerSession)]
+    pub mode: Mode,
+    /// Children running at once (per-session mode: sessions live here); at the limit
+    /// `initialize` gets 503 with Retry-After.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_children: usize,
+    /// A session with no request for this long ends and its child is stopped, even while a
+    /// GET stream is open (`90s`, `10m`).
+    #[arg(long, default_value = "10m", value_parser = crate::chaos::parse_duration, value_name = "DURATION")]
+    pub idle_ttl: Duration,
+    /// A variable for the child's environment (repeatable), added to the gateway's own.
+    #[arg(long = "env", value_parser = parse_env, value_name = "KEY=VALUE")]
+    pub env: Vec<(String, String)>,
+    /// The child's working directory.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Longest line the child may write on stdout (one JSON-RPC message), in bytes.
+    #[arg(long, default_value_t = 4 * 1024 * 1024, value_name = "BYTES")]
+    pub max_line_bytes: usize,
+    /// How long a child has to exit after SIGTERM before its process group is killed.
+    #[arg(long, default_value = "5s", value_parser = crate::chaos::parse_duration, value_name = "DURATION")]
+    pub stop_grace: Duration,
+    /// How long a child may take to answer `initialize` (`npx` may download it first).
+    #[arg(long, default_value = "60s", value_parser = crate::chaos::parse_duration, value_name = "DURATION")]
+    pub initialize_timeout: Duration,
+    /// The stdio MCP server to run, after `--`: a program and its arguments, run directly
+    /// (never through a shell).
+    #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// `--mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// One child per session.
+    #[default]
+    PerSession,
+    /// One child for every session.
+    Shared,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("`{s}` is not KEY=VALUE")),
+    }
+}
+
+impl GatewayArgs {
+    /// Refuse what a stdio proxy must not do: listen beyond loopback with no authentication
+    /// (anyone who reaches the port could run the child's tools).
+    pub fn check(&self) -> Result<(), Error> {
+        let listen = self.serve.listen.ip();
+        if !listen.is_loopback() && self.serve.auth_issuer.is_none() {
+            return Err(Error::Config(format!(
+                "refusing to listen on {listen} without authentication: a gateway runs a program for every \
+                 client that reaches it; use a loopback address, or require tokens with --auth-issuer"
+            )));
+        }
+        if self.max_children == 0 {
+            return Err(Error::Config("--max-children must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Run `forkless gateway` to the end.
+pub fn run(args: &GatewayArgs) -> Result<(), Error> {
+    args.check()?;
+    let mut config = args.serve.server_config()?;
+    config.core.limits.session_idle_ttl = args.idle_ttl;
+    if args.mode == Mode::PerSession {
+        // One child per live session: the session limit is the child limit.
+        config.max_sessions = args.max_children;
+    }
+    let spec = ChildSpec {
+        command: args.command.clone(),
+        env: args.env.clone(),
+        cwd: args.cwd.clone(),
+        max_line_bytes: args.max_line_bytes,
+        stop_grace: args.stop_grace,
+    };
+    tracing::info!(command = %spec.describe(), mode = ?args.mode, "gateway for a stdio MCP server");
+    let connector = StdioConnector::new(spec);
+    let children = connector.children();
+    let sharing = match args.mode {
+        Mode::PerSession => Sharing::PerSession,
+        Mode::Shared => Sharing::Shared,
+    };
+    let handler = MessageBackend::new(
+        connector,
+        BackendConfig { sharing, initialize_timeout: args.initialize_timeout },
+    );
+    let grace = args.stop_grace;
+    // Once the server has stopped, no child outlives the gateway.
+    let after = Box::pin(async move {
+        let running = children.len();
+        children.stop_all(grace).await;
+        tracing::info!(stopped = running, "every MCP server child stopped");
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Error::Startup)?;
+    runtime.block_on(serve(&args.serve, config, Served { command: "gateway", handler, after: Some(after) }))
+}
