@@ -32,8 +32,23 @@ pub struct Limits {
     /// at the limit, the oldest completed and detached request stream is dropped to make room,
     /// and only a session whose streams are all open or attached is refused). Default 1,024.
     pub session_max_streams: usize,
-    /// A session with no request and no attached stream for this long ends. Default 30 minutes.
+    /// A session idle for this long ends (what counts as activity: [`Self::idle_clock`]).
+    /// Default 30 minutes.
     pub session_idle_ttl: Duration,
+    /// What keeps a session from idling. Default [`IdleClock::RequestsAndStreams`].
+    pub idle_clock: IdleClock,
+}
+
+/// What counts as a session's activity for [`Limits::session_idle_ttl`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IdleClock {
+    /// Requests, and any stream attached to a connection: a client holding its GET stream
+    /// open is not idle.
+    #[default]
+    RequestsAndStreams,
+    /// Requests only: an open GET stream does not keep the session. For sessions that hold
+    /// something costly (a gateway's stdio child), so a forgotten client cannot keep it.
+    Requests,
 }
 
 impl Default for Limits {
@@ -45,6 +60,7 @@ impl Default for Limits {
             session_max_bytes: 64 << 20,
             session_max_streams: 1024,
             session_idle_ttl: Duration::from_secs(1800),
+            idle_clock: IdleClock::RequestsAndStreams,
         }
     }
 }

@@ -79,7 +79,7 @@ mod stream_map;
 pub mod time;
 mod wake;
 
-pub use config::{Config, ConfigError, Limits, Liveness, ResumeMode};
+pub use config::{Config, ConfigError, IdleClock, Limits, Liveness, ResumeMode};
 pub use decision::{ConflictReason, Decision, GetRequest, OpenNew, RejectReason, decide_get};
 pub use error::{EndReason, Error};
 #[cfg(feature = "os-entropy")]

@@ -4,7 +4,7 @@
 //! This module owns those policies, as transitions on [`SessionRecord`]. A store only applies
 //! what they return ([`Eviction`], [`Tick`]); it decides none of it.
 
-use crate::config::{Config, Limits};
+use crate::config::{Config, IdleClock, Limits};
 use crate::error::{EndReason, Error};
 use crate::id::StreamId;
 use crate::record::SessionRecord;
@@ -160,7 +160,8 @@ impl SessionRecord {
         tick.dropped.extend(fenced);
         self.retained_bytes = self.streams.iter().map(Stream::retained_bytes).sum();
         if let SessionState::Active(a) = self.session.state {
-            let live = self.streams.iter().any(|s| s.is_live(now));
+            let live = cfg.limits.idle_clock == IdleClock::RequestsAndStreams
+                && self.streams.iter().any(|s| s.is_live(now));
             if live {
                 // Attached is active: the idle clock counts from when the last stream stopped
                 // being live, and the session is not due again before `session_idle_ttl`.

@@ -102,3 +102,24 @@ fn the_core_plans_retention_by_count_and_by_bytes() {
     // Within limits: nothing to do.
     assert_eq!(record.on_retention(s, [40, 50], &limits).unwrap(), Eviction::default());
 }
+
+#[test]
+fn an_attached_stream_keeps_a_session_unless_only_requests_count() {
+    use forkless_core::IdleClock;
+    for (clock, ends) in [(IdleClock::RequestsAndStreams, false), (IdleClock::Requests, true)] {
+        let mut e = SeededEntropy::new(5);
+        let mut r = session(&mut e);
+        let limits = Limits {
+            session_idle_ttl: core::time::Duration::from_secs(60),
+            idle_clock: clock,
+            ..Limits::default()
+        };
+        let cfg = Config { limits, ..Config::default() };
+        // A stream attached to its connection all along, and no request for over a minute.
+        let id = StreamId::generate(&mut e);
+        r.open_request_stream(id, at(0), &cfg).unwrap();
+        assert!(r.stream(id).unwrap().is_live(at(61_000)));
+        r.on_tick(at(61_000), &cfg);
+        assert_eq!(r.session().ended().is_some(), ends, "{clock:?}");
+    }
+}

@@ -10,24 +10,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use support::{GUARD, Serve, guard};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
-}
-
-/// The peer at `rel` (relative to the workspace root), or `None` to skip outside CI.
-fn peer(rel: &str) -> Option<PathBuf> {
-    let path = root().join(rel);
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{} is missing: run scripts/peers/install.sh (CI must install the peers)", path.display());
-    }
-    eprintln!("skipping: {} is missing (run scripts/peers/install.sh)", path.display());
-    None
-}
+use support::{GUARD, Serve, guard, peer, peer_passes, root};
 
 /// Run a peer script against a fresh server; it prints `PASS ...` or `FAIL ...` last.
 async fn run_peer(program: &Path, script: &str, serve_args: &[&str]) {
@@ -37,30 +20,6 @@ async fn run_peer(program: &Path, script: &str, serve_args: &[&str]) {
 async fn run_peer_with_env(program: &Path, script: &str, serve_args: &[&str], env: &[(&str, &str)]) {
     let serve = Serve::start(serve_args).await;
     peer_passes(program, script, &serve.url, env).await;
-}
-
-/// Run the peer `script` with `program` against `url`; it must end with `PASS`.
-async fn peer_passes(program: &Path, script: &str, url: &str, env: &[(&str, &str)]) {
-    let out = tokio::time::timeout(
-        GUARD * 8,
-        tokio::process::Command::new(program)
-            .arg(root().join(script))
-            .arg(url)
-            .envs(env.iter().copied())
-            .current_dir(root())
-            .stdin(Stdio::null())
-            .output(),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("{script} did not finish"))
-    .expect("run peer");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.lines().last().is_some_and(|l| l.starts_with("PASS")),
-        "{script} against {url} failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
 }
 
 /// Run a crash peer script: it reads a tool call's stream, prints `CUT` after `#10`; the

@@ -17,6 +17,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use forkless_core::IdleClock;
 use forkless_server::backend::{BackendConfig, MessageBackend, Sharing};
 
 use crate::Error;
@@ -103,6 +104,8 @@ pub fn run(args: &GatewayArgs) -> Result<(), Error> {
     args.check()?;
     let mut config = args.serve.server_config()?;
     config.core.limits.session_idle_ttl = args.idle_ttl;
+    // A child is costly: a client that only holds its GET stream open does not keep it.
+    config.core.limits.idle_clock = IdleClock::Requests;
     if args.mode == Mode::PerSession {
         // One child per live session: the session limit is the child limit.
         config.max_sessions = args.max_children;

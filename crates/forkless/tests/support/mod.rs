@@ -81,6 +81,18 @@ impl Serve {
         Self::spawn(command, extra, env).await
     }
 
+    /// `forkless gateway --listen 127.0.0.1:0 <extra> -- <child>`, up to its start-up line.
+    pub async fn gateway(extra: &[&str], child: &[String]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_forkless"));
+        command.arg("gateway").args(["--listen", "127.0.0.1:0"]).args(extra).arg("--").args(child);
+        Self::spawn(command, extra, &[]).await
+    }
+
+    /// The process ids of its children now (from `/proc`).
+    pub fn children(&self) -> Vec<u32> {
+        children_of(self.child.id().expect("process still running"))
+    }
+
     /// Like [`Self::start`], in a process whose open-file limit (soft and hard) is `nofile`.
     pub async fn start_with_file_limit(nofile: u64, extra: &[&str]) -> Self {
         let mut command = Command::new("sh");
@@ -98,7 +110,12 @@ impl Serve {
     async fn spawn(mut command: Command, extra: &[&str], env: &[(&str, &str)]) -> Self {
         command.envs(env.iter().copied());
         if !extra.iter().any(|a| *a == "--store" || *a == "--data-dir") {
-            command.arg("--data-dir").arg(fresh_data_dir());
+            // Before a gateway's `--`, which is last.
+            let args: Vec<_> = command.as_std().get_args().map(ToOwned::to_owned).collect();
+            let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
+            let mut fresh = Command::new(command.as_std().get_program());
+            fresh.args(&args[..split]).arg("--data-dir").arg(fresh_data_dir()).args(&args[split..]);
+            command = fresh;
         }
         let mut child = command
             .env("RUST_LOG", "warn")
@@ -115,6 +132,7 @@ impl Serve {
             .expect("forkless serve exited before printing its start-up line");
         let url = banner
             .strip_prefix("forkless serve: listening on ")
+            .or_else(|| banner.strip_prefix("forkless gateway: listening on "))
             .and_then(|rest| rest.split(' ').next())
             .unwrap_or_else(|| panic!("unexpected start-up line: {banner}"))
             .to_owned();
@@ -150,6 +168,71 @@ impl Serve {
         let status = guard("process exit", self.child.wait()).await.expect("wait for child");
         (status, rest)
     }
+}
+
+/// The children of process `pid`, from `/proc/<pid>/task/*/children`.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// The workspace root.
+pub fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
+}
+
+/// The peer at `rel` (relative to the workspace root), or `None` to skip outside CI; under
+/// `CI=true` a missing peer fails the test (CI must install the peers).
+pub fn peer(rel: &str) -> Option<std::path::PathBuf> {
+    let path = root().join(rel);
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{} is missing: run scripts/peers/install.sh (CI must install the peers)", path.display());
+    }
+    eprintln!("skipping: {} is missing (run scripts/peers/install.sh)", path.display());
+    None
+}
+
+/// Run the peer `script` with `program` against `url`; it must end with `PASS`.
+pub async fn peer_passes(program: &std::path::Path, script: &str, url: &str, env: &[(&str, &str)]) {
+    let out = tokio::time::timeout(
+        GUARD * 8,
+        Command::new(program)
+            .arg(root().join(script))
+            .arg(url)
+            .envs(env.iter().copied())
+            .current_dir(root())
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{script} did not finish"))
+    .expect("run peer");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.lines().last().is_some_and(|l| l.starts_with("PASS")),
+        "{script} against {url} failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
 }
 
 /// A new, empty directory under the system temp dir, unique to this process and call.
@@ -364,6 +447,28 @@ impl Session {
         let response = guard(method, self.post().json(&body).send()).await.expect("POST request");
         assert_eq!(response.status(), 200, "{method}");
         (id, response)
+    }
+
+    /// POST a request whatever the answer's status; the raw response.
+    pub async fn send_unchecked(&mut self, method: &str, params: Value) -> reqwest::Response {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        guard(method, self.post().json(&body).send()).await.expect("POST request")
+    }
+
+    /// POST `initialize` whatever the answer; the raw response.
+    pub async fn initialize_raw(url: &str) -> reqwest::Response {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": { "protocolVersion": REVISION, "capabilities": {}, "clientInfo": { "name": "t", "version": "0" } }
+        });
+        let request = reqwest::Client::new()
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .json(&body);
+        guard("initialize", request.send()).await.expect("POST initialize")
     }
 
     /// A request and everything its answer carried.

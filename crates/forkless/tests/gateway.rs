@@ -1,0 +1,230 @@
+//! `forkless gateway` in front of real stdio MCP servers written by others
+//! (`@modelcontextprotocol/server-everything` from npm, `mcp-server-time` from PyPI), as
+//! real processes: the official SDK clients through it, a resumed stream, a child killed
+//! mid-call, idle reaping, `--max-children`, shared mode, and no child left behind.
+//!
+//! The servers are installed project-locally by `scripts/peers/install.sh`; without them
+//! these tests say so and pass locally, but fail under `CI=true`.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::{Value, json};
+use support::{Serve, Session, SseReader, guard, peer, peer_passes, running};
+
+const EVERYTHING: &str = ".peers/stdio/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+
+/// `node <server-everything> stdio`, if installed.
+fn everything() -> Option<Vec<String>> {
+    let script = peer(EVERYTHING)?;
+    Some(vec!["node".into(), script.display().to_string(), "stdio".into()])
+}
+
+/// Wait until the gateway has exactly `n` children; their pids.
+async fn children(gw: &Serve, n: usize) -> Vec<u32> {
+    guard(&format!("{n} children"), async {
+        loop {
+            let now: Vec<u32> = gw.children().into_iter().filter(|p| running(*p)).collect();
+            if now.len() == n {
+                return now;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+}
+
+/// Wait until none of `pids` runs.
+async fn all_gone(pids: &[u32], what: &str) {
+    guard(what, async {
+        while pids.iter().any(|p| running(*p)) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+fn long_call(steps: u64, seconds: u64, token: &str) -> Value {
+    json!({
+        "name": "trigger-long-running-operation",
+        "arguments": { "duration": seconds, "steps": steps },
+        "_meta": { "progressToken": token },
+    })
+}
+
+#[tokio::test]
+async fn python_sdk_v1_uses_server_everything_through_the_gateway() {
+    let (Some(child), Some(py)) = (everything(), peer(".peers/py/bin/python")) else { return };
+    let gw = Serve::gateway(&[], &child).await;
+    peer_passes(&py, "tests/interop/gateway/everything.py", &gw.url, &[]).await;
+}
+
+#[tokio::test]
+async fn typescript_sdk_v1_uses_server_everything_through_the_gateway() {
+    let (Some(child), Some(_sdk)) =
+        (everything(), peer(".peers/node/node_modules/@modelcontextprotocol/sdk"))
+    else {
+        return;
+    };
+    let gw = Serve::gateway(&[], &child).await;
+    peer_passes(Path::new("node"), "tests/interop/gateway/everything.mjs", &gw.url, &[]).await;
+}
+
+#[tokio::test]
+async fn python_sdk_v2_falls_back_and_uses_mcp_server_time_through_the_gateway() {
+    let (Some(time), Some(py)) = (peer(".peers/py2/bin/mcp-server-time"), peer(".peers/py2/bin/python"))
+    else {
+        return;
+    };
+    let gw = Serve::gateway(&[], &[time.display().to_string()]).await;
+    peer_passes(&py, "tests/interop/gateway/time_v2.py", &gw.url, &[]).await;
+}
+
+#[tokio::test]
+async fn a_cut_stream_resumes_exactly_after_its_cursor_through_the_gateway() {
+    let Some(child) = everything() else { return };
+    let gw = Serve::gateway(&[], &child).await;
+    let (mut s, _) = Session::open(&gw.url).await;
+    let (id, response) = s.send("tools/call", long_call(10, 2, "cut")).await;
+    let stream =
+        response.headers().get("mcp-stream-id").expect("a request stream").to_str().unwrap().to_owned();
+    let mut sse = SseReader::new(response);
+    let mut seen = Vec::new();
+    let mut last = String::new();
+    while seen.len() < 3 {
+        let (event, message) = guard("progress", sse.next_message()).await.expect("progress before the cut");
+        assert_eq!(message["params"]["progressToken"], "cut", "{message}");
+        seen.push(message["params"]["progress"].as_u64().expect("a progress value"));
+        last = event.id.expect("an event id");
+    }
+    drop(sse); // the connection is cut; the child goes on
+    let mut resumed = SseReader::new(s.resume(&last, Some(&stream)).await);
+    let answer = loop {
+        let (_, message) =
+            guard("the rest", resumed.next_message()).await.expect("the stream goes on to the answer");
+        match message.get("id") {
+            Some(got) => break (got.clone(), message),
+            None => seen.push(message["params"]["progress"].as_u64().expect("a progress value")),
+        }
+    };
+    assert_eq!(seen, (1..=10).collect::<Vec<_>>(), "every progress notification once, in order");
+    assert_eq!(answer.0, id, "then the answer to the call");
+    assert!(answer.1.get("result").is_some(), "{}", answer.1);
+}
+
+#[tokio::test]
+async fn a_killed_child_answers_the_call_in_flight_with_its_id_then_404_and_is_not_restarted() {
+    let Some(child) = everything() else { return };
+    let gw = Serve::gateway(&[], &child).await;
+    let (mut s, _) = Session::open(&gw.url).await;
+    let pid = children(&gw, 1).await[0];
+    let (id, response) = s.send("tools/call", long_call(30, 30, "k")).await;
+    let mut sse = SseReader::new(response);
+    let (_, first) = guard("first progress", sse.next_message()).await.expect("the call is running");
+    assert_eq!(first["method"], "notifications/progress");
+    let killed = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().expect("kill");
+    assert!(killed.success());
+    let answer = loop {
+        let (_, message) =
+            guard("the answer", sse.next_message()).await.expect("an answer, not a silent end");
+        if message.get("id").is_some() {
+            break message;
+        }
+    };
+    assert_eq!(answer["id"], id, "{answer}");
+    assert_eq!(answer["error"]["data"]["reason"], "backend_exited", "{answer}");
+    let next =
+        s.send_unchecked("tools/call", json!({ "name": "echo", "arguments": { "message": "x" } })).await;
+    assert_eq!(next.status(), 404);
+    let body: Value = next.json().await.unwrap();
+    assert_eq!(body["error"]["data"]["reason"], "backend_exited", "{body}");
+    let now: Vec<u32> = gw.children().into_iter().filter(|p| running(*p)).collect();
+    assert!(now.is_empty(), "no child started again: {now:?}");
+}
+
+#[tokio::test]
+async fn stopping_the_gateway_stops_every_child_and_what_it_started() {
+    let Some(child) = everything() else { return };
+    // A child that is a shell running the server (so the server is a grandchild) and that
+    // prints a line that is not JSON first: the line is skipped, the group is stopped whole.
+    let script = format!("echo 'this is not JSON'; {} {} {}", child[0], child[1], child[2]);
+    let gw = Serve::gateway(&[], &["sh".into(), "-c".into(), script]).await;
+    let (mut a, _) = Session::open(&gw.url).await;
+    let (mut b, _) = Session::open(&gw.url).await;
+    for s in [&mut a, &mut b] {
+        let echo = s.call_tool("echo", json!({ "message": "through the noise" })).await;
+        assert!(
+            echo.result()["content"][0]["text"].as_str().is_some_and(|t| t.contains("through the noise"))
+        );
+    }
+    let shells = children(&gw, 2).await;
+    let mut all: BTreeSet<u32> = shells.iter().copied().collect();
+    for shell in &shells {
+        all.extend(support::children_of(*shell));
+    }
+    assert!(all.len() >= 4, "two shells and their servers: {all:?}");
+    gw.terminate();
+    let (status, _) = gw.wait().await;
+    assert!(status.success(), "{status}");
+    all_gone(&all.into_iter().collect::<Vec<_>>(), "every child and grandchild to be gone").await;
+}
+
+#[tokio::test]
+async fn at_max_children_initialize_is_refused_with_503() {
+    let Some(child) = everything() else { return };
+    let gw = Serve::gateway(&["--max-children", "1"], &child).await;
+    let (_first, _) = Session::open(&gw.url).await;
+    let refused = Session::initialize_raw(&gw.url).await;
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().get("retry-after").is_some());
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["data"]["reason"], "max_sessions", "{body}");
+    assert_eq!(children(&gw, 1).await.len(), 1, "no child started for the refused session");
+}
+
+#[tokio::test]
+async fn an_idle_session_is_reaped_with_its_child_even_with_a_get_stream_open() {
+    let Some(child) = everything() else { return };
+    let gw = Serve::gateway(&["--idle-ttl", "1s"], &child).await;
+    let (mut s, _) = Session::open(&gw.url).await;
+    let _standalone = s.get_stream().await;
+    let pid = children(&gw, 1).await[0];
+    all_gone(&[pid], "the idle session's child to be stopped").await;
+    let next = s.send_unchecked("tools/list", json!({})).await;
+    assert_eq!(next.status(), 404);
+    let body: Value = next.json().await.unwrap();
+    assert_eq!(body["error"]["data"]["reason"], "idle_expired", "{body}");
+}
+
+#[tokio::test]
+async fn shared_mode_keeps_sessions_apart_on_one_child() {
+    let Some(child) = everything() else { return };
+    let gw = Serve::gateway(&["--mode", "shared"], &child).await;
+    let (mut a, _) = Session::open(&gw.url).await;
+    let (mut b, _) = Session::open(&gw.url).await;
+    // The same request id and progress token in both sessions, at once.
+    let ((ida, ra), (idb, rb)) = tokio::join!(
+        a.send("tools/call", long_call(5, 1, "same")),
+        b.send("tools/call", long_call(5, 1, "same"))
+    );
+    assert_eq!(ida, idb);
+    let read = |response| async move {
+        let mut sse = SseReader::new(response);
+        let mut progress = Vec::new();
+        loop {
+            let (_, message) = guard("the call", sse.next_message()).await.expect("the answer");
+            if message.get("id").is_some() {
+                return (progress, message);
+            }
+            assert_eq!(message["params"]["progressToken"], "same", "{message}");
+            progress.push(message["params"]["progress"].as_u64().unwrap());
+        }
+    };
+    let ((pa, answer_a), (pb, answer_b)) = tokio::join!(read(ra), read(rb));
+    assert_eq!(pa, [1, 2, 3, 4, 5], "session a saw only its own progress");
+    assert_eq!(pb, [1, 2, 3, 4, 5], "session b saw only its own progress");
+    assert!(answer_a.get("result").is_some() && answer_b.get("result").is_some());
+    assert_eq!(children(&gw, 1).await.len(), 1, "one child for both");
+}
