@@ -29,7 +29,7 @@ impl<S: Store, H: Handler> App<S, H> {
         if !accepts(headers, "text/event-stream") {
             return Err(Error::NotAcceptable("text/event-stream"));
         }
-        let (record, shared) = self.session(headers).await?;
+        let (record, shared) = self.readable_session(headers).await?;
         let sid = record.id();
         let revision = record.session().revision();
         let last_event_id = lossy_header(headers, &LAST_EVENT_ID);

@@ -89,6 +89,47 @@ impl<S: Store, H: Handler> App<S, H> {
         &self,
         headers: &HeaderMap,
     ) -> Result<(SessionRecord, Arc<SessionShared>), Error> {
+        let (record, live) = self.checked_session(headers).await?;
+        let Some(shared) = live else {
+            // Created by a process that is gone, for a handler whose sessions die with it.
+            let (id, reason) = (record.id(), EndReason::OwnerLost);
+            let _ = forkless_store::transact(&*self.common.store, id, |r| r.on_end(reason, now())).await;
+            self.common.metrics.session_ended(reason.as_str());
+            tracing::info!(session = %id, "session lost with the process that served it");
+            return Err(Error::SessionEnded(reason));
+        };
+        Ok((record, shared))
+    }
+
+    /// Like [`Self::session`], for reading its streams (GET): a session created by a process
+    /// that is gone, for a handler whose sessions die with it, can still be resumed, so its
+    /// client reads what was delivered and the answers to its lost requests; its next
+    /// request (a POST) ends it with `owner_lost`.
+    pub(crate) async fn readable_session(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<(SessionRecord, Arc<SessionShared>), Error> {
+        let (record, live) = self.checked_session(headers).await?;
+        let shared = live.unwrap_or_else(|| {
+            // Not registered: nothing runs for this session here, nothing can be sent on it.
+            Arc::new(SessionShared::new(
+                record.id(),
+                record.session().revision(),
+                serde_json::Value::Null,
+                serde_json::Value::Null,
+                None,
+                self.common.shutdown.child_token(),
+            ))
+        });
+        Ok((record, shared))
+    }
+
+    /// The session named by `Mcp-Session-Id`, known, active and the principal's, and its
+    /// in-process state if it is live here (or can be restored here).
+    async fn checked_session(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<(SessionRecord, Option<Arc<SessionShared>>), Error> {
         let raw = headers.get(SESSION_ID).ok_or(Error::MissingSessionId)?;
         let id: SessionId = raw.to_str().ok().and_then(|s| s.parse().ok()).ok_or(Error::SessionUnknown)?;
         let record = self.common.store.load(id).await?.ok_or(Error::SessionUnknown)?.value;
@@ -102,15 +143,8 @@ impl<S: Store, H: Handler> App<S, H> {
             // Another principal's session looks exactly like an unknown one.
             return Err(Error::SessionUnknown);
         }
-        let Some(shared) = self.common.live(&record) else {
-            // Created by a process that is gone, for a handler whose sessions die with it.
-            let reason = EndReason::OwnerLost;
-            let _ = forkless_store::transact(&*self.common.store, id, |r| r.on_end(reason, now())).await;
-            self.common.metrics.session_ended(reason.as_str());
-            tracing::info!(session = %id, "session lost with the process that served it");
-            return Err(Error::SessionEnded(reason));
-        };
-        Ok((record, shared))
+        let live = self.common.live(&record);
+        Ok((record, live))
     }
 
     /// A store error on `session`: tear down locally if it says the session ended.

@@ -150,3 +150,29 @@ async fn a_session_from_another_process_is_restored_only_when_the_handler_says_s
     common::assert_refused(client.call(4, "echo", json!({})).await, 404, -32001, "owner_lost").await;
     let _ = GUARD;
 }
+
+#[tokio::test]
+async fn a_lost_process_bound_session_stays_readable_until_its_next_request() {
+    let store = MemoryStore::new();
+    let first = serve(store.clone(), ProcessBound).await;
+    let mut client = Client::new(&first);
+    client.initialize().await;
+    let answered = client.call(1, "echo", json!({ "a": 1 })).await;
+    let stream = answered.headers().get("mcp-stream-id").expect("an SSE answer").to_str().unwrap().to_owned();
+    let answer = common::Sse::new(answered).next_content().await.expect("the answer");
+    let before =
+        answer.id.as_deref().and_then(|id| id.rsplit_once('.')).map(|(s, _)| format!("{s}.0")).unwrap();
+
+    // Another process, the same store, a handler whose sessions die with their process: the
+    // client can still read what it was sent (after a restart: what was delivered and the
+    // answers to its lost requests) ...
+    let bound = serve(store.clone(), ProcessBound).await;
+    let mut lost = Client::new(&bound);
+    lost.session = client.session.clone();
+    lost.version = client.version.clone();
+    let mut again = common::Sse::new(lost.resume(Some(&before), Some(&stream)).await);
+    assert_eq!(again.next_content().await.expect("the answer, read again").json(), answer.json());
+    // ... and its next request ends it: never served by a handler that does not have it.
+    common::assert_refused(lost.call(2, "echo", json!({})).await, 404, -32001, "owner_lost").await;
+    common::assert_refused(lost.resume(None, None).await, 404, -32001, "owner_lost").await;
+}

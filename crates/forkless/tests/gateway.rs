@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::{Value, json};
-use support::{Serve, Session, SseReader, guard, peer, peer_passes, running};
+use support::{Serve, Session, SseReader, fresh_data_dir, guard, peer, peer_passes, running};
 
 const EVERYTHING: &str = ".peers/stdio/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
 
@@ -227,4 +227,49 @@ async fn shared_mode_keeps_sessions_apart_on_one_child() {
     assert_eq!(pb, [1, 2, 3, 4, 5], "session b saw only its own progress");
     assert!(answer_a.get("result").is_some() && answer_b.get("result").is_some());
     assert_eq!(children(&gw, 1).await.len(), 1, "one child for both");
+}
+
+#[tokio::test]
+async fn after_a_kill_9_and_restart_a_session_reads_what_it_was_sent_and_its_lost_answer_then_404() {
+    let Some(child) = everything() else { return };
+    let dir = fresh_data_dir();
+    let data = ["--data-dir", dir.to_str().unwrap(), "--durability", "immediate"];
+    let gw = Serve::gateway(&data, &child).await;
+    let (mut s, _) = Session::open(&gw.url).await;
+    let (id, response) = s.send("tools/call", long_call(20, 20, "r")).await;
+    let stream =
+        response.headers().get("mcp-stream-id").expect("a request stream").to_str().unwrap().to_owned();
+    let mut sse = SseReader::new(response);
+    let mut seen = Vec::new();
+    let mut last = String::new();
+    while seen.len() < 2 {
+        let (event, message) = guard("progress", sse.next_message()).await.expect("progress before the kill");
+        seen.push(message["params"]["progress"].as_u64().expect("a progress value"));
+        last = event.id.expect("an event id");
+    }
+    let addr = gw.addr();
+    gw.signal("KILL");
+    let _ = gw.wait().await;
+    drop(sse);
+    let gw = Serve::gateway_at(&addr, &data, &child).await;
+    // Its child died with the gateway: the session cannot go on, but its client reads every
+    // event it was sent after its cursor, then the answer to the lost call, with its id.
+    let mut resumed = SseReader::new(s.resume(&last, Some(&stream)).await);
+    let answer = loop {
+        let (_, message) = guard("the rest", resumed.next_message()).await.expect("the lost call's answer");
+        match message.get("id") {
+            Some(_) => break message,
+            None => seen.push(message["params"]["progress"].as_u64().expect("a progress value")),
+        }
+    };
+    let expected: Vec<u64> = (1..=seen.len() as u64).collect();
+    assert_eq!(seen, expected, "each progress notification once, in order, none renumbered");
+    assert_eq!(answer["id"], id, "{answer}");
+    assert!(answer.get("error").is_some(), "{answer}");
+    // Then the session is over: never re-created with a new child under the old id.
+    let next = s.send_unchecked("tools/list", json!({})).await;
+    assert_eq!(next.status(), 404);
+    let body: Value = next.json().await.unwrap();
+    assert_eq!(body["error"]["data"]["reason"], "owner_lost", "{body}");
+    assert!(gw.children().iter().all(|p| !running(*p)), "no child started for the lost session");
 }

@@ -83,8 +83,13 @@ impl Serve {
 
     /// `forkless gateway --listen 127.0.0.1:0 <extra> -- <child>`, up to its start-up line.
     pub async fn gateway(extra: &[&str], child: &[String]) -> Self {
+        Self::gateway_at("127.0.0.1:0", extra, child).await
+    }
+
+    /// Like [`Self::gateway`], listening on `listen` (to restart on the same address).
+    pub async fn gateway_at(listen: &str, extra: &[&str], child: &[String]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_forkless"));
-        command.arg("gateway").args(["--listen", "127.0.0.1:0"]).args(extra).arg("--").args(child);
+        command.arg("gateway").args(["--listen", listen]).args(extra).arg("--").args(child);
         Self::spawn(command, extra, &[]).await
     }
 
