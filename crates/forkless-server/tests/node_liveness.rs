@@ -159,7 +159,7 @@ async fn a_lost_process_bound_session_stays_readable_until_its_next_request() {
     client.initialize().await;
     let answered = client.call(1, "echo", json!({ "a": 1 })).await;
     let stream = answered.headers().get("mcp-stream-id").expect("an SSE answer").to_str().unwrap().to_owned();
-    let answer = common::Sse::new(answered).next_content().await.expect("the answer");
+    let answer = Sse::new(answered).next_content().await.expect("the answer");
     let before =
         answer.id.as_deref().and_then(|id| id.rsplit_once('.')).map(|(s, _)| format!("{s}.0")).unwrap();
 
@@ -170,7 +170,7 @@ async fn a_lost_process_bound_session_stays_readable_until_its_next_request() {
     let mut lost = Client::new(&bound);
     lost.session = client.session.clone();
     lost.version = client.version.clone();
-    let mut again = common::Sse::new(lost.resume(Some(&before), Some(&stream)).await);
+    let mut again = Sse::new(lost.resume(Some(&before), Some(&stream)).await);
     assert_eq!(again.next_content().await.expect("the answer, read again").json(), answer.json());
     // ... and its next request ends it: never served by a handler that does not have it.
     common::assert_refused(lost.call(2, "echo", json!({})).await, 404, -32001, "owner_lost").await;
