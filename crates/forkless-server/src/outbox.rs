@@ -3,7 +3,7 @@
 
 use forkless_core::EventKind;
 use forkless_store::Append;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use forkless_core::{AppendTarget, EndReason, EventId, Grant, SessionId, SessionRecord, StreamId};
@@ -23,8 +23,10 @@ pub(crate) struct StoreOutbox<S> {
     pub(crate) metrics: Arc<Metrics>,
     /// [`crate::ServerConfig::max_retained_bytes`].
     pub(crate) max_retained_bytes: u64,
-    /// Where a session ended through a handle is torn down.
-    pub(crate) sessions: Arc<LiveSessions>,
+    /// Where a session ended through a handle is torn down. Weak: the registry holds the
+    /// sessions, which hold this outbox, and a cycle would keep the store (and its final
+    /// checkpoint at shutdown) from ever being dropped.
+    pub(crate) sessions: Weak<LiveSessions>,
 }
 
 impl<S: Store> Outbox for StoreOutbox<S> {
@@ -80,7 +82,9 @@ impl<S: Store> Outbox for StoreOutbox<S> {
                 Err(ref e) if e.ended().is_some() => {}
                 Err(e) => return Err(SendError::from_store(e)),
             }
-            self.sessions.end(session, reason);
+            if let Some(sessions) = self.sessions.upgrade() {
+                sessions.end(session, reason);
+            }
             Ok(())
         })
     }

@@ -76,7 +76,7 @@ impl<S: Store, H: Handler> Server<S, H> {
             cfg: config.core,
             metrics: metrics.clone(),
             max_retained_bytes: config.max_retained_bytes,
-            sessions: sessions.clone(),
+            sessions: Arc::downgrade(&sessions),
         });
         let common = Common {
             grace_ms: HeaderValue::from(millis(config.core.grace)),

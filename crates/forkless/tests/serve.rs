@@ -208,11 +208,11 @@ async fn ctrl_c_stops_the_same_way() {
 /// A database that cannot be reached is a failure to start (exit 1), named without its password.
 #[tokio::test]
 async fn an_unreachable_database_exits_1_naming_it() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--store", "postgres://app:secret@127.0.0.1:1/db"])
-        .env("RUST_LOG", "off")
-        .output()
-        .expect("run forkless");
+    let out = support::forkless_output(
+        &["serve", "--listen", "127.0.0.1:0", "--store", "postgres://app:secret@127.0.0.1:1/db"],
+        &[],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("postgres://app:***@127.0.0.1:1/db"), "{stderr}");
@@ -247,11 +247,7 @@ async fn bad_flags_and_invalid_settings_exit_2_with_a_message() {
 async fn an_address_in_use_is_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = taken.local_addr().expect("addr").to_string();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
-        .args(["serve", "--listen", &addr])
-        .env("RUST_LOG", "off")
-        .output()
-        .expect("run forkless");
+    let out = support::forkless_output(&["serve", "--listen", &addr], &[]).await;
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("cannot listen on {addr}")), "{stderr}");
@@ -406,10 +402,11 @@ async fn a_lost_write_ahead_log_stops_serve_with_a_message_naming_it() {
     }
     let wal = dir.join("forkless.redb.wal");
     std::fs::remove_file(&wal).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", &dir_arg])
-        .output()
-        .unwrap();
+    let out = support::forkless_output(
+        &["serve", "--listen", "127.0.0.1:0", "--data-dir", &dir_arg],
+        &[("RUST_LOG", "warn")],
+    )
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "refused to start: {stderr}");
     assert!(

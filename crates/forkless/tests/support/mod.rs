@@ -51,6 +51,20 @@ pub async fn forkless(args: &[&str]) -> (Option<i32>, String) {
     (out.status.code(), String::from_utf8(out.stdout).expect("utf-8 output"))
 }
 
+/// Run `forkless <args>` (with `RUST_LOG=off` unless `env` says otherwise) to its end, its
+/// output captured; one that does not end within [`GUARD`] (a start that should have been
+/// refused) is killed and fails the test rather than hanging it.
+pub async fn forkless_output(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let run = Command::new(env!("CARGO_BIN_EXE_forkless"))
+        .args(args)
+        .env("RUST_LOG", "off")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    guard(&format!("forkless {args:?} to end"), run).await.expect("run forkless")
+}
+
 /// A running `forkless serve` process.
 pub struct Serve {
     child: Child,
