@@ -56,7 +56,7 @@ use serde_json::Value;
 
 use crate::Error;
 use probe::Target;
-use steps::{Ctx, ToolSpec};
+use steps::{Ctx, Progress, ToolSpec};
 pub(crate) use tape::payload_number;
 
 /// Flags of `forkless check`.
@@ -75,9 +75,16 @@ pub struct CheckArgs {
     /// Tool that sends numbered notifications on the standalone GET stream.
     #[arg(long, value_name = "NAME")]
     pub background_tool: Option<String>,
-    /// JSON object merged over the tools' `{"interval": ms, "count": n}` arguments.
+    /// JSON object merged over the tools' `{"interval": ms, "count": n}` arguments; a string
+    /// value `"$count"`, `"$interval"` (ms) or `"$seconds"` (the whole run) stands for that
+    /// number, for tools whose inputs are named otherwise.
     #[arg(long, value_name = "JSON")]
     pub args: Option<String>,
+    /// Ask the tools for progress (each call carries a `progressToken`) and count their
+    /// `notifications/progress` as the numbered events: for servers that number their work
+    /// by progress, such as stdio servers behind a gateway, whose log messages name no request.
+    #[arg(long)]
+    pub progress: bool,
     /// Run only these scenarios (comma-separated names).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub only: Vec<String>,
@@ -277,10 +284,11 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
     let tools = session.tool_names().await.map_err(|e| Error::Probe(e.0))?;
     let server = session.server_info.clone();
     session.close().await;
+    let progress = if args.progress { Progress::Ask } else { Progress::Omit };
     let pick = |flag: &Option<String>, default: &str| {
         flag.clone()
             .or_else(|| tools.iter().any(|t| t == default).then(|| default.to_owned()))
-            .map(|name| ToolSpec { name, args: extra.clone() })
+            .map(|name| ToolSpec { name, args: extra.clone(), progress })
     };
     let mut ctx = Ctx {
         target,

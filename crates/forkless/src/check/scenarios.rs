@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::time::{Instant, sleep};
 
 use super::Outcome;
@@ -99,10 +98,8 @@ pub(crate) async fn two_plain_gets(ctx: &mut Ctx) -> Outcome {
             ));
         };
         let count = 3;
-        let answer = session
-            .request("tools/call", json!({ "name": spec.name, "arguments": spec.arguments(count, 10) }))
-            .await
-            .map_err(|e| ev.fail(e.to_string()))?;
+        let answer =
+            session.request("tools/call", spec.call(count, 10)).await.map_err(|e| ev.fail(e.to_string()))?;
         if answer.get("error").is_some() {
             return Err(ev.fail(format!("tools/call {} failed: {answer}", spec.name)));
         }

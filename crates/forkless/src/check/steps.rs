@@ -34,8 +34,20 @@ pub(crate) const WATCH: Duration = Duration::from_millis(1500);
 #[derive(Clone, Debug)]
 pub(crate) struct ToolSpec {
     pub(crate) name: String,
-    /// `--args`: merged over `{"interval", "count"}`.
+    /// `--args`: merged over `{"interval", "count"}`; a string value `$count`, `$interval`
+    /// (milliseconds) or `$seconds` (the whole run) stands for that number.
     pub(crate) args: serde_json::Map<String, Value>,
+    /// `--progress`: whether its calls ask for progress.
+    pub(crate) progress: Progress,
+}
+
+/// Whether the tool's calls carry a `progressToken`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// No token: its numbered events are log messages.
+    Omit,
+    /// A fresh token per call: its numbered events are `notifications/progress`.
+    Ask,
 }
 
 impl ToolSpec {
@@ -44,9 +56,26 @@ impl ToolSpec {
         args.insert("interval".into(), json!(interval));
         args.insert("count".into(), json!(count));
         for (k, v) in &self.args {
-            args.insert(k.clone(), v.clone());
+            let v = match v.as_str() {
+                Some("$count") => json!(count),
+                Some("$interval") => json!(interval),
+                Some("$seconds") => json!(count.saturating_mul(interval) as f64 / 1000.0),
+                _ => v.clone(),
+            };
+            args.insert(k.clone(), v);
         }
         Value::Object(args)
+    }
+
+    /// The `tools/call` params for a run of `count` events `interval` ms apart.
+    pub(crate) fn call(&self, count: u64, interval: u64) -> Value {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let mut params = json!({ "name": self.name, "arguments": self.arguments(count, interval) });
+        if self.progress == Progress::Ask {
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            params["_meta"] = json!({ "progressToken": format!("forkless-check-{n}") });
+        }
+        params
     }
 }
 
@@ -209,9 +238,8 @@ pub(crate) async fn start(ctx: &Ctx, kind: Kind, count: u64, interval: u64, ev: 
         })?,
     };
     let mut session = ctx.target.open().await.map_err(|e| ev.fail(format!("cannot open a session: {e}")))?;
-    let args = spec.arguments(count, interval);
-    let count = args["count"].as_u64().unwrap_or(count);
-    let params = json!({ "name": spec.name, "arguments": args });
+    let params = spec.call(count, interval);
+    let count = params["arguments"]["count"].as_u64().unwrap_or(count);
     match kind {
         Kind::Request => {
             let (id, head, response) =

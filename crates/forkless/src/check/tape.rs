@@ -59,6 +59,11 @@ impl Default for Tape {
 /// The number at the end of a notification's text (`"... #12"` → 12), if any.
 pub(crate) fn payload_number(message: &Value) -> Option<u64> {
     let params = message.get("params")?;
+    // A progress notification is numbered by its progress (a whole number from 1).
+    if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
+        let n = params.get("progress").and_then(Value::as_f64)?;
+        return (n >= 1.0 && n.fract() == 0.0 && n < 1e15).then_some(n as u64);
+    }
     let text = match params.get("data") {
         Some(Value::String(s)) => s.clone(),
         _ => params.to_string(),
@@ -251,6 +256,12 @@ mod tests {
         let m = json!({"method": "notifications/message", "params": {"data": "Periodic notification #12"}});
         assert_eq!(payload_number(&m), Some(12));
         let m = json!({"method": "notifications/message", "params": {"data": "no number"}});
+        assert_eq!(payload_number(&m), None);
+        let m =
+            json!({"method": "notifications/progress", "params": {"progressToken": "t#3", "progress": 7}});
+        assert_eq!(payload_number(&m), Some(7), "progress by its value, not the token's text");
+        let m =
+            json!({"method": "notifications/progress", "params": {"progressToken": "t", "progress": 0.5}});
         assert_eq!(payload_number(&m), None);
     }
 
