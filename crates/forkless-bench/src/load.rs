@@ -62,15 +62,43 @@ fn cpu_between(probe: &Probe, a: Option<ProcSample>) -> Option<f64> {
     Some(a?.cpu_seconds_until(&b))
 }
 
+/// What an answer to the echo load must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// `text/event-stream`.
+    Sse,
+    /// `application/json`.
+    Json,
+    /// Either (a server that is not ours, which picks).
+    Either,
+}
+
+/// The echo tool's call: its argument's name (`text` for the servers here; others name it
+/// otherwise, `message` for server-everything) and the answer it must get.
+#[derive(Clone, Copy, Debug)]
+pub struct EchoCall<'a> {
+    /// The name of the echo tool's one argument.
+    pub argument: &'a str,
+    /// What its answers must be.
+    pub expect: Expect,
+}
+
+impl EchoCall<'static> {
+    /// The servers of this harness: `{"text": …}`, answered as `sse` says.
+    pub fn ours(sse: bool) -> Self {
+        Self { argument: "text", expect: if sse { Expect::Sse } else { Expect::Json } }
+    }
+}
+
 /// Load 1 and 2: `clients` connections sharing one session, each with one `tools/call echo`
-/// in flight, for `warmup` (not counted) then `duration`. `expect_sse`: every answer must be
-/// `text/event-stream` (else `application/json`); a mismatch counts as an error.
+/// in flight, for `warmup` (not counted) then `duration`. An answer that is not what `call`
+/// expects counts as an error.
 pub async fn echo(
     ep: &Endpoint,
     clients: usize,
     warmup: Duration,
     duration: Duration,
-    expect_sse: bool,
+    call: EchoCall<'_>,
     probe: &Probe,
 ) -> Result<Measured, Error> {
     let mut first = Conn::open(ep).await?;
@@ -86,6 +114,7 @@ pub async fn echo(
     let mut tasks = Vec::new();
     for (n, mut conn) in conns.into_iter().enumerate() {
         let (session, errors) = (session.clone(), errors.clone());
+        let (argument, expect) = (call.argument.to_owned(), call.expect);
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(1 << 16);
             let mut id = (n as u64) << 40;
@@ -96,11 +125,16 @@ pub async fn echo(
                 }
                 id += 1;
                 let body = format!(
-                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello forkless"}}}}}}"#
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"{argument}":"hello forkless"}}}}}}"#
                 );
                 let ok = match conn.post(Some(&session), Bytes::from(body)).await {
                     Ok(resp) => {
-                        let status_ok = resp.status() == StatusCode::OK && is_sse(&resp) == expect_sse;
+                        let shape_ok = match expect {
+                            Expect::Sse => is_sse(&resp),
+                            Expect::Json => !is_sse(&resp),
+                            Expect::Either => true,
+                        };
+                        let status_ok = resp.status() == StatusCode::OK && shape_ok;
                         match collect(resp).await {
                             Ok(b) => status_ok && contains(&b, b"\"result\"") && contains(&b, b"hello forkless"),
                             Err(_) => false,

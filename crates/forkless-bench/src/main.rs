@@ -74,6 +74,12 @@ enum Cmd {
         /// The server answers over SSE.
         #[arg(long)]
         sse: bool,
+        /// Accept either answer (SSE or JSON): a server that is not ours picks.
+        #[arg(long)]
+        any_answer: bool,
+        /// The name of the echo tool's argument (`message` for server-everything).
+        #[arg(long, default_value = "text")]
+        echo_arg: String,
         /// Notifications per stream (notify, resume).
         #[arg(long, default_value_t = 10_000)]
         count: u64,
@@ -160,7 +166,7 @@ fn real_main() -> Result<(), Error> {
                 }
             })
         }
-        Cmd::Load { url, load, clients, seconds, sse, count } => {
+        Cmd::Load { url, load, clients, seconds, sse, any_answer, echo_arg, count } => {
             let ep = forkless_bench::load::Endpoint::from_url(&url)
                 .ok_or_else(|| Error::Load(format!("not an http:// URL: {url}")))?;
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -170,7 +176,13 @@ fn real_main() -> Result<(), Error> {
                 use forkless_bench::load;
                 match load.as_str() {
                     "echo" => {
-                        println!("{:?}", load::echo(&ep, clients, Duration::ZERO, d, sse, &probe).await?)
+                        let expect = match (any_answer, sse) {
+                            (true, _) => load::Expect::Either,
+                            (false, true) => load::Expect::Sse,
+                            (false, false) => load::Expect::Json,
+                        };
+                        let call = load::EchoCall { argument: &echo_arg, expect };
+                        println!("{:?}", load::echo(&ep, clients, Duration::ZERO, d, call, &probe).await?)
                     }
                     "notify" => println!("{:?}", load::notifications(&ep, clients, count, d, &probe).await?),
                     "resume" => println!("{:?}", load::resume(&ep, count, 5, &probe).await?),

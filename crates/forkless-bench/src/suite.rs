@@ -142,8 +142,15 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
             for &clients in plan.clients {
                 let server = start(spec, opts.pin).await?;
                 let probe = server.probe();
-                let measured =
-                    load::echo(&server.endpoint, clients, plan.warmup, plan.duration, spec.sse, &probe).await;
+                let measured = load::echo(
+                    &server.endpoint,
+                    clients,
+                    plan.warmup,
+                    plan.duration,
+                    load::EchoCall::ours(spec.sse),
+                    &probe,
+                )
+                .await;
                 let peak = server.stop().await;
                 let measured = failed_as_row(measured, load, &spec.name);
                 let row = Row {
