@@ -62,6 +62,32 @@ async fn python_sdk_v1_uses_server_everything_through_the_gateway() {
 }
 
 #[tokio::test]
+async fn python_sdk_v1_resumes_a_cut_stream_through_the_gateway_with_its_resumption_token() {
+    let (Some(child), Some(py)) = (everything(), peer(".peers/py/bin/python")) else { return };
+    let gw = Serve::gateway(&[], &child).await;
+    let out = tokio::process::Command::new(&py)
+        .arg(support::root().join("tests/interop/python/client_resume.py"))
+        .arg(&gw.url)
+        .args([
+            "--tool",
+            "trigger-long-running-operation",
+            "--args",
+            r#"{"duration": 3, "steps": 30}"#,
+            "--progress",
+        ])
+        .kill_on_drop(true)
+        .output();
+    let out =
+        tokio::time::timeout(support::GUARD * 4, out).await.expect("client_resume.py finishes").expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.lines().last().is_some_and(|l| l.starts_with("PASS")),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
 async fn typescript_sdk_v1_uses_server_everything_through_the_gateway() {
     let (Some(child), Some(_sdk)) =
         (everything(), peer(".peers/node/node_modules/@modelcontextprotocol/sdk"))

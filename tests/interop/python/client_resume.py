@@ -25,6 +25,8 @@ Messages that arrive after the cut are dropped (they were "lost with the connect
 and must be replayed by the server.
 
 Usage: .peers/py/bin/python tests/interop/python/client_resume.py URL [--cut-after 10]
+       [--tool NAME --args JSON [--progress]]   (another tool emitting #1..#30: with
+       --progress, numbered by its progress notifications, e.g. a stdio server's behind a gateway)
 Prints `PASS client_resume (python) ...` or `FAIL client_resume (python): reason`;
 exit 0 on pass, 1 on failure, 2 on usage error.
 """
@@ -32,6 +34,7 @@ exit 0 on pass, 1 on failure, 2 on usage error.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import traceback
@@ -86,11 +89,22 @@ def check(cond: bool, msg: str) -> None:
         raise Fail(msg)
 
 
+# What the call is: the demo's numbered stream by default; --tool, --args and --progress
+# name another (a stdio server's progress-numbered tool behind a gateway).
+TOOL = {"name": "start-notification-stream", "arguments": {"interval": INTERVAL_MS, "count": COUNT}, "progress": False}
+
+
 def notification_number(item: SessionMessage | Exception) -> int | None:
-    """N of a notifications/message whose data text ends in #N, else None."""
+    """N of a notifications/message whose data text ends in #N (or, with --progress, of a
+    notifications/progress whose progress is N), else None."""
     if not isinstance(item, SessionMessage):
         return None
     root = item.message.root
+    if TOOL["progress"]:
+        if isinstance(root, types.JSONRPCNotification) and root.method == "notifications/progress":
+            value = (root.params or {}).get("progress")
+            return int(value) if isinstance(value, (int, float)) and value == int(value) else None
+        return None
     if not isinstance(root, types.JSONRPCNotification) or root.method != "notifications/message":
         return None
     data: Any = (root.params or {}).get("data")
@@ -135,13 +149,10 @@ class Recorder:
 
 
 def call_request() -> types.ClientRequest:
-    return types.ClientRequest(
-        types.CallToolRequest(
-            params=types.CallToolRequestParams(
-                name="start-notification-stream", arguments={"interval": INTERVAL_MS, "count": COUNT}
-            )
-        )
-    )
+    params = {"name": TOOL["name"], "arguments": TOOL["arguments"]}
+    if TOOL["progress"]:
+        params["_meta"] = {"progressToken": "client-resume"}
+    return types.ClientRequest(types.CallToolRequest(params=types.CallToolRequestParams.model_validate(params)))
 
 
 async def phase1(url: str, cut_after: int) -> tuple[Recorder, str, str, bool]:
@@ -239,7 +250,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description="resume a POST SSE stream via the SDK's resumption token API")
     ap.add_argument("url")
     ap.add_argument("--cut-after", type=int, default=10, help="cut the connection after #N (default 10)")
+    ap.add_argument("--tool", help="the tool to call (default start-notification-stream)")
+    ap.add_argument("--args", help="its arguments, a JSON object; it must emit #1..#30")
+    ap.add_argument("--progress", action="store_true", help="its numbered events are progress notifications")
     a = ap.parse_args()
+    if a.tool:
+        TOOL.update(name=a.tool, arguments=json.loads(a.args or "{}"))
+    TOOL["progress"] = a.progress
     if not a.url.startswith(("http://", "https://")) or not 1 <= a.cut_after < COUNT:
         ap.print_usage(sys.stderr)
         return 2
