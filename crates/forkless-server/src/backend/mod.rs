@@ -77,11 +77,21 @@ pub struct BackendConfig {
     /// How long a backend may take to answer `initialize` (a stdio child started by `npx`
     /// may download itself first). Default 60 s.
     pub initialize_timeout: Duration,
+    /// Whether a session can be served by a backend other than the one it started with
+    /// (after a restart, or on another node). Default [`Restorable::No`]: a backend is the
+    /// session's state. [`Restorable::Yes`] is for services whose state is elsewhere (an
+    /// in-process service over shared state): a new backend is started for such a session
+    /// on its next request and initialized with what its client said at `initialize`.
+    pub restorable: Restorable,
 }
 
 impl Default for BackendConfig {
     fn default() -> Self {
-        Self { sharing: Sharing::PerSession, initialize_timeout: Duration::from_secs(60) }
+        Self {
+            sharing: Sharing::PerSession,
+            initialize_timeout: Duration::from_secs(60),
+            restorable: Restorable::No,
+        }
     }
 }
 
@@ -114,6 +124,8 @@ pub struct MessageBackend<C> {
     peers: Mutex<HashMap<SessionId, Arc<Peer>>>,
     /// [`Sharing::Shared`]: the one backend, once started.
     shared: tokio::sync::Mutex<Option<Arc<Peer>>>,
+    /// Held while a session is restored, so that two requests do not start two backends.
+    restoring: tokio::sync::Mutex<()>,
     stats: Arc<BackendStats>,
 }
 
@@ -125,6 +137,7 @@ impl<C: Connector> MessageBackend<C> {
             cfg,
             peers: Mutex::default(),
             shared: tokio::sync::Mutex::new(None),
+            restoring: tokio::sync::Mutex::new(()),
             stats: Arc::default(),
         }
     }
@@ -182,6 +195,33 @@ impl<C: Connector> MessageBackend<C> {
         Ok(peer)
     }
 
+    /// A new backend for a session restored here (its own died with another process),
+    /// initialized with what the session's client said at `initialize`.
+    async fn restore(&self, session: &SessionHandle) -> Result<Arc<Peer>, RpcError> {
+        let _one_at_a_time = self.restoring.lock().await;
+        if let Some(peer) = self.peer(session.id()) {
+            return Ok(peer);
+        }
+        let params = json!({
+            "protocolVersion": session.revision().as_str(),
+            "capabilities": session.client_capabilities(),
+            "clientInfo": session.client_info(),
+        });
+        let peer = match self.cfg.sharing {
+            Sharing::Shared => self.shared_peer(&params).await?,
+            Sharing::PerSession => {
+                let peer = self.start(Some(session.id())).await?;
+                let result = self.handshake(&peer, params).await.inspect_err(|_| peer.stop())?;
+                peer.set_initialized(result);
+                peer
+            }
+        };
+        peer.attach(session.clone());
+        lock(&self.peers).insert(session.id(), peer.clone());
+        tracing::info!(session = %session.id(), "session restored on a new backend");
+        Ok(peer)
+    }
+
     /// `initialize` to the backend, then `notifications/initialized`; its result. On an error
     /// the caller stops the backend.
     async fn handshake(&self, peer: &Peer, params: Value) -> Result<Value, RpcError> {
@@ -235,7 +275,7 @@ impl<C: Connector> Handler for MessageBackend<C> {
     }
 
     fn restorable(&self) -> Restorable {
-        Restorable::No
+        self.cfg.restorable
     }
 
     fn revisions(&self) -> Revisions {
@@ -286,10 +326,12 @@ impl<C: Connector> Handler for MessageBackend<C> {
         params: Option<Value>,
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
-        match self.peer(ctx.session().id()) {
-            Some(peer) => peer.forward(method, params, ctx).await,
-            None => Err(peer::backend_exited()),
-        }
+        let peer = match self.peer(ctx.session().id()) {
+            Some(peer) => peer,
+            None if self.cfg.restorable == Restorable::Yes => self.restore(ctx.session()).await?,
+            None => return Err(peer::backend_exited()),
+        };
+        peer.forward(method, params, ctx).await
     }
 
     async fn handle_notification(&self, method: &str, params: Option<Value>, session: SessionHandle) {

@@ -126,7 +126,7 @@ pub fn run(args: &GatewayArgs) -> Result<(), Error> {
     };
     let handler = MessageBackend::new(
         connector,
-        BackendConfig { sharing, initialize_timeout: args.initialize_timeout },
+        BackendConfig { sharing, initialize_timeout: args.initialize_timeout, ..BackendConfig::default() },
     );
     let grace = args.stop_grace;
     // Once the server has stopped, no child outlives the gateway.
