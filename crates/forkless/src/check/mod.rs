@@ -240,25 +240,12 @@ pub struct Report {
 /// Run `forkless check`. Exit status: 0 when no scenario failed, 1 when one did, 3 when the
 /// target cannot be probed at all.
 pub fn run(args: &CheckArgs) -> Result<(), Error> {
-    let extra = match &args.args {
-        None => serde_json::Map::new(),
-        Some(text) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(map)) => map,
-            _ => return Err(Error::Config(format!("--args must be a JSON object, got {text}"))),
-        },
-    };
-    for name in &args.only {
-        if !SCENARIOS.iter().any(|s| s.name == name) {
-            let known: Vec<_> = SCENARIOS.iter().map(|s| s.name).collect();
-            return Err(Error::Config(format!("unknown scenario `{name}` (known: {})", known.join(", "))));
-        }
-    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(Error::Startup)?;
-    let report = runtime.block_on(probe_all(args, extra))?;
+    let report = runtime.block_on(probe(args))?;
     let mut out = std::io::stdout().lock();
     let written = if args.json {
         serde_json::to_writer_pretty(&mut out, &report)
@@ -342,6 +329,26 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
         unsupported: count(Verdict::Unsupported),
         scenarios,
     })
+}
+
+/// Probe `args.url` with the scenarios `args` selects (in a runtime of the caller's) and
+/// report, whatever the verdicts; an error only when the flags are invalid or the target
+/// cannot be probed at all.
+pub async fn probe(args: &CheckArgs) -> Result<Report, Error> {
+    let extra = match &args.args {
+        None => serde_json::Map::new(),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => map,
+            _ => return Err(Error::Config(format!("--args must be a JSON object, got {text}"))),
+        },
+    };
+    for name in &args.only {
+        if !SCENARIOS.iter().any(|s| s.name == name) {
+            let known: Vec<_> = SCENARIOS.iter().map(|s| s.name).collect();
+            return Err(Error::Config(format!("unknown scenario `{name}` (known: {})", known.join(", "))));
+        }
+    }
+    probe_all(args, extra).await
 }
 
 /// The human report: one row per scenario, its criterion and evidence indented below.
