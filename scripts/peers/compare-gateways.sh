@@ -88,7 +88,7 @@ r = json.load(open(sys.argv[1]))
 c = {"PASS": 0, "FAIL": 0, "UNSUPPORTED": 0}
 for s in r["scenarios"]:
     c[s["verdict"]] = c.get(s["verdict"], 0) + 1
-print(f"{c[\"PASS\"]} PASS, {c[\"FAIL\"]} FAIL, {c[\"UNSUPPORTED\"]} UNSUPPORTED")' "$out/$name.check.json")
+print("%d PASS, %d FAIL, %d UNSUPPORTED" % (c["PASS"], c["FAIL"], c["UNSUPPORTED"]))' "$out/$name.check.json")
   local load
   load=$("$bench" load --url "$url" --clients 16 --seconds "$seconds" --any-answer --echo-arg message)
   local rps p99

@@ -107,10 +107,13 @@ async fn gateway(sharing: Sharing) -> Gateway {
 }
 
 async fn gateway_with(sharing: Sharing, config: ServerConfig) -> Gateway {
-    let fake = Fake::default();
+    let backend = BackendConfig { sharing, ..BackendConfig::default() };
+    gateway_on(MemoryStore::new(), Fake::default(), backend, config).await
+}
+
+async fn gateway_on(store: MemoryStore, fake: Fake, backend: BackendConfig, config: ServerConfig) -> Gateway {
     let seen = fake.0.clone();
-    let handler = MessageBackend::new(fake, BackendConfig { sharing, ..BackendConfig::default() });
-    let store = MemoryStore::new();
+    let handler = MessageBackend::new(fake, backend);
     let server = Server::new(store.clone(), handler, config).expect("valid config");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
@@ -315,4 +318,28 @@ async fn a_cancelled_request_is_cancelled_at_the_backend_under_the_backends_id()
     })
     .await;
     assert_eq!(told["params"]["requestId"], forwarded, "under the id the backend knows it by");
+}
+
+#[tokio::test]
+async fn a_restorable_session_gets_a_new_backend_elsewhere_initialized_as_its_client_was() {
+    let (store, fake) = (MemoryStore::new(), Fake::default());
+    let backend = BackendConfig { restorable: forkless_server::Restorable::Yes, ..BackendConfig::default() };
+    let first = gateway_on(store.clone(), fake.clone(), backend, ServerConfig::default()).await;
+    let (c, _) = session(&first.url).await;
+    // Another process on the same store: the session goes on there, on a new backend.
+    let second = gateway_on(store, fake.clone(), backend, ServerConfig::default()).await;
+    let mut elsewhere = Client::new(&second.url);
+    elsewhere.session = c.session.clone();
+    elsewhere.version = c.version.clone();
+    let events = Sse::new(elsewhere.post_raw(&call(json!(3), "progress", Some("t"))).await).rest().await;
+    assert_eq!(events.last().expect("an answer").json()["id"], 3);
+    assert_eq!(fake.0.connects.load(Ordering::SeqCst), 2, "a new backend for the restored session");
+    let inits: Vec<Value> =
+        fake.0.received.lock().unwrap().iter().filter(|m| m["method"] == "initialize").cloned().collect();
+    assert_eq!(inits.len(), 2);
+    assert_eq!(
+        inits[1]["params"]["clientInfo"], inits[0]["params"]["clientInfo"],
+        "initialized as its client was"
+    );
+    assert_eq!(inits[1]["params"]["protocolVersion"], "2025-11-25");
 }
