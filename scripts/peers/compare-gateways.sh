@@ -3,6 +3,7 @@
 # and compare them, as docs/peers.md records:
 #
 #   forkless      forkless gateway (per-session, durable default store)
+#   forkless-memory  the same on the in-memory store (what the others keep: nothing)
 #   supergateway  supergateway 4.0.0 --outputTransport streamableHttp --stateful (npm)
 #   mcp-proxy     mcp-proxy 0.13.0 --transport streamablehttp server mode (PyPI)
 #
@@ -115,6 +116,12 @@ pid=$!
 run_one forkless "http://127.0.0.1:$port/mcp" "$pid"
 stop "$pid"
 rm -rf "$data"
+
+port=$(free_port)
+"$forkless" gateway --listen "127.0.0.1:$port" --store memory -- node "$everything" stdio >/dev/null 2>"$out/forkless-memory.log" &
+pid=$!
+run_one forkless-memory "http://127.0.0.1:$port/mcp" "$pid"
+stop "$pid"
 
 port=$(free_port)
 node "$root/.peers/gateways/node_modules/supergateway/dist/index.js" --stdio "node $everything stdio" \
