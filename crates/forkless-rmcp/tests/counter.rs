@@ -99,3 +99,22 @@ async fn the_typescript_sdk_calls_the_rmcp_service() {
     let url = serve().await;
     passes(Path::new("node"), "tests/interop/ts/client_basic.mjs", &url, &[]).await;
 }
+
+#[tokio::test]
+async fn rmcps_own_client_calls_the_service_through_forkless() {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::StreamableHttpClientTransport;
+    let url = serve().await;
+    let client =
+        ().serve(StreamableHttpClientTransport::from_uri(url)).await.expect("rmcp's client connects");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert!(tools.iter().any(|t| t.name == "increment"), "{tools:?}");
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("text".into(), serde_json::json!("through forkless"));
+    let echoed =
+        client.call_tool(CallToolRequestParams::new("echo").with_arguments(arguments)).await.expect("echo");
+    let text = serde_json::to_string(&echoed.content).unwrap();
+    assert!(text.contains("through forkless"), "{text}");
+    let _ = client.cancel().await;
+}

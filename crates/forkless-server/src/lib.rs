@@ -72,6 +72,7 @@
 //! | [`node`] | the node-local state behind interfaces: [`node::Attachments`] (leases, "the displaced writer stopped", liveness per node), [`node::Inbox`] |
 //! | `handler` | the [`Handler`] trait, [`RpcError`], [`ServerInfo`], [`SendError`] |
 //! | `context` | the handles a handler talks back through: [`SessionHandle`], [`RequestContext`] |
+//! | [`backend`] | a [`Handler`] whose sessions are served by another MCP server spoken to as JSON-RPC messages (a stdio child, an in-process `rmcp` service): ids and tokens rewritten, messages routed to their streams, a backend that exits ending its sessions |
 //! | `session` | the in-process state of a session behind those handles |
 //! | `sse` | the SSE wire encoding |
 //! | `jsonrpc` | classifying POST bodies |

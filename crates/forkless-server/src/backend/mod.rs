@@ -4,7 +4,7 @@
 //!
 //! [`MessageBackend`] is a [`Handler`] over a [`Connector`], which starts backends and hands
 //! back a [`Link`] (messages in, messages out). This module owns how the two sides' messages
-//! meet, in [`peer`]: ids rewritten so no client id can collide with the backend's or with
+//! meet, in `peer`: ids rewritten so no client id can collide with the backend's or with
 //! another session's, responses to their request's stream, progress to its request's
 //! stream, other notifications to the standalone stream, the backend's requests (sampling,
 //! elicitation, roots) to the client and their answers back, and a backend that exits
