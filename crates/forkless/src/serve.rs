@@ -28,9 +28,11 @@ use tokio::net::TcpListener;
 use crate::Error;
 
 mod shared;
+mod stop;
 mod store;
 use crate::demo::DemoHandler;
 use shared::serve_shared;
+use stop::StopSignal;
 pub use store::{StoreSpec, StoreSpecError};
 
 /// Flags of `forkless serve`.
@@ -426,45 +428,6 @@ fn announce(line: &str) {
     // Nothing useful can be done if stdout is gone; the logs on stderr still say the same.
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
-}
-
-/// Ctrl-C (SIGINT) or SIGTERM, whichever comes first.
-struct StopSignal {
-    #[cfg(unix)]
-    interrupt: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    terminate: tokio::signal::unix::Signal,
-}
-
-impl StopSignal {
-    /// Register the handlers now, before the start-up line, so a supervisor that signals as
-    /// soon as it reads that line gets a clean stop rather than the default disposition.
-    fn install() -> Result<Self, Error> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            let interrupt = signal(SignalKind::interrupt()).map_err(Error::Startup)?;
-            let terminate = signal(SignalKind::terminate()).map_err(Error::Startup)?;
-            Ok(Self { interrupt, terminate })
-        }
-        #[cfg(not(unix))]
-        Ok(Self {})
-    }
-
-    async fn wait(mut self) -> &'static str {
-        #[cfg(unix)]
-        {
-            tokio::select! {
-                _ = self.interrupt.recv() => "interrupted",
-                _ = self.terminate.recv() => "terminated",
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-            "interrupted"
-        }
-    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,15 @@
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different part of this module
 
+mod peers;
+mod procs;
 pub mod view;
+
+// Each test binary uses some of these.
+#[allow(unused_imports)]
+pub use peers::{peer, peer_passes, root};
+#[allow(unused_imports)]
+pub use procs::{children_of, forkless_output, running};
 
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -49,20 +57,6 @@ pub async fn forkless(args: &[&str]) -> (Option<i32>, String) {
     .unwrap_or_else(|_| panic!("forkless {args:?} did not finish"))
     .expect("run forkless");
     (out.status.code(), String::from_utf8(out.stdout).expect("utf-8 output"))
-}
-
-/// Run `forkless <args>` (with `RUST_LOG=off` unless `env` says otherwise) to its end, its
-/// output captured; one that does not end within [`GUARD`] (a start that should have been
-/// refused) is killed and fails the test rather than hanging it.
-pub async fn forkless_output(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    let run = Command::new(env!("CARGO_BIN_EXE_forkless"))
-        .args(args)
-        .env("RUST_LOG", "off")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    guard(&format!("forkless {args:?} to end"), run).await.expect("run forkless")
 }
 
 /// A running `forkless serve` process.
@@ -187,71 +181,6 @@ impl Serve {
         let status = guard("process exit", self.child.wait()).await.expect("wait for child");
         (status, rest)
     }
-}
-
-/// The children of process `pid`, from `/proc/<pid>/task/*/children`.
-pub fn children_of(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    let mut out = Vec::new();
-    for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            out.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
-/// Whether process `pid` exists and is not a zombie.
-pub fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
-        .unwrap_or(false)
-}
-
-/// The workspace root.
-pub fn root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
-}
-
-/// The peer at `rel` (relative to the workspace root), or `None` to skip outside CI; under
-/// `CI=true` a missing peer fails the test (CI must install the peers).
-pub fn peer(rel: &str) -> Option<std::path::PathBuf> {
-    let path = root().join(rel);
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{} is missing: run scripts/peers/install.sh (CI must install the peers)", path.display());
-    }
-    eprintln!("skipping: {} is missing (run scripts/peers/install.sh)", path.display());
-    None
-}
-
-/// Run the peer `script` with `program` against `url`; it must end with `PASS`.
-pub async fn peer_passes(program: &std::path::Path, script: &str, url: &str, env: &[(&str, &str)]) {
-    let out = tokio::time::timeout(
-        GUARD * 8,
-        Command::new(program)
-            .arg(root().join(script))
-            .arg(url)
-            .envs(env.iter().copied())
-            .current_dir(root())
-            .stdin(Stdio::null())
-            .output(),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("{script} did not finish"))
-    .expect("run peer");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.lines().last().is_some_and(|l| l.starts_with("PASS")),
-        "{script} against {url} failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
 }
 
 /// A new, empty directory under the system temp dir, unique to this process and call.

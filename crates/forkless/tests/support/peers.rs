@@ -1,0 +1,51 @@
+//! The official MCP peers the tests run (installed into `.peers/` by
+//! `scripts/peers/install.sh`): where they are, and running one of their scripts.
+
+use std::process::Stdio;
+
+use tokio::process::Command;
+
+use super::GUARD;
+
+/// The workspace root.
+pub fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
+}
+
+/// The peer at `rel` (relative to the workspace root), or `None` to skip outside CI; under
+/// `CI=true` a missing peer fails the test (CI must install the peers).
+pub fn peer(rel: &str) -> Option<std::path::PathBuf> {
+    let path = root().join(rel);
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{} is missing: run scripts/peers/install.sh (CI must install the peers)", path.display());
+    }
+    eprintln!("skipping: {} is missing (run scripts/peers/install.sh)", path.display());
+    None
+}
+
+/// Run the peer `script` with `program` against `url`; it must end with `PASS`.
+pub async fn peer_passes(program: &std::path::Path, script: &str, url: &str, env: &[(&str, &str)]) {
+    let out = tokio::time::timeout(
+        GUARD * 8,
+        Command::new(program)
+            .arg(root().join(script))
+            .arg(url)
+            .envs(env.iter().copied())
+            .current_dir(root())
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{script} did not finish"))
+    .expect("run peer");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.lines().last().is_some_and(|l| l.starts_with("PASS")),
+        "{script} against {url} failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+}
