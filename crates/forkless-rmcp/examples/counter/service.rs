@@ -1,4 +1,5 @@
-//! An ordinary rmcp server: a counter, an echo, and two tools that report progress. Nothing
+//! An ordinary rmcp server: a counter, an echo, two tools that report progress and one that
+//! logs in the background. Nothing
 //! here knows about forkless; `main.rs` is the only place that does.
 
 use std::sync::Arc;
@@ -9,6 +10,8 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolResult, ContentBlock, ProgressNotificationParam, ServerCapabilities, ServerConfig,
 };
+#[allow(deprecated)]
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, schemars, tool, tool_handler, tool_router};
 
@@ -105,6 +108,33 @@ impl Counter {
         Ok(CallToolResult::success(vec![ContentBlock::text(format!("done after {steps} steps"))]))
     }
 
+    #[tool(
+        name = "start-background-stream",
+        description = "Answer at once, then send numbered log messages that belong to no request"
+    )]
+    async fn start_background_stream(
+        &self,
+        Parameters(Stream { count, interval }): Parameters<Stream>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let peer = ctx.peer.clone();
+        tokio::spawn(async move {
+            for i in 1..=count {
+                let data = serde_json::json!(format!("Background notification #{i}"));
+                // rmcp marks its logging API deprecated (SEP-2577); it is what clients read today.
+                #[allow(deprecated)]
+                let sent = peer
+                    .notify_logging_message(LoggingMessageNotificationParam::new(LoggingLevel::Info, data))
+                    .await;
+                if sent.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(interval)).await;
+            }
+        });
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!("sending {count}"))]))
+    }
+
     #[tool(name = "start-notification-stream", description = "Numbered progress notifications, then answer")]
     async fn start_notification_stream(
         &self,
@@ -118,7 +148,9 @@ impl Counter {
 
 #[tool_handler(router = Self::tool_router())]
 impl ServerHandler for Counter {
+    // Logging is what `start-background-stream` sends; rmcp marks it deprecated (SEP-2577).
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_logging().build())
     }
 }
