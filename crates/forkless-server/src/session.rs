@@ -239,6 +239,9 @@ impl SessionShared {
             let _ = p.tx.send(Err(SendError::SessionEnded { reason }));
         }
         lock(&self.in_flight).clear();
+        // Nothing is in flight any more: a `close` waiting for that goes on (and finds the
+        // session ended, which keeps its first reason).
+        self.drained.notify_waiters();
     }
 
     /// A client request starts: its cancellation token, registered under its id.
