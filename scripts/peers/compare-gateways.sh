@@ -42,7 +42,8 @@ bench="$root/target/release/forkless-bench"
 everything="$root/.peers/stdio/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 mkdir -p "$out"
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# shellcheck source=compare-lib.sh
+source "$here/compare-lib.sh"
 
 # The resident set of a process and all its descendants, in KiB.
 tree_rss() {
@@ -83,17 +84,11 @@ run_one() { # name url pid
   "$forkless" check "$url" --json --progress --tool trigger-long-running-operation \
     --args '{"steps":"$count","duration":"$seconds"}' >"$out/$name.check.json" 2>/dev/null || true
   local verdicts
-  verdicts=$(python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1]))
-c = {"PASS": 0, "FAIL": 0, "UNSUPPORTED": 0}
-for s in r["scenarios"]:
-    c[s["verdict"]] = c.get(s["verdict"], 0) + 1
-print("%d PASS, %d FAIL, %d UNSUPPORTED" % (c["PASS"], c["FAIL"], c["UNSUPPORTED"]))' "$out/$name.check.json")
+  verdicts=$(verdicts "$out/$name.check.json")
   local load
   load=$("$bench" load --url "$url" --clients 16 --seconds "$seconds" --any-answer --echo-arg message)
   local rps p99
-  rps=$(sed -n 's/.*throughput: \([0-9.]*\).*/\1/p' <<<"$load")
+  rps=$(throughput "$load")
   p99=$(sed -n 's/.*p99_us: Some(\([0-9.]*\)).*/\1/p' <<<"$load")
   p99=$(python3 -c "print(f'{float(\"${p99:-0}\") / 1000:.1f}')")
   local before after i

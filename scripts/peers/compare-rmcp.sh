@@ -34,22 +34,17 @@ cargo build --quiet --release -p forkless-rmcp --examples >&2
 bin="$root/target/release"
 mkdir -p "$out"
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# shellcheck source=compare-lib.sh
+source "$here/compare-lib.sh"
 
 run_side() { # name url
   local name=$1 url=$2
   "$bin/forkless" check "$url" --json --progress >"$out/$name.check.json" 2>/dev/null || true
   local verdicts load rate
-  verdicts=$(python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1]))
-c = {"PASS": 0, "FAIL": 0, "UNSUPPORTED": 0}
-for s in r["scenarios"]:
-    c[s["verdict"]] = c.get(s["verdict"], 0) + 1
-print("%d PASS, %d FAIL, %d UNSUPPORTED" % (c["PASS"], c["FAIL"], c["UNSUPPORTED"]))' "$out/$name.check.json")
+  verdicts=$(verdicts "$out/$name.check.json")
   load=$("$bin/forkless-bench" load --url "$url" --load notify --clients 16 --count 1000 --seconds "$seconds")
   echo "$load" >"$out/$name.load.txt"
-  rate=$(sed -n 's/.*throughput: \([0-9.]*\).*/\1/p' <<<"$load")
+  rate=$(throughput "$load")
   echo "compare-rmcp: $name: $verdicts; ${rate:-?} notifications/s"
 }
 

@@ -99,6 +99,7 @@ struct Gateway {
     url: String,
     seen: Arc<Seen>,
     store: MemoryStore,
+    server: Server<MemoryStore, MessageBackend<Fake>>,
     _shutdown: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -118,10 +119,11 @@ async fn gateway_on(store: MemoryStore, fake: Fake, backend: BackendConfig, conf
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let kept = server.clone();
     tokio::spawn(server.serve(listener, async move {
         let _ = rx.await;
     }));
-    Gateway { url, seen, store, _shutdown: tx }
+    Gateway { url, seen, store, server: kept, _shutdown: tx }
 }
 
 async fn session(url: &str) -> (Client, Value) {
@@ -257,6 +259,19 @@ async fn shared_backend_is_started_once_and_sessions_see_only_their_own_progress
     assert_eq!(g.seen.connects.load(Ordering::SeqCst), 1, "one backend for every session");
     let inits = g.seen.received.lock().unwrap().iter().filter(|m| m["method"] == "initialize").count();
     assert_eq!(inits, 1, "initialized once, by forkless");
+    // Each call's log message named no request: dropped (neither client got it), and counted.
+    let stats = g.server.handler().stats();
+    assert_eq!(stats.unattributed.load(Ordering::SeqCst), 2);
+
+    // A request from the shared backend to a client is refused at the backend, not guessed.
+    let events = Sse::new(a.post_raw(&call(json!(2), "ask", None)).await).rest().await;
+    let msgs: Vec<Value> = events.iter().map(|e| e.json()).collect();
+    assert_eq!(msgs.len(), 1, "no sampling request reached the client, only the answer: {msgs:?}");
+    assert_eq!(msgs[0]["id"], 2);
+    assert_eq!(stats.refused_requests.load(Ordering::SeqCst), 1);
+    let refusal =
+        g.seen.received.lock().unwrap().iter().find(|m| m["id"] == "b-1").cloned().expect("answered");
+    assert_eq!(refusal["error"]["code"], -32601, "{refusal}");
 }
 
 #[tokio::test]

@@ -12,7 +12,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::{Value, json};
-use support::{Serve, Session, SseReader, fresh_data_dir, guard, peer, peer_passes, running};
+use support::{
+    Serve, Session, SseReader, fresh_data_dir, guard, peer, peer_passes, peer_passes_with, running,
+};
 
 const EVERYTHING: &str = ".peers/stdio/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
 
@@ -65,26 +67,14 @@ async fn python_sdk_v1_uses_server_everything_through_the_gateway() {
 async fn python_sdk_v1_resumes_a_cut_stream_through_the_gateway_with_its_resumption_token() {
     let (Some(child), Some(py)) = (everything(), peer(".peers/py/bin/python")) else { return };
     let gw = Serve::gateway(&[], &child).await;
-    let out = tokio::process::Command::new(&py)
-        .arg(support::root().join("tests/interop/python/client_resume.py"))
-        .arg(&gw.url)
-        .args([
-            "--tool",
-            "trigger-long-running-operation",
-            "--args",
-            r#"{"duration": 3, "steps": 30}"#,
-            "--progress",
-        ])
-        .kill_on_drop(true)
-        .output();
-    let out =
-        tokio::time::timeout(support::GUARD * 4, out).await.expect("client_resume.py finishes").expect("run");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.lines().last().is_some_and(|l| l.starts_with("PASS")),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let tool = [
+        "--tool",
+        "trigger-long-running-operation",
+        "--args",
+        r#"{"duration": 3, "steps": 30}"#,
+        "--progress",
+    ];
+    peer_passes_with(&py, "tests/interop/python/client_resume.py", &gw.url, &tool, &[]).await;
 }
 
 #[tokio::test]

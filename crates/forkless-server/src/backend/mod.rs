@@ -147,25 +147,6 @@ impl<C: Connector> MessageBackend<C> {
         &self.stats
     }
 
-    /// Sessions with a backend now.
-    pub fn sessions(&self) -> usize {
-        lock(&self.peers).len()
-    }
-
-    /// Stop every backend (at shutdown): their links are dropped, and the connector stops
-    /// them. Sessions are not ended; after a restart they end (`owner_lost`).
-    pub fn stop_all(&self) {
-        let peers: Vec<_> = lock(&self.peers).drain().map(|(_, p)| p).collect();
-        for peer in peers {
-            peer.stop();
-        }
-        if let Ok(mut shared) = self.shared.try_lock()
-            && let Some(peer) = shared.take()
-        {
-            peer.stop();
-        }
-    }
-
     fn peer(&self, session: SessionId) -> Option<Arc<Peer>> {
         lock(&self.peers).get(&session).cloned()
     }

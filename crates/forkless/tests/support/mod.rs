@@ -16,7 +16,7 @@ pub mod view;
 
 // Each test binary uses some of these.
 #[allow(unused_imports)]
-pub use peers::{peer, peer_passes, root};
+pub use peers::{peer, peer_passes, peer_passes_with, root};
 #[allow(unused_imports)]
 pub use procs::{children_of, forkless_output, running};
 

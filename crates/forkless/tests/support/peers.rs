@@ -28,12 +28,25 @@ pub fn peer(rel: &str) -> Option<std::path::PathBuf> {
 
 /// Run the peer `script` with `program` against `url`; it must end with `PASS`.
 pub async fn peer_passes(program: &std::path::Path, script: &str, url: &str, env: &[(&str, &str)]) {
+    peer_passes_with(program, script, url, &[], env).await;
+}
+
+/// [`peer_passes`], with arguments after the URL.
+pub async fn peer_passes_with(
+    program: &std::path::Path,
+    script: &str,
+    url: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) {
     let out = tokio::time::timeout(
         GUARD * 8,
         Command::new(program)
             .arg(root().join(script))
             .arg(url)
+            .args(args)
             .envs(env.iter().copied())
+            .kill_on_drop(true)
             .current_dir(root())
             .stdin(Stdio::null())
             .output(),
