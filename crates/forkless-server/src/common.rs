@@ -8,14 +8,17 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use forkless_core::{AppendTarget, EventKind};
 use forkless_core::{EndReason, SessionId, SessionRecord, Timestamp};
-use forkless_store::Store;
+use forkless_store::{Append, Store};
+
+use crate::jsonrpc::{self, RpcError};
 use http::HeaderValue;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::Restorable;
-use crate::node::{Attachments, Inbox, LiveSessions};
+use crate::node::{Attachments, Forwarder, Inbox, LiveSessions, Routes};
 
 use crate::config::ServerConfig;
 use crate::error::Error;
@@ -80,9 +83,47 @@ pub(crate) struct Common<S> {
     pub(crate) outbox: Arc<dyn Outbox>,
     /// `Mcp-Stream-Grace-Ms`, the same on every SSE answer.
     pub(crate) grace_ms: HeaderValue,
+    /// Where sessions owned by other nodes were last found, and the hop to them.
+    pub(crate) routes: Routes,
+    pub(crate) forwarder: Forwarder,
 }
 
 impl<S: Store> Common<S> {
+    /// Answer requests whose handler died with an earlier process or node (see
+    /// [`crate::Server::answer_orphans`]); how many were answered.
+    pub(crate) async fn answer_orphans(&self, orphans: &[forkless_store::Orphan]) -> usize {
+        // The answer must land even in a session at its byte budget: it is the last event.
+        let limits = forkless_core::Limits {
+            stream_max_bytes: u64::MAX,
+            session_max_bytes: u64::MAX,
+            ..self.cfg.core.limits
+        };
+        let mut answered = 0;
+        for orphan in orphans {
+            let id = jsonrpc::label_id(orphan.label.as_ref());
+            let error = RpcError::internal("the server restarted while handling this request; it was lost");
+            let payload = jsonrpc::response_payload(&id, &Err(error));
+            let append = Append {
+                session: orphan.session,
+                target: AppendTarget::Stream(orphan.stream),
+                payload,
+                kind: EventKind::Final,
+                now: now(),
+                limits: &limits,
+            };
+            match self.store.append(append).await {
+                Ok(event) => {
+                    answered += 1;
+                    tracing::info!(session = %orphan.session, %event, request = %id, "lost request answered");
+                }
+                Err(e) => {
+                    tracing::info!(session = %orphan.session, stream = %orphan.stream, error = %e, "lost request not answered");
+                }
+            }
+        }
+        answered
+    }
+
     /// The in-process state of an active session (created on first use after a restart, with
     /// what the client said at initialize read back from the record); `None` if the session
     /// was not created here and the handler's sessions cannot be restored.

@@ -151,6 +151,12 @@ pub struct ServerConfig {
     /// refused like at `max_sessions`, and appends are refused with a typed error. Default
     /// 1 GiB.
     pub max_retained_bytes: u64,
+    /// How long a node waits to connect to a session's owner node when it sends it a request
+    /// (owner routing, PROTOCOL section 10). Default 2 s.
+    pub forward_connect_timeout: Duration,
+    /// How long a node waits for the owner's answer to start (its status and headers; an SSE
+    /// answer starts at once, a JSON one when the call is done). Default 60 s.
+    pub forward_head_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -175,6 +181,8 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             max_sessions: 50_000,
             max_retained_bytes: 1 << 30,
+            forward_connect_timeout: Duration::from_secs(2),
+            forward_head_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -204,7 +212,9 @@ impl ServerConfig {
         if !self.path.starts_with('/') || self.path == "/metrics" || self.path == "/healthz" {
             return Err(ConfigError::Path(self.path.clone()));
         }
-        let zero: [(&'static str, bool); 12] = [
+        let zero: [(&'static str, bool); 14] = [
+            ("forward_connect_timeout", self.forward_connect_timeout.is_zero()),
+            ("forward_head_timeout", self.forward_head_timeout.is_zero()),
             ("idle_timeout", self.idle_timeout.is_zero()),
             ("max_body_bytes", self.max_body_bytes == 0),
             ("header_read_timeout", self.header_read_timeout.is_zero()),

@@ -80,6 +80,37 @@ impl AuthRefusal {
     }
 }
 
+/// Why a request for a session owned by another node could not be served (PROTOCOL
+/// section 10), as `error.data.reason` says. Each is answered 503 with `Retry-After`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OwnerUnavailable {
+    /// The owner's advertised address did not take the request (refused, reset, unknown).
+    Unreachable,
+    /// The owner did not answer within the forward head timeout.
+    Timeout,
+    /// The node this request was sent to does not own the session either (one hop only).
+    Moved,
+    /// The owner advertised no address, and its sessions cannot be served elsewhere.
+    NotAdvertised,
+}
+
+impl OwnerUnavailable {
+    /// The wire code (`error.data.reason`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Unreachable => "owner_unreachable",
+            Self::Timeout => "owner_timeout",
+            Self::Moved => "owner_moved",
+            Self::NotAdvertised => "owner_not_advertised",
+        }
+    }
+}
+
+/// What a client refused because a session's owner is unavailable is told to wait: about
+/// the time a lapsed lease takes to be noticed and taken over.
+const OWNER_RETRY_AFTER_SECS: u64 = 1;
+
 /// Why a request to the MCP endpoint was refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -176,6 +207,14 @@ pub enum Error {
         /// What the client is told to wait.
         retry_after: std::time::Duration,
     },
+    /// The session is owned by another node that cannot take the request now.
+    #[error("the session's owner node {node} is unavailable ({})", why.as_str())]
+    OwnerUnavailable {
+        /// The owner's node id.
+        node: String,
+        /// Why.
+        why: OwnerUnavailable,
+    },
     /// The store failed.
     #[error("store failed: {0}")]
     Store(forkless_store::Error),
@@ -213,7 +252,9 @@ impl Error {
             | Self::BodyRead(_) => (StatusCode::BAD_REQUEST, INVALID_REQUEST),
             Self::HeadersTooLarge { .. } => (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, INVALID_REQUEST),
             Self::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, INVALID_REQUEST),
-            Self::AtCapacity { .. } => (StatusCode::SERVICE_UNAVAILABLE, INTERNAL_ERROR),
+            Self::AtCapacity { .. } | Self::OwnerUnavailable { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, INTERNAL_ERROR)
+            }
             Self::OriginForbidden(_) => (StatusCode::FORBIDDEN, INVALID_REQUEST),
             Self::SessionUnknown | Self::SessionEnded(_) => (StatusCode::NOT_FOUND, SESSION_ENDED),
             Self::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, INVALID_REQUEST),
@@ -263,6 +304,7 @@ impl Error {
             Self::HeadersTooLarge { .. } => "headers_too_large",
             Self::BodyTimeout(_) => "body_timeout",
             Self::AtCapacity { limit, .. } => limit,
+            Self::OwnerUnavailable { why, .. } => why.as_str(),
             Self::Store(_) => "store_failed",
         }
     }
@@ -331,6 +373,9 @@ impl Error {
             Self::AtCapacity { retry_after, .. } => {
                 let secs = retry_after.as_secs().max(1);
                 response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            }
+            Self::OwnerUnavailable { .. } => {
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(OWNER_RETRY_AFTER_SECS));
             }
             _ => {}
         }

@@ -107,6 +107,7 @@ pub(crate) struct Metrics {
     pub(crate) body_timeouts: AtomicU64,
     pub(crate) idle_timeouts: AtomicU64,
     capacity_refusals: Labelled,
+    forwarded: Labelled,
     errors: Labelled,
     replay_events: Histogram,
     request_seconds: Histogram,
@@ -131,6 +132,7 @@ impl Default for Metrics {
             body_timeouts: AtomicU64::new(0),
             idle_timeouts: AtomicU64::new(0),
             capacity_refusals: Labelled::default(),
+            forwarded: Labelled::default(),
             errors: Labelled::default(),
             replay_events: Histogram::new(&[0.0, 1.0, 10.0, 100.0, 1000.0, 10000.0]),
             request_seconds: Histogram::new(&[0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 10.0, 60.0]),
@@ -178,6 +180,11 @@ impl Metrics {
         self.capacity_refusals.inc(&[("limit", limit)]);
     }
 
+    /// A request sent to its session's owner node, by outcome (`answered`, or why not).
+    pub(crate) fn forwarded(&self, outcome: &'static str) {
+        self.forwarded.inc(&[("outcome", outcome)]);
+    }
+
     pub(crate) fn error(&self, status: &str, reason: &str) {
         self.errors.inc(&[("status", status), ("reason", reason)]);
     }
@@ -216,6 +223,11 @@ impl Metrics {
             &self.liveness_expired,
         );
         self.errors.render(&mut out, "forkless_http_errors_total", "Refused requests, by status and reason.");
+        self.forwarded.render(
+            &mut out,
+            "forkless_forwarded_requests_total",
+            "Requests sent to their session's owner node, by outcome.",
+        );
         for (name, help, v) in [
             (
                 "forkless_connections_refused_total",

@@ -26,9 +26,7 @@ use crate::session::SessionShared;
 
 use crate::common::{millis, now};
 use crate::dispatch::Call;
-use crate::request::{
-    SESSION_ID, accepts, check_single_valued, header_value, is_json, protocol_version, read_body,
-};
+use crate::request::{SESSION_ID, accepts, check_single_valued, header_value, is_json, protocol_version};
 use crate::server::App;
 
 impl<S: Store, H: Handler> App<S, H> {
@@ -41,20 +39,7 @@ impl<S: Store, H: Handler> App<S, H> {
         if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
             return Err(Error::NotAcceptable("application/json and text/event-stream"));
         }
-        let cfg = &self.common.cfg;
-        let reading = read_body(headers, body, cfg.max_body_bytes);
-        tokio::pin!(reading);
-        // A small body is usually in hyper's buffer already: read without arming a timer.
-        let bytes = match futures::poll!(reading.as_mut()) {
-            std::task::Poll::Ready(bytes) => bytes?,
-            std::task::Poll::Pending => match tokio::time::timeout(cfg.body_read_timeout, reading).await {
-                Ok(bytes) => bytes?,
-                Err(_) => {
-                    Metrics::inc(&self.common.metrics.body_timeouts);
-                    return Err(Error::BodyTimeout(cfg.body_read_timeout));
-                }
-            },
-        };
+        let bytes = self.read_request_body(headers, body).await?;
         let body = jsonrpc::parse(&bytes)?;
         let version = match protocol_version(headers) {
             Ok(version) => version,

@@ -147,6 +147,24 @@ impl<S: Store, H: Handler> App<S, H> {
         Ok((record, live))
     }
 
+    /// A POST body, whole, within `max_body_bytes` and `body_read_timeout`.
+    pub(crate) async fn read_request_body(&self, headers: &HeaderMap, body: Body) -> Result<Bytes, Error> {
+        let cfg = &self.common.cfg;
+        let reading = read_body(headers, body, cfg.max_body_bytes);
+        tokio::pin!(reading);
+        // A small body is usually in hyper's buffer already: read without arming a timer.
+        match futures::poll!(reading.as_mut()) {
+            std::task::Poll::Ready(bytes) => bytes,
+            std::task::Poll::Pending => match tokio::time::timeout(cfg.body_read_timeout, reading).await {
+                Ok(bytes) => bytes,
+                Err(_) => {
+                    crate::metrics::Metrics::inc(&self.common.metrics.body_timeouts);
+                    Err(Error::BodyTimeout(cfg.body_read_timeout))
+                }
+            },
+        }
+    }
+
     /// A store error on `session`: tear down locally if it says the session ended.
     pub(crate) fn store_error(&self, session: SessionId, e: forkless_store::Error) -> Error {
         if let Some(reason) = e.ended() {

@@ -8,8 +8,6 @@
 //! [`crate::answer`] (JSON, finished SSE body, or [`crate::writer`]), with shared state in
 //! [`crate::common`], the store-facing [`crate::outbox`] and the [`crate::sweeper`].
 
-use forkless_core::EventKind;
-use forkless_store::Append;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -17,7 +15,6 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use forkless_core::AppendTarget;
 use forkless_store::Store;
 use http::{HeaderValue, StatusCode, header};
 use tokio::net::TcpListener;
@@ -27,13 +24,11 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ConfigError, ServerConfig};
 use crate::error::Error;
 use crate::handler::Handler;
-use crate::jsonrpc::RpcError;
-use crate::jsonrpc::{self};
 use crate::metrics::Metrics;
 use crate::node::{LiveSessions, LocalAttachments};
 use crate::session::Outbox;
 
-use crate::common::{Common, millis, now};
+use crate::common::{Common, millis};
 use crate::outbox::StoreOutbox;
 
 /// The MCP Streamable HTTP server around a store and a handler.
@@ -78,6 +73,7 @@ impl<S: Store, H: Handler> Server<S, H> {
             max_retained_bytes: config.max_retained_bytes,
             sessions: Arc::downgrade(&sessions),
         });
+        let config_forward = (config.forward_connect_timeout, config.forward_head_timeout);
         let common = Common {
             grace_ms: HeaderValue::from(millis(config.core.grace)),
             store,
@@ -93,6 +89,8 @@ impl<S: Store, H: Handler> Server<S, H> {
             evictions_logged: std::sync::Mutex::default(),
             eviction_log: crate::common::RateLimit::new(std::time::Duration::from_secs(10)),
             outbox,
+            routes: crate::node::Routes::default(),
+            forwarder: crate::node::Forwarder::new(config_forward.0, config_forward.1),
         };
         let auth = common.cfg.auth.clone().map(|cfg| Arc::new(crate::auth::Authenticator::new(cfg)));
         Ok(Self { common: Arc::new(common), handler, auth })
@@ -179,41 +177,7 @@ impl<S: Store, H: Handler> Server<S, H> {
     /// Call before serving. Returns how many were answered; one that cannot be (its session
     /// ended meanwhile) is logged and skipped.
     pub async fn answer_orphans(&self, orphans: &[forkless_store::Orphan]) -> usize {
-        // The answer must land even in a session at its byte budget: it is the last event.
-        let limits = forkless_core::Limits {
-            stream_max_bytes: u64::MAX,
-            session_max_bytes: u64::MAX,
-            ..self.common.cfg.core.limits
-        };
-        let mut answered = 0;
-        for orphan in orphans {
-            let id = jsonrpc::label_id(orphan.label.as_ref());
-            let error = RpcError::internal("the server restarted while handling this request; it was lost");
-            let payload = jsonrpc::response_payload(&id, &Err(error));
-            let target = AppendTarget::Stream(orphan.stream);
-            match self
-                .common
-                .store
-                .append(Append {
-                    session: orphan.session,
-                    target,
-                    payload,
-                    kind: EventKind::Final,
-                    now: now(),
-                    limits: &limits,
-                })
-                .await
-            {
-                Ok(event) => {
-                    answered += 1;
-                    tracing::info!(session = %orphan.session, %event, request = %id, "lost request answered");
-                }
-                Err(e) => {
-                    tracing::info!(session = %orphan.session, stream = %orphan.stream, error = %e, "lost request not answered");
-                }
-            }
-        }
-        answered
+        self.common.answer_orphans(orphans).await
     }
 
     /// One sweep now (the sweeper task runs this every `sweep_interval`), with the checks
@@ -328,6 +292,10 @@ impl<S, H> Clone for App<S, H> {
 // would copy them for every request.
 
 async fn post_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, request: Request) -> Response {
+    let request = match app.route(request).await {
+        Ok(here) => here,
+        Err(answered) => return answered,
+    };
     let (parts, body) = request.into_parts();
     let out = app.post(&parts.headers, body).await;
     app.answer(out)
@@ -343,6 +311,10 @@ async fn get_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, reques
 }
 
 async fn delete_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, request: Request) -> Response {
+    let request = match app.route(request).await {
+        Ok(here) => here,
+        Err(answered) => return answered,
+    };
     let out = app.delete(request.headers()).await;
     app.answer(out)
 }

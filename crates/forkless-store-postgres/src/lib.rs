@@ -31,7 +31,7 @@ use std::str::FromStr;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
-use forkless_store::shared::{Batch, Committed, Database, LeaseOp, SharedStore, Write, Written};
+use forkless_store::shared::{Batch, Committed, Database, LeaseOp, OwnerFacts, SharedStore, Write, Written};
 use forkless_store::{Error, Reader, Result, StoredEvent, Version};
 use tokio_postgres::NoTls;
 
@@ -178,6 +178,10 @@ impl Database for Postgres {
 
     async fn ownerless(&self) -> Result<Vec<(SessionId, String)>> {
         rows::ownerless(&*self.client().await?).await
+    }
+
+    async fn owner(&self, session: SessionId) -> Result<Option<OwnerFacts>> {
+        rows::owner(&*self.client().await?, session).await
     }
 
     async fn claim(&self, session: SessionId, from: &str, to: &str) -> Result<bool> {

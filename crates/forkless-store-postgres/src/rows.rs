@@ -13,7 +13,7 @@ use core::pin::Pin;
 use deadpool_postgres::ClientWrapper as Client;
 use forkless_core::{SessionId, SessionRecord, StreamChange, Timestamp, Wake};
 use forkless_store::codec::{decode_header, decode_stream, encode_header, encode_stream};
-use forkless_store::shared::{LeaseOp, Write, Written};
+use forkless_store::shared::{LeaseOp, OwnerFacts, Write, Written};
 use forkless_store::{Error, Result, Version};
 use tokio_postgres::Statement;
 use tokio_postgres::error::SqlState;
@@ -222,29 +222,53 @@ pub(crate) async fn remove(client: &Client, id: SessionId, hint: Option<String>)
 /// A node lease operation, on the database's clock (`clock_timestamp()`).
 pub(crate) async fn lease(client: &Client, op: LeaseOp<'_>) -> Result<bool> {
     let ms = |ttl: std::time::Duration| i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-    let (sql, node, token, ttl) = match op {
-        LeaseOp::Acquire { node, token, ttl } => (
-            "INSERT INTO forkless_nodes (node, token, expires_at) \
-             VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 millisecond') \
-             ON CONFLICT (node) DO UPDATE SET token = EXCLUDED.token, expires_at = EXCLUDED.expires_at \
+    let (sql, ttl, advertise, node, token) = match op {
+        LeaseOp::Acquire { node, token, ttl, advertise } => (
+            "INSERT INTO forkless_nodes (node, token, expires_at, advertise) \
+             VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 millisecond', $4) \
+             ON CONFLICT (node) DO UPDATE SET token = EXCLUDED.token, expires_at = EXCLUDED.expires_at, \
+             advertise = EXCLUDED.advertise \
              WHERE forkless_nodes.expires_at < clock_timestamp() OR forkless_nodes.token = EXCLUDED.token",
+            Some(ms(ttl)),
+            Some(advertise),
             node,
             token,
-            ms(ttl),
         ),
         LeaseOp::Renew { node, token, ttl } => (
             "UPDATE forkless_nodes SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond' \
              WHERE node = $1 AND token = $2 AND expires_at >= clock_timestamp()",
+            Some(ms(ttl)),
+            None,
             node,
             token,
-            ms(ttl),
         ),
         LeaseOp::Release { node, token } => {
-            ("DELETE FROM forkless_nodes WHERE node = $1 AND token = $2 AND $3::bigint >= 0", node, token, 0)
+            ("DELETE FROM forkless_nodes WHERE node = $1 AND token = $2", None, None, node, token)
         }
     };
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&node, &token];
+    if let Some(ttl) = &ttl {
+        params.push(ttl);
+    }
+    if let Some(advertise) = &advertise {
+        params.push(advertise);
+    }
     let stmt = client.prepare_cached(sql).await.map_err(backend)?;
-    Ok(client.execute(&stmt, &[&node, &token, &ttl]).await.map_err(backend)? == 1)
+    Ok(client.execute(&stmt, &params).await.map_err(backend)? == 1)
+}
+
+/// Who owns `session`: its owner, the address it advertised, whether its lease is live.
+pub(crate) async fn owner(client: &Client, session: SessionId) -> Result<Option<OwnerFacts>> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT s.owner, n.advertise, coalesce(n.expires_at >= clock_timestamp(), false) \
+             FROM forkless_sessions s LEFT JOIN forkless_nodes n ON n.node = s.owner \
+             WHERE s.id = $1 AND s.owner IS NOT NULL",
+        )
+        .await
+        .map_err(backend)?;
+    let row = client.query_opt(&stmt, &[&session.as_bytes().as_slice()]).await.map_err(backend)?;
+    Ok(row.map(|r| OwnerFacts { node: r.get(0), advertise: r.get(1), live: r.get(2) }))
 }
 
 /// The sessions `node` owns.

@@ -7,7 +7,7 @@
 //! forkless_sessions (id, version, header, wake_liveness, wake_stream_idle, wake_activity, wake_ended, owner)
 //! forkless_streams  (session, stream, meta)                           one row per stream
 //! forkless_events   (session, stream, seq, payload)                   one row per retained event
-//! forkless_nodes    (node, token, expires_at)                         one row per node lease
+//! forkless_nodes    (node, token, expires_at, advertise)              one row per node lease
 //! ```
 //!
 //! `header` and `meta` are [`forkless_store::codec`] rows; the four `wake_*` columns are a
@@ -33,6 +33,7 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
     ("group commit: many sessions advanced at once", V2),
     ("node leases", V3),
     ("session owners", V4),
+    ("advertised node addresses", V5),
 ];
 
 /// The schema version this build writes.
@@ -117,6 +118,10 @@ CREATE TABLE forkless_nodes (
 const V4: &str = r#"
 ALTER TABLE forkless_sessions ADD COLUMN owner text;
 CREATE INDEX forkless_sessions_owner ON forkless_sessions (owner) WHERE owner IS NOT NULL;
+"#;
+
+const V5: &str = r#"
+ALTER TABLE forkless_nodes ADD COLUMN advertise text;
 "#;
 
 /// Bring the database to [`SCHEMA_VERSION`], or refuse one that is newer.

@@ -12,6 +12,7 @@
 //! P:run              the Redis boot (run_id) under which the store's history is vouched for
 //! P:node:<name>      a node's lease: its holder's token, expiring with the lease
 //! P:owner:<name>     set   the sessions node <name> owns (their rec's `o` names it too)
+//! P:advertise:<name> the base URL node <name> advertised with its lease
 //! ```
 //!
 //! It owns the names, not what is stored under them.
@@ -64,6 +65,10 @@ impl Keys {
     }
     pub(crate) fn node(&self, name: &str) -> String {
         format!("{}:node:{name}", self.prefix)
+    }
+    /// Where node `name` says other nodes reach it (`--advertise`).
+    pub(crate) fn advertise(&self, name: &str) -> String {
+        format!("{}:advertise:{name}", self.prefix)
     }
     /// The prefix of the owner sets (a node id completes one).
     pub(crate) fn owner_base(&self) -> String {

@@ -430,6 +430,10 @@ impl Database for Redis {
         self.owned_by(node).await
     }
 
+    async fn owner(&self, session: SessionId) -> Result<Option<forkless_store::shared::OwnerFacts>> {
+        self.owner_of(session).await
+    }
+
     async fn ownerless(&self) -> Result<Vec<(SessionId, String)>> {
         self.lapsed_owners().await
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use forkless_core::SessionId;
 use forkless_store::Result;
-use forkless_store::shared::LeaseOp;
+use forkless_store::shared::{LeaseOp, OwnerFacts};
 
 use crate::{Redis, backend, ids};
 
@@ -43,6 +43,28 @@ impl Redis {
         Ok(lost)
     }
 
+    /// Who owns `session`: the record's `o`, then that node's lease and advertised address
+    /// (other keys, so other slots on a cluster: a second round trip).
+    pub(crate) async fn owner_of(&self, session: SessionId) -> Result<Option<OwnerFacts>> {
+        let mut conn = self.conn.clone();
+        let owner: Option<String> = redis::cmd("HGET")
+            .arg(self.keys.record(session))
+            .arg("o")
+            .query_async(&mut conn)
+            .await
+            .map_err(backend)?;
+        let Some(node) = owner else { return Ok(None) };
+        let (live, advertise): (bool, Option<String>) = redis::pipe()
+            .cmd("EXISTS")
+            .arg(self.keys.node(&node))
+            .cmd("GET")
+            .arg(self.keys.advertise(&node))
+            .query_async(&mut conn)
+            .await
+            .map_err(backend)?;
+        Ok(Some(OwnerFacts { node, advertise, live }))
+    }
+
     pub(crate) async fn claim_session(&self, session: SessionId, from: &str, to: &str) -> Result<bool> {
         let mut invocation = self.claim.key(self.keys.record(session));
         invocation.key(self.keys.owner(from)).key(self.keys.owner(to));
@@ -55,7 +77,7 @@ impl Redis {
         let ms = |ttl: Duration| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
         let mut conn = self.conn.clone();
         match op {
-            LeaseOp::Acquire { node, token, ttl } => {
+            LeaseOp::Acquire { node, token, ttl, advertise } => {
                 let set: Option<String> = redis::cmd("SET")
                     .arg(self.keys.node(node))
                     .arg(token)
@@ -65,6 +87,15 @@ impl Redis {
                     .query_async(&mut conn)
                     .await
                     .map_err(backend)?;
+                if set.is_some() {
+                    // Written only by the process that holds the lease, so it names that one.
+                    let key = self.keys.advertise(node);
+                    let cmd = match advertise {
+                        Some(url) => redis::cmd("SET").arg(key).arg(url).clone(),
+                        None => redis::cmd("DEL").arg(key).clone(),
+                    };
+                    let () = cmd.query_async(&mut conn).await.map_err(backend)?;
+                }
                 Ok(set.is_some())
             }
             LeaseOp::Renew { node, token, ttl } => {

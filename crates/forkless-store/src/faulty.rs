@@ -147,4 +147,17 @@ impl<S: Store> Store for FaultyStore<S> {
     ) -> Result<Vec<SessionId>> {
         self.inner.due(now, schedule).await
     }
+
+    async fn owner(&self, session: SessionId) -> Result<crate::Owner> {
+        self.inner.owner(session).await
+    }
+
+    async fn adopt(
+        &self,
+        session: SessionId,
+        what: crate::Takeover,
+        now: forkless_core::Timestamp,
+    ) -> Result<Option<Vec<crate::Orphan>>> {
+        self.inner.adopt(session, what, now).await
+    }
 }

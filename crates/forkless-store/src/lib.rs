@@ -76,6 +76,7 @@ mod due;
 pub mod engine;
 mod faulty;
 mod memory;
+mod owner;
 mod read;
 pub mod shared;
 
@@ -85,6 +86,7 @@ pub mod conformance;
 pub use faulty::{Fault, FaultyStore};
 pub use forkless_core::Orphan;
 pub use memory::MemoryStore;
+pub use owner::{Owner, Takeover};
 pub use read::check_read;
 
 /// The version of a stored [`SessionRecord`], bumped by every successful write.
@@ -386,6 +388,27 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
         schedule: &forkless_core::Schedule,
     ) -> impl Future<Output = Result<Vec<SessionId>>> + Send;
+
+    /// Which node serves `session`'s handler ([`Owner`]); at most one round trip. A store of
+    /// one process: always [`Owner::Here`].
+    fn owner(&self, session: SessionId) -> impl Future<Output = Result<Owner>> + Send {
+        let _ = session;
+        async { Ok(Owner::Here) }
+    }
+
+    /// Take `session` over from its lapsed owner now, by compare-and-set on the owner, and
+    /// restore or end it as `what` says: the orphans to answer, or `None` if it was not this
+    /// node's to take (its owner is live, or another node took it first). A store of one
+    /// process: always `None`.
+    fn adopt(
+        &self,
+        session: SessionId,
+        what: Takeover,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Option<Vec<Orphan>>>> + Send {
+        let _ = (session, what, now);
+        async { Ok(None) }
+    }
 }
 
 /// How many times [`transact`] retries a lost compare-and-set before giving up.

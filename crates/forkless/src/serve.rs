@@ -113,6 +113,13 @@ pub struct ServeArgs {
     /// third of `--lease-ttl`; a node that cannot renew stops before its lease can lapse.
     #[arg(long, value_name = "NAME")]
     pub node_id: Option<String>,
+    /// The base URL other nodes reach this one at (`http://HOST:PORT`, an internal address),
+    /// for `--node-id`: a POST or DELETE for a session this node owns that reaches another
+    /// node is sent here, so the session's handler always runs on its owner. Without it,
+    /// other nodes serve this node's sessions themselves when the handler's sessions are
+    /// restorable, and refuse them (503 `owner_not_advertised`) otherwise.
+    #[arg(long, value_name = "URL", requires = "node_id")]
+    pub advertise: Option<String>,
     /// The node lease's time to live in milliseconds, for `--node-id`.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     pub lease_ttl: u64,
@@ -167,6 +174,9 @@ impl ServeArgs {
     pub fn server_config(&self) -> Result<ServerConfig, Error> {
         if self.node_id.is_some() && !matches!(self.store, StoreSpec::Postgres(_) | StoreSpec::Redis(_)) {
             return Err(Error::Config("--node-id needs a shared store (postgres://… or redis://…)".into()));
+        }
+        if let Some(url) = &self.advertise {
+            check_advertise(url)?;
         }
         if self.lease_ttl < 300 {
             return Err(Error::Config(format!(
@@ -230,6 +240,24 @@ impl ServeArgs {
         }
         config.validate().map_err(|e| Error::Config(e.to_string()))?;
         Ok(config)
+    }
+}
+
+/// `--advertise` must be a plain `http://HOST:PORT` base: other nodes add the request's path.
+fn check_advertise(url: &str) -> Result<(), Error> {
+    let uri = url.parse::<http::Uri>().ok();
+    let plain = uri.as_ref().is_some_and(|u| {
+        u.scheme_str() == Some("http")
+            && u.authority().is_some_and(|a| a.port_u16().is_some())
+            && matches!(u.path(), "" | "/")
+            && u.query().is_none()
+    });
+    if plain {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "--advertise {url:?} must be an http://HOST:PORT base URL (no path; other nodes add the endpoint path)"
+        )))
     }
 }
 

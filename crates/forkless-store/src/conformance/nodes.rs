@@ -12,7 +12,7 @@ use forkless_core::{AppendTarget, GetOutcome, GetRequest, SeededEntropy, Seq, Se
 
 use super::{GUARD, T0, cfg, new_record, payload};
 use crate::shared::{Database, SharedStore, Takeover};
-use crate::{Error, Store};
+use crate::{Error, Owner, Store};
 use crate::{Reader, StreamEnd, transact};
 
 /// Every check of two nodes, by name.
@@ -25,6 +25,7 @@ pub const NODE_CHECKS: &[&str] = &[
     "a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing",
     "a_renewed_lease_outlives_its_time_to_live",
     "a_lost_nodes_sessions_are_taken_over_once",
+    "a_session_names_its_owner_and_its_address",
 ];
 
 /// Run one two-node check by name on nodes `a` and `b` of one fresh, empty database.
@@ -38,6 +39,7 @@ pub async fn run_nodes<D: Database>(name: &str, a: SharedStore<D>, b: SharedStor
         "a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing" => lapsed_lease(a, b).await,
         "a_renewed_lease_outlives_its_time_to_live" => renewed_lease(a, b).await,
         "a_lost_nodes_sessions_are_taken_over_once" => taken_over(a, b).await,
+        "a_session_names_its_owner_and_its_address" => owners_named(a, b).await,
         other => panic!("no two-node check named {other}"),
     }
 }
@@ -52,7 +54,8 @@ macro_rules! store_node_tests {
             a_watcher_on_another_node_is_woken_by_its_write, appends_racing_on_two_nodes_are_numbered_gap_free,
             resumes_racing_on_two_nodes_each_get_a_distinct_epoch, a_removal_on_one_node_stops_the_watchers_on_another,
             a_node_id_is_leased_to_one_process_at_a_time, a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing,
-            a_renewed_lease_outlives_its_time_to_live, a_lost_nodes_sessions_are_taken_over_once);
+            a_renewed_lease_outlives_its_time_to_live, a_lost_nodes_sessions_are_taken_over_once,
+            a_session_names_its_owner_and_its_address);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -177,21 +180,21 @@ async fn removal_stops_watchers<S: Store>(a: S, b: S) {
 
 async fn one_holder<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let ttl = Duration::from_secs(5);
-    let held = a.hold_lease("n1", ttl).await.expect("a free node id is leased");
-    let refused = b.hold_lease("n1", ttl).await;
+    let held = a.hold_lease("n1", ttl, None).await.expect("a free node id is leased");
+    let refused = b.hold_lease("n1", ttl, None).await;
     assert!(matches!(refused, Err(Error::LeaseLost(_))), "a held node id is refused");
     held.release().await.expect("release");
-    b.hold_lease("n1", ttl).await.expect("a released node id is leased at once");
+    b.hold_lease("n1", ttl, None).await.expect("a released node id is leased at once");
 }
 
 async fn lapsed_lease<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let record = created(&a, 65).await;
     let ttl = Duration::from_millis(600);
     // A process that stops renewing (paused, or cut off) without giving its lease up.
-    drop(a.hold_lease("n2", ttl).await.expect("lease"));
+    drop(a.hold_lease("n2", ttl, None).await.expect("lease"));
     let taken = tokio::time::timeout(GUARD, async {
         loop {
-            match b.hold_lease("n2", ttl).await {
+            match b.hold_lease("n2", ttl, None).await {
                 Ok(lease) => return lease,
                 Err(Error::LeaseLost(_)) => tokio::time::sleep(ttl / 10).await,
                 Err(e) => panic!("{e}"),
@@ -212,18 +215,21 @@ async fn lapsed_lease<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
 async fn renewed_lease<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let record = created(&a, 66).await;
     let ttl = Duration::from_millis(300);
-    let held = a.hold_lease("n3", ttl).await.expect("lease");
+    let held = a.hold_lease("n3", ttl, None).await.expect("lease");
     // Let the lease's time to live pass three times over: the keeper renews it meanwhile.
     tokio::time::sleep(ttl * 3).await;
     held.check().expect("still held");
     emit(&a, &record, 1).await.expect("its holder still serves");
-    assert!(matches!(b.hold_lease("n3", ttl).await, Err(Error::LeaseLost(_))), "and nobody else can take it");
+    assert!(
+        matches!(b.hold_lease("n3", ttl, None).await, Err(Error::LeaseLost(_))),
+        "and nobody else can take it"
+    );
 }
 
 async fn taken_over<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let ttl = Duration::from_millis(600);
-    let lease_a = a.hold_lease("na", ttl).await.expect("lease");
-    let _lease_b = b.hold_lease("nb", ttl).await.expect("lease");
+    let lease_a = a.hold_lease("na", ttl, None).await.expect("lease");
+    let _lease_b = b.hold_lease("nb", ttl, None).await.expect("lease");
     // Node a owns two sessions, each with a request in flight.
     let sessions = [created(&a, 67).await, created(&a, 68).await];
     let request = |seed| forkless_core::StreamId::generate(&mut SeededEntropy::new(seed));
@@ -253,4 +259,41 @@ async fn taken_over<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     // Node b now owns them: its own restart finds them.
     let mine = b.restart(T0).await.unwrap();
     assert_eq!(mine.len(), 2, "node b owns the sessions it took over");
+}
+
+async fn owners_named<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
+    let ttl = Duration::from_millis(600);
+    let lease_a = a.hold_lease("oa", ttl, Some("http://127.0.0.1:9001")).await.expect("lease");
+    let _lease_b = b.hold_lease("ob", ttl, None).await.expect("lease");
+    let record = created(&a, 69).await;
+    let id = record.id();
+    assert_eq!(a.owner(id).await.unwrap(), Owner::Here, "the creating node owns it");
+    let named = Owner::Node { node: "oa".into(), advertise: Some("http://127.0.0.1:9001".into()) };
+    assert_eq!(b.owner(id).await.unwrap(), named, "another node is told who owns it and where");
+    assert_eq!(
+        b.adopt(id, Takeover::Restore, T0).await.unwrap(),
+        None,
+        "a live owner's session is not taken"
+    );
+    let theirs = created(&b, 70).await;
+    assert_eq!(a.owner(theirs.id()).await.unwrap(), Owner::Node { node: "ob".into(), advertise: None });
+    // Node a is lost: its session is named lapsed until a node adopts it, then that node's.
+    drop(lease_a);
+    tokio::time::timeout(GUARD, async {
+        while b.owner(id).await.unwrap() != (Owner::Lapsed { node: "oa".into() }) {
+            tokio::time::sleep(ttl / 10).await;
+        }
+    })
+    .await
+    .expect("a lapsed owner is named so");
+    let adopted = b.adopt(id, Takeover::End, T0).await.unwrap();
+    assert_eq!(adopted, Some(Vec::new()), "adopted once, and ended: nothing to answer");
+    assert_eq!(b.adopt(id, Takeover::End, T0).await.unwrap(), None, "never adopted twice");
+    assert_eq!(b.owner(id).await.unwrap(), Owner::Here, "the adopting node owns it now");
+    let ended = b.load(id).await.unwrap().expect("a tombstone").value;
+    assert_eq!(
+        ended.session().ended(),
+        Some(forkless_core::EndReason::OwnerLost),
+        "ended owner_lost, not re-created"
+    );
 }

@@ -80,6 +80,17 @@ pub enum Committed {
     Moved(SessionId),
 }
 
+/// Who owns a session, as the database knows it now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnerFacts {
+    /// The owner's node id.
+    pub node: String,
+    /// The base URL it advertised with its lease, if any.
+    pub advertise: Option<String>,
+    /// Whether its lease is live (on the database's clock).
+    pub live: bool,
+}
+
 /// Where the nodes' sessions live. Every method is one atomic step of the database.
 pub trait Database: Send + Sync + 'static {
     /// A session and its version; `None` if unknown.
@@ -124,6 +135,8 @@ pub trait Database: Send + Sync + 'static {
     fn owned(&self, node: &str) -> impl Future<Output = Result<Vec<SessionId>>> + Send;
     /// The sessions whose owner holds no live lease, with that owner.
     fn ownerless(&self) -> impl Future<Output = Result<Vec<(SessionId, String)>>> + Send;
+    /// Who owns `session`, in one round trip; `None` if it is unknown or has no owner.
+    fn owner(&self, session: SessionId) -> impl Future<Output = Result<Option<OwnerFacts>>> + Send;
     /// Make `to` the owner of `session` if `from` still owns it; whether it did.
     fn claim(&self, session: SessionId, from: &str, to: &str) -> impl Future<Output = Result<bool>> + Send;
     /// A node lease operation on the database's clock (see [`NodeLease`](super::NodeLease)); whether it took.

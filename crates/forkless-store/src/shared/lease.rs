@@ -31,6 +31,8 @@ pub enum LeaseOp<'a> {
         token: &'a str,
         /// How long the lease lasts from now.
         ttl: Duration,
+        /// The base URL other nodes reach this one at (`--advertise`), if any.
+        advertise: Option<&'a str>,
     },
     /// Extend `node`'s lease if `token` still holds it unexpired.
     Renew {

@@ -38,12 +38,12 @@ mod hub;
 mod lease;
 mod owners;
 
-pub use database::{Batch, BatchEvent, Committed, Database, SessionWrite, Write, Written};
+pub use crate::Takeover;
+pub use database::{Batch, BatchEvent, Committed, Database, OwnerFacts, SessionWrite, Write, Written};
 use hub::Hub;
 pub use hub::{HintSink, Hints, unhex};
 use hub::{hint, session_hint};
 pub use lease::{LeaseOp, NodeLease};
-pub use owners::Takeover;
 
 /// What a node's shared store did, for `/metrics` and benchmarks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -150,13 +150,19 @@ impl<D: Database> SharedStore<D> {
     /// Hold `node`'s lease (refused with [`Error::LeaseLost`] while another live process
     /// holds it), renewed until the returned lease is released or dropped. From then on every
     /// operation of this store is refused once the lease may have lapsed.
-    pub async fn hold_lease(&self, node: &str, ttl: Duration) -> Result<NodeLease<D>> {
+    /// `advertise` is the base URL other nodes send this node's sessions' requests to.
+    pub async fn hold_lease(
+        &self,
+        node: &str,
+        ttl: Duration,
+        advertise: Option<&str>,
+    ) -> Result<NodeLease<D>> {
         let token = format!("{:016x}", {
             use std::hash::{BuildHasher, RandomState};
             RandomState::new().hash_one((std::process::id(), std::time::SystemTime::now()))
         });
         let started = Instant::now();
-        let op = LeaseOp::Acquire { node, token: &token, ttl };
+        let op = LeaseOp::Acquire { node, token: &token, ttl, advertise };
         if !self.inner.db.lease(op).await? {
             return Err(Error::LeaseLost(format!("node id {node} is held by another live process")));
         }
@@ -376,6 +382,20 @@ impl<D: Database> Store for SharedStore<D> {
 
     async fn health(&self) -> Result<()> {
         self.inner.db.health().await
+    }
+
+    async fn owner(&self, session: SessionId) -> Result<crate::Owner> {
+        self.inner.fence()?;
+        self.owner_of(session).await
+    }
+
+    async fn adopt(
+        &self,
+        session: SessionId,
+        what: Takeover,
+        now: Timestamp,
+    ) -> Result<Option<Vec<forkless_core::Orphan>>> {
+        self.adopt_now(session, what, now).await
     }
 
     fn metrics(&self) -> Vec<StoreMetric> {

@@ -12,19 +12,10 @@
 //! It owns these procedures, not the leases (`lease`) or the routing of requests to owners
 //! (the cluster layer of the server, still to come).
 
-use forkless_core::{EndReason, Orphan, Timestamp};
+use forkless_core::{EndReason, SessionId, Timestamp};
 
 use super::{Database, SharedStore};
-use crate::{Error, Result, Store, transact};
-
-/// What a node taking over a lost node's sessions does with each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Takeover {
-    /// Go on with the session here: its requests in flight are orphans to answer.
-    Restore,
-    /// End it (`owner_lost`): its handler's state died with its node.
-    End,
-}
+use crate::{Error, Orphan, Owner, Result, Store, Takeover, transact};
 
 impl<D: Database> SharedStore<D> {
     /// Start after this node's previous process ended: every attachment of its sessions is
@@ -57,26 +48,70 @@ impl<D: Database> SharedStore<D> {
         self.inner.fence()?;
         let mut orphans = Vec::new();
         for (id, owner) in self.inner.db.ownerless().await? {
-            if owner == *me || !self.inner.db.claim(id, &owner, me).await? {
-                continue;
-            }
-            tracing::warn!(session = %id, from = %owner, ?what, "took over a session of a lost node");
-            self.inner.takeovers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let outcome = match what {
-                Takeover::Restore => transact(self, id, |r| Ok(r.on_restart(now))).await.map(|(o, _)| o),
-                Takeover::End => {
-                    transact(self, id, |r| r.on_end(EndReason::OwnerLost, now).map(|()| Vec::new()))
-                        .await
-                        .map(|(o, _)| o)
-                }
-            };
-            match outcome {
-                Ok(found) => orphans.extend(found),
-                // Already ended, or removed meanwhile: nothing to answer.
-                Err(Error::SessionUnknown | Error::Core(_)) => {}
-                Err(e) => return Err(e),
+            if owner != *me
+                && let Some(found) = self.take(id, &owner, me, what, now).await?
+            {
+                orphans.extend(found);
             }
         }
         Ok(orphans)
+    }
+
+    /// Which node serves `session` (see [`Store::owner`]): without a node lease this store is
+    /// the database's only node, and owns everything.
+    pub(super) async fn owner_of(&self, session: SessionId) -> Result<Owner> {
+        let Some(me) = self.inner.node_id.get() else { return Ok(Owner::Here) };
+        Ok(match self.inner.db.owner(session).await? {
+            None => Owner::Here,
+            Some(facts) if facts.node == *me => Owner::Here,
+            Some(facts) if facts.live => Owner::Node { node: facts.node, advertise: facts.advertise },
+            Some(facts) => Owner::Lapsed { node: facts.node },
+        })
+    }
+
+    /// Take `session` over now if its owner's lease lapsed (see [`Store::adopt`]).
+    pub(super) async fn adopt_now(
+        &self,
+        session: SessionId,
+        what: Takeover,
+        now: Timestamp,
+    ) -> Result<Option<Vec<Orphan>>> {
+        let Some(me) = self.inner.node_id.get() else { return Ok(None) };
+        self.inner.fence()?;
+        match self.inner.db.owner(session).await? {
+            Some(facts) if !facts.live && facts.node != *me => {
+                self.take(session, &facts.node, me, what, now).await
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Claim `id` from `owner` for `me` by compare-and-set, then restore or end it: its
+    /// orphans, or `None` if another node claimed it first.
+    async fn take(
+        &self,
+        id: SessionId,
+        owner: &str,
+        me: &str,
+        what: Takeover,
+        now: Timestamp,
+    ) -> Result<Option<Vec<Orphan>>> {
+        if !self.inner.db.claim(id, owner, me).await? {
+            return Ok(None);
+        }
+        tracing::warn!(session = %id, from = %owner, ?what, "took over a session of a lost node");
+        self.inner.takeovers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let outcome = match what {
+            Takeover::Restore => transact(self, id, |r| Ok(r.on_restart(now))).await.map(|(o, _)| o),
+            Takeover::End => transact(self, id, |r| r.on_end(EndReason::OwnerLost, now).map(|()| Vec::new()))
+                .await
+                .map(|(o, _)| o),
+        };
+        match outcome {
+            Ok(found) => Ok(Some(found)),
+            // Already ended, or removed meanwhile: nothing to answer.
+            Err(Error::SessionUnknown | Error::Core(_)) => Ok(Some(Vec::new())),
+            Err(e) => Err(e),
+        }
     }
 }

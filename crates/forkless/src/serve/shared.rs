@@ -24,8 +24,14 @@ pub(super) async fn serve_shared<D: Database, H: Handler>(
     let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
     let failure: Option<Pin<Box<dyn Future<Output = String> + Send>>> = match &args.node_id {
         Some(node) => {
-            let lease = store.hold_lease(node, Duration::from_millis(args.lease_ttl)).await.map_err(named)?;
-            tracing::info!(node, ttl_ms = args.lease_ttl, "node lease held");
+            let ttl = Duration::from_millis(args.lease_ttl);
+            let lease = store.hold_lease(node, ttl, args.advertise.as_deref()).await.map_err(named)?;
+            tracing::info!(
+                node,
+                ttl_ms = args.lease_ttl,
+                advertise = args.advertise.as_deref(),
+                "node lease held"
+            );
             Some(Box::pin(async move { format!("node lease lost: {}", lease.lost().await) }))
         }
         None => None,
