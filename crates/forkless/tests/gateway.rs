@@ -12,41 +12,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::{Value, json};
+use support::gateway::{all_gone, children, everything};
 use support::{
     Serve, Session, SseReader, fresh_data_dir, guard, peer, peer_passes, peer_passes_with, running,
 };
-
-const EVERYTHING: &str = ".peers/stdio/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
-
-/// `node <server-everything> stdio`, if installed.
-fn everything() -> Option<Vec<String>> {
-    let script = peer(EVERYTHING)?;
-    Some(vec!["node".into(), script.display().to_string(), "stdio".into()])
-}
-
-/// Wait until the gateway has exactly `n` children; their pids.
-async fn children(gw: &Serve, n: usize) -> Vec<u32> {
-    guard(&format!("{n} children"), async {
-        loop {
-            let now: Vec<u32> = gw.children().into_iter().filter(|p| running(*p)).collect();
-            if now.len() == n {
-                return now;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-}
-
-/// Wait until none of `pids` runs.
-async fn all_gone(pids: &[u32], what: &str) {
-    guard(what, async {
-        while pids.iter().any(|p| running(*p)) {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
-}
 
 fn long_call(steps: u64, seconds: u64, token: &str) -> Value {
     json!({

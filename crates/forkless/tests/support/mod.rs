@@ -10,6 +10,8 @@
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different part of this module
 
+pub mod gateway;
+pub mod haproxy;
 mod peers;
 mod procs;
 pub mod view;
@@ -371,6 +373,22 @@ impl Session {
         (session, result)
     }
 
+    /// The same session, its requests sent to `url` (another node's endpoint).
+    pub fn at(&self, url: &str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            url: url.to_owned(),
+            id: self.id.clone(),
+            next_id: self.next_id + 1000,
+        }
+    }
+
+    /// `DELETE` the session; the HTTP status.
+    pub async fn delete(&self) -> u16 {
+        let request = self.http.delete(&self.url).header("mcp-session-id", &self.id);
+        guard("DELETE", request.send()).await.expect("DELETE").status().as_u16()
+    }
+
     fn post(&self) -> reqwest::RequestBuilder {
         self.http
             .post(&self.url)
@@ -485,4 +503,22 @@ async fn read_answer(response: reqwest::Response, id: &Value) -> Answer {
         before.push(message);
     }
     panic!("SSE answer ended without the response to {id}; got {before:?}");
+}
+
+/// A free `127.0.0.1:PORT` to listen on (for a node that must name its address before it
+/// starts, as `--advertise` does).
+pub fn free_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local address").to_string()
+}
+
+/// `/metrics` of the node serving `url`.
+pub async fn metrics(url: &str) -> String {
+    let url = url.replace("/mcp", "/metrics");
+    guard("GET /metrics", async { reqwest::get(url).await.unwrap().text().await.unwrap() }).await
+}
+
+/// The value of the counter line `name` in a `/metrics` text (0 if absent).
+pub fn counter(metrics: &str, name: &str) -> u64 {
+    metrics.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok())).unwrap_or(0)
 }
