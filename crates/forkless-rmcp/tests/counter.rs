@@ -1,7 +1,9 @@
 //! The example's rmcp service (`examples/counter/service.rs`, the same file) served by
 //! forkless in this process: `forkless check` finds no fork, the official Python and
-//! TypeScript SDK clients call its tools and the Python one resumes a cut stream with its
-//! own resumption token, and a session's service instance lives and dies with the session.
+//! TypeScript SDK clients call its tools and resume a cut stream with their own resumption
+//! tokens, rmcp's own client calls it and reconnects streams the server cuts (with
+//! `Last-Event-ID`, every event once), and a session's service instance lives and dies with
+//! the session.
 
 #[path = "../examples/counter/service.rs"]
 mod service;
@@ -94,10 +96,11 @@ async fn the_python_sdk_calls_the_rmcp_service_and_resumes_a_cut_stream() {
 }
 
 #[tokio::test]
-async fn the_typescript_sdk_calls_the_rmcp_service() {
+async fn the_typescript_sdk_calls_the_rmcp_service_and_resumes_a_cut_stream() {
     let Some(_sdk) = peer(".peers/node/node_modules/@modelcontextprotocol/sdk") else { return };
     let url = serve().await;
     passes(Path::new("node"), "tests/interop/ts/client_basic.mjs", &url, &[]).await;
+    passes(Path::new("node"), "tests/interop/ts/client_resume.mjs", &url, &["--progress"]).await;
 }
 
 #[tokio::test]
@@ -116,5 +119,79 @@ async fn rmcps_own_client_calls_the_service_through_forkless() {
         client.call_tool(CallToolRequestParams::new("echo").with_arguments(arguments)).await.expect("echo");
     let text = serde_json::to_string(&echoed.content).unwrap();
     assert!(text.contains("through forkless"), "{text}");
+    let _ = client.cancel().await;
+}
+
+/// Records the progress values rmcp's client hands its handler.
+#[derive(Clone, Default)]
+struct Progress(std::sync::Arc<std::sync::Mutex<Vec<f64>>>);
+
+impl rmcp::ClientHandler for Progress {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params.progress);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcps_own_client_reconnects_cut_streams_and_sees_every_event_once() {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::{CallToolRequestParams, NumberOrString, ProgressToken, RequestMetaObject};
+    use rmcp::transport::StreamableHttpClientTransport;
+    // The server ends every SSE connection after 150 ms (2025-11-25 polling): the call's
+    // stream is cut several times, and rmcp's client must resume it with Last-Event-ID.
+    let config = ServerConfig { poll_after: Some(Duration::from_millis(150)), ..ServerConfig::default() };
+    let server = forkless_rmcp::server(MemoryStore::new(), || Ok(service::Counter::new()), config)
+        .expect("valid config");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(server.clone().serve(listener, std::future::pending()));
+
+    let seen = Progress::default();
+    let client = seen
+        .clone()
+        .serve(StreamableHttpClientTransport::from_uri(url))
+        .await
+        .expect("rmcp's client connects");
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("count".into(), serde_json::json!(20));
+    arguments.insert("interval".into(), serde_json::json!(40));
+    let mut call = CallToolRequestParams::new("start-notification-stream").with_arguments(arguments);
+    call.meta =
+        Some(RequestMetaObject::with_progress_token(ProgressToken(NumberOrString::String("cut".into()))));
+    let result = tokio::time::timeout(Duration::from_secs(30), client.call_tool(call))
+        .await
+        .expect("the call finishes across the cuts")
+        .expect("the call's result");
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    // rmcp runs each notification's handler in a task of its own, so handlers see them in
+    // any order, possibly after the result: wait for all twenty, then judge the set. A
+    // duplicate would make a twenty-first; a gap would leave one missing for ever.
+    let mut got = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            let now = seen.0.lock().unwrap().clone();
+            if now.len() >= 20 {
+                return now;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("every notification arrives: {:?}", seen.0.lock().unwrap()));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    got.extend(seen.0.lock().unwrap()[got.len()..].iter().copied());
+    got.sort_by(f64::total_cmp);
+    let expected: Vec<f64> = (1..=20).map(f64::from).collect();
+    assert_eq!(got, expected, "every progress notification exactly once");
+    let metrics = server.metrics_text();
+    let resumed = metrics
+        .lines()
+        .filter(|l| l.starts_with("forkless_get_outcomes_total{outcome=\"resume"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum::<u64>();
+    assert!(resumed >= 2, "the client resumed the cut stream: {metrics}");
     let _ = client.cancel().await;
 }

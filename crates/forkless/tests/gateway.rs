@@ -58,6 +58,24 @@ async fn typescript_sdk_v1_uses_server_everything_through_the_gateway() {
 }
 
 #[tokio::test]
+async fn typescript_sdk_v1_resumes_a_cut_stream_through_the_gateway_with_its_resumption_token() {
+    let (Some(child), Some(_sdk)) =
+        (everything(), peer(".peers/node/node_modules/@modelcontextprotocol/sdk"))
+    else {
+        return;
+    };
+    let gw = Serve::gateway(&[], &child).await;
+    let tool = [
+        "--tool",
+        "trigger-long-running-operation",
+        "--args",
+        r#"{"duration": 3, "steps": 30}"#,
+        "--progress",
+    ];
+    peer_passes_with(Path::new("node"), "tests/interop/ts/client_resume.mjs", &gw.url, &tool, &[]).await;
+}
+
+#[tokio::test]
 async fn python_sdk_v2_falls_back_and_uses_mcp_server_time_through_the_gateway() {
     let (Some(time), Some(py)) = (peer(".peers/py2/bin/mcp-server-time"), peer(".peers/py2/bin/python"))
     else {

@@ -19,7 +19,13 @@
 // the event's message is dispatched, and notification handlers run in a microtask,
 // so when the handler sees #10 the last token is exactly #10's event id.
 //
-// Usage: node tests/interop/ts/client_resume.mjs URL [--cut-after N]
+// With `--tool NAME --args JSON --progress`, the call is another tool that numbers its
+// events 1..30 by progress notifications (a stdio server's, behind a gateway): the request
+// carries `_meta.progressToken` itself, and the numbers are the notifications' `progress`
+// values for that token (counted by this script's own handler, since a replayed progress
+// notification names the first request's token, not the re-sent one's).
+//
+// Usage: node tests/interop/ts/client_resume.mjs URL [--cut-after N] [--tool NAME --args JSON [--progress]]
 // Prints `PASS client_resume (ts) ...` or `FAIL client_resume (ts): reason`; exit 0/1 (2 = usage).
 import {
   Client,
@@ -41,8 +47,31 @@ if (!(CUT_AFTER >= 1 && CUT_AFTER < COUNT)) {
   console.error(`--cut-after must be in 1..${COUNT - 1}`);
   process.exit(2);
 }
-const { CallToolResultSchema, LoggingMessageNotificationSchema } = types;
-const callParams = { name: 'start-notification-stream', arguments: { interval: INTERVAL_MS, count: COUNT } };
+const { CallToolResultSchema, LoggingMessageNotificationSchema, ProgressNotificationSchema } = types;
+const flag = (name) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? process.argv[i + 1] : undefined;
+};
+const PROGRESS = process.argv.includes('--progress');
+const TOKEN = 'client-resume-ts';
+const callParams = flag('--tool')
+  ? { name: flag('--tool'), arguments: JSON.parse(flag('--args') ?? '{}') }
+  : { name: 'start-notification-stream', arguments: { interval: INTERVAL_MS, count: COUNT } };
+if (PROGRESS) callParams._meta = { progressToken: TOKEN };
+
+/** Call `onNumber(n)` for each numbered event the client receives. */
+function onNumbered(client, onNumber) {
+  if (PROGRESS) {
+    client.setNotificationHandler(ProgressNotificationSchema, (n) => {
+      if (n.params.progressToken === TOKEN) onNumber(n.params.progress);
+    });
+  } else {
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      const num = notificationNumber(n);
+      if (num !== undefined) onNumber(num);
+    });
+  }
+}
 
 async function phase1() {
   const before = [];
@@ -56,10 +85,8 @@ async function phase1() {
   const client = new Client({ name: 'forkless-interop-ts', version: '0.0.0' });
   const transport = new StreamableHTTPClientTransport(url);
   client.onerror = () => {}; // the abort below surfaces as transport errors; expected
-  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+  onNumbered(client, (num) => {
     if (cut) return;
-    const num = notificationNumber(n);
-    if (num === undefined) return;
     before.push(num);
     if (num === CUT_AFTER) {
       cut = true;
@@ -99,10 +126,7 @@ async function phase2(sessionId, protocolVersion, token) {
   const transport = new StreamableHTTPClientTransport(url, { sessionId });
   const errors = [];
   client.onerror = (e) => errors.push(e);
-  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
-    const num = notificationNumber(n);
-    if (num !== undefined) after.push(num);
-  });
+  onNumbered(client, (num) => after.push(num));
   await client.connect(transport); // sessionId set: no initialize
   transport.setProtocolVersion(protocolVersion);
   try {
