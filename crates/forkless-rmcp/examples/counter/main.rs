@@ -44,9 +44,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(server.serve(listener, shutdown).await?);
     }
     std::fs::create_dir_all(&data_dir)?;
-    let store = RedbStore::open(data_dir.join("forkless.redb"), Default::default(), wall_clock())?.0;
+    let (store, recovery) =
+        RedbStore::open(data_dir.join("forkless.redb"), Default::default(), wall_clock())?;
     // The setup: a forkless server for the rmcp service, instead of rmcp's StreamableHttpService.
     let server = forkless_rmcp::server(store, || Ok(service::Counter::new()), ServerConfig::default())?;
+    // Calls the previous process was running when it stopped get an error carrying their
+    // ids, so no client waits for them for ever.
+    server.answer_orphans(&recovery.orphans).await;
     server.serve(listener, shutdown).await?;
     Ok(())
 }

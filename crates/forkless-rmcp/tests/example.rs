@@ -1,0 +1,86 @@
+//! The counter example as a user runs it (`examples/counter`, on the durable default store),
+//! as a real process that a shell command kills with SIGKILL and starts again on the same
+//! address and data: every `forkless check` scenario passes, the crash-restart one included
+//! (a resume after the restart continues or ends with the lost call's answer, and every id
+//! the client saw still names the same bytes).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use forkless::check::{CheckArgs, probe};
+
+/// `target/<profile>/examples/counter`, which `cargo test --all-targets` builds.
+fn example() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
+    let bin = dir.join("examples").join("counter");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with `cargo build -p forkless-rmcp --example counter` \
+         (`cargo test --workspace --all-targets` does)",
+        bin.display()
+    );
+    bin
+}
+
+/// A fresh directory for the example's data, its restart script and its output.
+fn fresh_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("forkless-rmcp-example-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the test directory");
+    dir
+}
+
+/// Kills the example the script last started.
+struct Running(PathBuf);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.0.join("pid")) {
+            let _ = std::process::Command::new("kill").args(["-9", pid.trim()]).status();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_passes_every_check_scenario_across_a_kill_and_restart() {
+    let (bin, dir) = (example(), fresh_dir());
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let script = dir.join("restart.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/usr/bin/env bash\n# kill -9 the running example (if any), then start it again on the same address and data.\n\
+             set -u\ncd \"{dir}\"\nif [ -f pid ]; then kill -9 \"$(cat pid)\" 2>/dev/null || true; fi\n\
+             RUST_LOG=warn \"{bin}\" --listen 127.0.0.1:{port} --data-dir \"{dir}/data\" >>out 2>>err </dev/null &\n\
+             echo $! > pid\n",
+            dir = dir.display(),
+            bin = bin.display(),
+        ),
+    )
+    .unwrap();
+    let _running = Running(dir.clone());
+    let command = format!("bash {}", script.display());
+    assert!(std::process::Command::new("bash").arg(&script).status().unwrap().success());
+    let up = async {
+        while !std::fs::read_to_string(dir.join("out")).is_ok_and(|s| s.contains("listening on")) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(15), up).await.expect("the example starts");
+
+    let args = CheckArgs {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        tool: None,
+        background_tool: None,
+        args: None,
+        progress: true,
+        only: Vec::new(),
+        seed: 1,
+        json: true,
+        restart_cmd: Some(command),
+    };
+    let report = probe(&args).await.expect("the example can be probed");
+    let verdicts: Vec<_> = report.scenarios.iter().map(|s| (s.name, s.verdict)).collect();
+    assert_eq!((report.passed, report.failed), (11, 0), "{verdicts:?}");
+}
