@@ -44,7 +44,7 @@ pub struct ServeArgs {
     /// Where sessions and stream logs are kept: `redb` (durable, in `--data-dir`),
     /// `redb:PATH` (durable, that file and its write-ahead log `PATH.wal`), `memory` (lost
     /// on exit), a `postgres://` URL (a PostgreSQL database) or a `redis://` URL (a Redis
-    /// server); one node per database until the cluster layer lands.
+    /// server), shared by many nodes with `--node-id`.
     #[arg(long, default_value = "redb", value_name = "STORE")]
     pub store: StoreSpec,
     /// Directory of the durable store's files (`forkless.redb` and its write-ahead log

@@ -10,7 +10,7 @@
 //! expired and refuses everything with [`Error::LeaseLost`] before it could write or deliver.
 //!
 //! It owns the lease's life on this node, not what holding one entitles a node to (the
-//! cluster layer's ownership of sessions, still to come).
+//! ownership of sessions: `owners`, and the server's owner routing).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@
 //! re-creation under the old id.
 //!
 //! It owns these procedures, not the leases (`lease`) or the routing of requests to owners
-//! (the cluster layer of the server, still to come).
+//! (the server's `node::route`; this module answers its [`Store::owner`] and [`Store::adopt`]).
 
 use forkless_core::{EndReason, SessionId, Timestamp};
 
