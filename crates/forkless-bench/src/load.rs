@@ -81,12 +81,15 @@ pub struct EchoCall<'a> {
     pub argument: &'a str,
     /// What its answers must be.
     pub expect: Expect,
+    /// Where to create the session, if not where the load goes (another node of a cluster:
+    /// every call is then forwarded to the session's owner).
+    pub session_at: Option<&'a Endpoint>,
 }
 
 impl EchoCall<'static> {
     /// The servers of this harness: `{"text": …}`, answered as `sse` says.
     pub fn ours(sse: bool) -> Self {
-        Self { argument: "text", expect: if sse { Expect::Sse } else { Expect::Json } }
+        Self { argument: "text", expect: if sse { Expect::Sse } else { Expect::Json }, session_at: None }
     }
 }
 
@@ -102,7 +105,10 @@ pub async fn echo(
     probe: &Probe,
 ) -> Result<Measured, Error> {
     let mut first = Conn::open(ep).await?;
-    let session = first.initialize().await?;
+    let session = match call.session_at {
+        Some(at) => Conn::open(at).await?.initialize().await?,
+        None => first.initialize().await?,
+    };
     let mut conns = vec![first];
     for _ in 1..clients {
         conns.push(Conn::open(ep).await?);

@@ -83,6 +83,10 @@ enum Cmd {
         /// Notifications per stream (notify, resume).
         #[arg(long, default_value_t = 10_000)]
         count: u64,
+        /// echo: create the session at this endpoint instead (another node of a cluster, so
+        /// every call to `--url` is forwarded to the session's owner).
+        #[arg(long, value_name = "URL")]
+        session_at: Option<String>,
     },
     /// Serve one server under test (prints `listening on http://ADDR/mcp`).
     Serve {
@@ -166,9 +170,13 @@ fn real_main() -> Result<(), Error> {
                 }
             })
         }
-        Cmd::Load { url, load, clients, seconds, sse, any_answer, echo_arg, count } => {
-            let ep = forkless_bench::load::Endpoint::from_url(&url)
-                .ok_or_else(|| Error::Load(format!("not an http:// URL: {url}")))?;
+        Cmd::Load { url, load, clients, seconds, sse, any_answer, echo_arg, count, session_at } => {
+            let endpoint = |url: &str| {
+                forkless_bench::load::Endpoint::from_url(url)
+                    .ok_or_else(|| Error::Load(format!("not an http:// URL: {url}")))
+            };
+            let ep = endpoint(&url)?;
+            let session_at = session_at.as_deref().map(endpoint).transpose()?;
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let probe: forkless_bench::load::Probe = std::sync::Arc::new(|| None);
             let d = Duration::from_secs_f64(seconds);
@@ -181,7 +189,7 @@ fn real_main() -> Result<(), Error> {
                             (false, true) => load::Expect::Sse,
                             (false, false) => load::Expect::Json,
                         };
-                        let call = load::EchoCall { argument: &echo_arg, expect };
+                        let call = load::EchoCall { argument: &echo_arg, expect, session_at: session_at.as_ref() };
                         println!("{:?}", load::echo(&ep, clients, Duration::ZERO, d, call, &probe).await?)
                     }
                     "notify" => println!("{:?}", load::notifications(&ep, clients, count, d, &probe).await?),
