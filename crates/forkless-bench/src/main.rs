@@ -189,7 +189,8 @@ fn real_main() -> Result<(), Error> {
                             (false, true) => load::Expect::Sse,
                             (false, false) => load::Expect::Json,
                         };
-                        let call = load::EchoCall { argument: &echo_arg, expect, session_at: session_at.as_ref() };
+                        let call =
+                            load::EchoCall { argument: &echo_arg, expect, session_at: session_at.as_ref() };
                         println!("{:?}", load::echo(&ep, clients, Duration::ZERO, d, call, &probe).await?)
                     }
                     "notify" => println!("{:?}", load::notifications(&ep, clients, count, d, &probe).await?),

@@ -255,9 +255,8 @@ async fn conformance_requirements_2025_11_25_all_pass() {
     assert!(failed.is_empty() && total.ends_with(" 0 failed"), "{total}; failing: {failed:?}");
 }
 
-/// The 2026-07-28 requirement set: not all of it is served yet (multi-round-trip requests,
-/// `subscriptions/listen`, some diagnostic fixtures; see the README). These scenarios pass
-/// today, and none of them may regress.
+/// The 2026-07-28 requirement set: not all of it is served yet (tasks; see the README). These
+/// scenarios pass today, multi-round-trip requests among them, and none of them may regress.
 #[tokio::test]
 async fn conformance_requirements_2026_07_28_keep_what_passes() {
     const PASSING: &[&str] = &[
@@ -284,6 +283,16 @@ async fn conformance_requirements_2026_07_28_keep_what_passes() {
         "dns-rebinding-protection",
         "caching",
         "input-required-result-missing-input-response",
+        "input-required-result-basic-elicitation",
+        "input-required-result-basic-sampling",
+        "input-required-result-basic-list-roots",
+        "input-required-result-request-state",
+        "input-required-result-multiple-input-requests",
+        "input-required-result-multi-round",
+        "input-required-result-non-tool-request",
+        "input-required-result-result-type",
+        "input-required-result-tampered-state",
+        "input-required-result-capability-check",
         "input-required-result-unsupported-methods",
         "input-required-result-ignore-extra-params",
         "input-required-result-validate-input",

@@ -15,6 +15,7 @@
 //! Bad input never panics: every argument is parsed into a typed struct and a mismatch is a
 //! JSON-RPC invalid-params error (-32602).
 
+mod mrtr;
 mod prompts;
 mod resources;
 mod tools;
@@ -49,6 +50,8 @@ pub struct DemoHandler {
     sessions: Arc<Mutex<SessionTable>>,
     /// The server's `poll_after`, which `test_reconnection` waits out (see there).
     poll_after: Option<Duration>,
+    /// Seals the `requestState` of multi-round-trip requests ([`mrtr`]).
+    state_key: mrtr::StateKey,
 }
 
 impl DemoHandler {
@@ -82,8 +85,22 @@ impl DemoHandler {
         ctx: &RequestContext,
     ) -> Result<Value, RpcError> {
         match method {
-            "tools/list" => Ok(tools::list()),
-            "tools/call" => tools::call(self, parse_params(params)?, ctx).await,
+            "tools/list" => {
+                let mut list = tools::list();
+                if let Some(tools) = list["tools"].as_array_mut() {
+                    tools.extend(mrtr::InputTool::ALL.map(mrtr::InputTool::entry));
+                }
+                Ok(list)
+            }
+            "tools/call" => {
+                let named = params.as_ref().and_then(|p| p["name"].as_str()).and_then(mrtr::InputTool::named);
+                match (named, &params) {
+                    (Some(tool), Some(p)) => {
+                        mrtr::call(tool, p, &self.state_key, ctx.session().client_capabilities())
+                    }
+                    _ => tools::call(self, parse_params(params)?, ctx).await,
+                }
+            }
             "resources/list" => Ok(resources::list()),
             "resources/templates/list" => Ok(resources::list_templates()),
             "resources/read" => resources::read(parse_params(params)?),
@@ -101,8 +118,20 @@ impl DemoHandler {
                 self.session_mut(ctx.session(), |s| s.subscriptions.retain(|u| *u != uri));
                 Ok(json!({}))
             }
-            "prompts/list" => Ok(prompts::list()),
-            "prompts/get" => prompts::get(parse_params(params)?),
+            "prompts/list" => {
+                let mut list = prompts::list();
+                if let Some(prompts) = list["prompts"].as_array_mut() {
+                    prompts.push(json!({
+                        "name": mrtr::PROMPT,
+                        "description": "Conformance (2026-07-28, SEP-2322): needs an elicitation first",
+                    }));
+                }
+                Ok(list)
+            }
+            "prompts/get" => match &params {
+                Some(p) if p["name"] == mrtr::PROMPT => mrtr::prompt(p, &self.state_key),
+                _ => prompts::get(parse_params(params)?),
+            },
             "completion/complete" => prompts::complete(parse_params(params)?),
             "logging/setLevel" => {
                 let SetLevel { level } = parse_params(params)?;
