@@ -25,8 +25,9 @@
 //! | [`Durability::Batched`] | at once (an answer: after its fsync) | after the fsync of its batch window | up to one batch window of appended events, none of them delivered |
 //!
 //! In batched mode an append waits for nothing, and its event waits at most one batch window
-//! for the group's sync. An [`AppendTarget::Answer`] is sent by its caller at once, so it
-//! waits for its sync, and starts one at once rather than at the end of the window.
+//! for the group's sync. An [`AppendTarget::Answer`] is sent by its caller at once, and a
+//! stream's final event (a response) is what a client waits for, so both wait for their
+//! sync, and start one at once rather than at the end of the window.
 //!
 //! A failed write (fsync error, full disk) poisons the store: every later operation returns
 //! [`Error::Poisoned`], and nothing written after the failure is ever delivered; the server
@@ -46,7 +47,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use forkless_core::{AppendTarget, EventId, Seq, SessionId, SessionRecord, StreamId, Timestamp};
+use forkless_core::{AppendTarget, EventId, EventKind, Seq, SessionId, SessionRecord, StreamId, Timestamp};
 
 use self::group::{Ack, Msg};
 use self::journal::Poison;
@@ -314,10 +315,13 @@ impl Store for RedbStore {
         self.check()?;
         let visible = self.inner.early_delivery;
         // The writer thread delivers the event after its group's sync. Wait for that in
-        // immediate mode (every append is acknowledged durable), and for an answer, which its
-        // caller sends at once: the waiter travels with the writes, so the writer syncs their
-        // group now, not at the end of a window.
-        let waits = self.waits_for_records() || matches!(event.target, AppendTarget::Answer(_));
+        // immediate mode (every append is acknowledged durable), for an answer, which its
+        // caller sends at once, and for any stream's final event (a response a client is
+        // waiting for on an open stream): the waiter travels with the writes, so the writer
+        // syncs their group now, not at the end of a window.
+        let waits = self.waits_for_records()
+            || matches!(event.target, AppendTarget::Answer(_))
+            || event.kind == EventKind::Final;
         let (waiter, done) = Self::waiter(waits);
         let id = self.inner.engine.append(event, visible, self.journal_for(waiter))?;
         self.settled(done).await?;
