@@ -1,4 +1,5 @@
-//! Three `forkless serve` nodes on one PostgreSQL database behind a real HAProxy
+//! Three `forkless serve` nodes on one PostgreSQL database (and, the same test, on one Redis)
+//! behind a real HAProxy
 //! (round-robin, no stickiness, started by the test): every `forkless check` scenario it can
 //! run passes through the load balancer, and `forkless chaos` (20 sessions for 60 s, cuts every
 //! 2 s on average) sees no duplicate, gap, reordering or fork, with every resume verified. Requests
@@ -10,16 +11,26 @@ mod support;
 
 use serde_json::Value;
 use support::haproxy::Haproxy;
+use support::shared::{Backend, SharedStore};
 use support::{Serve, counter, forkless, free_addr, metrics};
 
 #[tokio::test]
-async fn three_nodes_behind_haproxy_pass_check_and_chaos() {
-    let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
+async fn three_nodes_on_postgres_behind_haproxy_pass_check_and_chaos() {
+    three_nodes(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn three_nodes_on_redis_behind_haproxy_pass_check_and_chaos() {
+    three_nodes(Backend::Redis).await;
+}
+
+async fn three_nodes(backend: Backend) {
+    let Some(db) = SharedStore::fresh(backend).await else { return };
     let mut nodes = Vec::new();
     for name in ["n1", "n2", "n3"] {
         let addr = free_addr();
         let base = format!("http://{addr}");
-        let args = ["--store", &db.url, "--node-id", name, "--lease-ttl", "2000", "--advertise", &base];
+        let args = ["--store", &db.store, "--node-id", name, "--lease-ttl", "2000", "--advertise", &base];
         nodes.push(Serve::start_at(&addr, &args).await);
     }
     let Some(lb) = Haproxy::start(&nodes.iter().map(Serve::addr).collect::<Vec<_>>()).await else { return };

@@ -5,7 +5,7 @@
 //! client resumes on another node, reads every event it had not seen exactly once, and gets
 //! its lost request answered with the request's id once that node takes the session over;
 //! and a node cut off from the database (a TCP proxy the test cuts) stops before its lease
-//! can lapse while another takes its sessions over.
+//! can lapse while another takes its sessions over. Each runs on PostgreSQL and on Redis.
 
 mod support;
 
@@ -13,6 +13,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
+use support::shared::{Backend, SharedStore};
 use support::view::{View, assert_orphan_answer, header, is_response_to, read_until};
 use support::{Serve, Session, SseReader};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -65,10 +66,29 @@ async fn read_to_5(url: &str, count: u64) -> Streaming {
     Streaming { session, request, stream, seen, reader }
 }
 
-#[tokio::test]
-async fn a_node_id_is_served_by_one_process_and_a_resumed_zombie_stops() {
-    let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
-    let store = db.url.clone();
+/// One `#[tokio::test]` per shared store for the check `$check(Backend)`.
+macro_rules! on_each_store {
+    ($check:ident, $postgres:ident, $redis:ident) => {
+        #[tokio::test]
+        async fn $postgres() {
+            $check(Backend::Postgres).await;
+        }
+        #[tokio::test]
+        async fn $redis() {
+            $check(Backend::Redis).await;
+        }
+    };
+}
+
+on_each_store!(
+    zombie,
+    a_node_id_is_served_by_one_process_and_a_resumed_zombie_stops_on_postgres,
+    a_node_id_is_served_by_one_process_and_a_resumed_zombie_stops_on_redis
+);
+
+async fn zombie(backend: Backend) {
+    let Some(db) = SharedStore::fresh(backend).await else { return };
+    let store = db.store.clone();
     let args = ["--store", &store, "--node-id", "n1", "--lease-ttl", "1000"];
     let first = Serve::start(&args).await;
 
@@ -110,13 +130,18 @@ async fn node_id_needs_a_shared_store() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--node-id needs a shared store"));
 }
 
-#[tokio::test]
-async fn an_owner_killed_mid_stream_is_taken_over_and_its_request_answered_with_its_id() {
-    let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
+on_each_store!(
+    owner_killed,
+    an_owner_killed_mid_stream_is_taken_over_and_its_request_answered_with_its_id_on_postgres,
+    an_owner_killed_mid_stream_is_taken_over_and_its_request_answered_with_its_id_on_redis
+);
+
+async fn owner_killed(backend: Backend) {
+    let Some(db) = SharedStore::fresh(backend).await else { return };
     let node = |name: &'static str| {
         [
             "--store".to_owned(),
-            db.url.clone(),
+            db.store.clone(),
             "--node-id".into(),
             name.into(),
             "--lease-ttl".into(),
@@ -197,14 +222,18 @@ impl Partition {
     }
 }
 
-#[tokio::test]
-async fn a_node_cut_off_from_the_database_stops_and_another_takes_its_sessions_over() {
-    let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
-    let partition = Partition::start(5432).await;
-    let via_proxy = db.url.replacen(":5432/", &format!(":{}/", partition.port), 1);
-    assert_ne!(via_proxy, db.url, "the URL goes through the proxy");
+on_each_store!(
+    partitioned,
+    a_node_cut_off_from_the_database_stops_and_another_takes_its_sessions_over_on_postgres,
+    a_node_cut_off_from_the_database_stops_and_another_takes_its_sessions_over_on_redis
+);
+
+async fn partitioned(backend: Backend) {
+    let Some(db) = SharedStore::fresh(backend).await else { return };
+    let partition = Partition::start(db.port()).await;
+    let via_proxy = db.via(partition.port);
     let a = Serve::start(&["--store", &via_proxy, "--node-id", "na", "--lease-ttl", "1000"]).await;
-    let b = Serve::start(&["--store", &db.url, "--node-id", "nb", "--lease-ttl", "1000"]).await;
+    let b = Serve::start(&["--store", &db.store, "--node-id", "nb", "--lease-ttl", "1000"]).await;
     let Streaming { mut session, request, stream, seen, reader } = read_to_5(&a.url, 60).await;
     drop(reader);
 

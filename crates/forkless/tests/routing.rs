@@ -1,5 +1,5 @@
 //! Owner routing over real processes (PROTOCOL section 10): `forkless gateway` nodes on one
-//! PostgreSQL database, each with a stdio MCP server per session (server-everything, whose
+//! PostgreSQL database (or one Redis), each with a stdio MCP server per session (server-everything, whose
 //! state dies with its node, so its sessions are not restorable). A request for a session
 //! that reaches another node is served by the node whose child holds the session, its SSE
 //! answer streamed back through the node it reached; a client's answer to a server-to-client
@@ -13,6 +13,7 @@ mod support;
 use serde_json::{Value, json};
 use support::gateway::{all_gone, children, everything};
 use support::haproxy::Haproxy;
+use support::shared::{Backend, SharedStore};
 use support::{Serve, Session, counter, free_addr, guard, metrics, peer, peer_passes};
 
 /// A gateway node `name` on `db`, at a fixed address it advertises (or not).
@@ -34,11 +35,20 @@ async fn refusal(response: reqwest::Response) -> (u16, String) {
 }
 
 #[tokio::test]
-async fn a_gateway_session_is_served_by_its_owner_from_any_node() {
+async fn a_gateway_session_is_served_by_its_owner_from_any_node_on_postgres() {
+    served_by_its_owner(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn a_gateway_session_is_served_by_its_owner_from_any_node_on_redis() {
+    served_by_its_owner(Backend::Redis).await;
+}
+
+async fn served_by_its_owner(backend: Backend) {
     let Some(child) = everything() else { return };
-    let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
-    let a = node(&db.url, "a", &child, true).await;
-    let b = node(&db.url, "b", &child, true).await;
+    let Some(db) = SharedStore::fresh(backend).await else { return };
+    let a = node(&db.store, "a", &child, true).await;
+    let b = node(&db.store, "b", &child, true).await;
     let (on_a, _) = Session::open(&a.url).await;
     let owner_child = children(&a, 1).await;
 
@@ -76,7 +86,7 @@ async fn a_gateway_session_is_served_by_its_owner_from_any_node() {
 
     // Negative control: a node that advertises no address. Its session is refused on the
     // other nodes (typed, retryable), not served there; on its own node it goes on.
-    let c = node(&db.url, "c", &child, false).await;
+    let c = node(&db.store, "c", &child, false).await;
     let (mut on_c, _) = Session::open(&c.url).await;
     let (status, reason) = refusal(on_c.at(&a.url).send_unchecked("tools/list", json!({})).await).await;
     assert_eq!((status, reason.as_str()), (503, "owner_not_advertised"));

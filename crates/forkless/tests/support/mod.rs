@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod haproxy;
 mod peers;
 mod procs;
+pub mod shared;
 pub mod view;
 
 // Each test binary uses some of these.

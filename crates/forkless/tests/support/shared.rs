@@ -1,0 +1,53 @@
+//! The shared stores the many-node tests run on, alike: a fresh PostgreSQL database or a
+//! fresh Redis key prefix per test, named as `forkless serve --store` takes it, and the same
+//! store reached through another port (a TCP proxy the test can cut).
+
+use std::any::Any;
+
+/// Which shared store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The machine's PostgreSQL (`forkless_store_postgres::testing`).
+    Postgres,
+    /// The machine's Redis (`forkless_store_redis::testing`).
+    Redis,
+}
+
+/// A store of this test's own, dropped (database, keys) when the test ends.
+pub struct SharedStore {
+    /// `--store` for it.
+    pub store: String,
+    /// The server's port in `store`.
+    port: u16,
+    _guard: Box<dyn Any + Send>,
+}
+
+impl SharedStore {
+    /// A fresh one, or `None` (skip) without the server outside CI (under `CI=true` a missing
+    /// server fails the test).
+    pub async fn fresh(backend: Backend) -> Option<Self> {
+        Some(match backend {
+            Backend::Postgres => {
+                let db = forkless_store_postgres::testing::fresh().await?;
+                Self { store: db.url.clone(), port: 5432, _guard: Box::new(db) }
+            }
+            Backend::Redis => {
+                let prefix = forkless_store_redis::testing::fresh().await?;
+                let store = format!("{}#{}", prefix.url, prefix.prefix);
+                Self { store, port: 6379, _guard: Box::new(prefix) }
+            }
+        })
+    }
+
+    /// `--store` for the same store reached through 127.0.0.1:`port` instead.
+    pub fn via(&self, port: u16) -> String {
+        let via = self.store.replacen(&format!(":{}", self.port), &format!(":{port}"), 1);
+        assert_ne!(via, self.store, "the store's URL names its port");
+        via
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
