@@ -8,16 +8,15 @@
 //! tells the caller its port), one final line on stdout when the server has stopped, and
 //! `tracing` logs on stderr (see [`crate::init_logging`]).
 
-use core::time::Duration;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use core::future::Future;
 use core::pin::Pin;
-use forkless_core::{Config as CoreConfig, ResumeMode, Revision};
-use forkless_server::auth::{AuthConfig, JwksSource};
-use forkless_server::{AllowedOrigins, AnswerMode, Handler, Revisions, Server, ServerConfig};
+use forkless_core::Revision;
+
+use forkless_server::{Handler, Revisions, Server, ServerConfig};
 
 use forkless_store::{MemoryStore, Store};
 use forkless_store_postgres::PgConfig;
@@ -27,6 +26,7 @@ use tokio::net::TcpListener;
 
 use crate::Error;
 
+mod config;
 mod shared;
 mod stop;
 mod store;
@@ -157,120 +157,6 @@ pub enum Answer {
     Sse,
     /// One `application/json` body with the response; notifications go to the GET stream.
     Json,
-}
-
-impl ServeArgs {
-    /// The durable store's durability these flags describe.
-    pub fn durability(&self) -> Durability {
-        match self.durability {
-            DurabilityArg::Immediate => Durability::Immediate,
-            DurabilityArg::Batched => {
-                Durability::Batched { window: Duration::from_millis(self.batch_window) }
-            }
-        }
-    }
-
-    /// The checked server configuration these flags describe.
-    pub fn server_config(&self) -> Result<ServerConfig, Error> {
-        if self.node_id.is_some() && !matches!(self.store, StoreSpec::Postgres(_) | StoreSpec::Redis(_)) {
-            return Err(Error::Config("--node-id needs a shared store (postgres://… or redis://…)".into()));
-        }
-        if let Some(url) = &self.advertise {
-            check_advertise(url)?;
-        }
-        if self.lease_ttl < 300 {
-            return Err(Error::Config(format!(
-                "--lease-ttl {} ms is too short (at least 300 ms)",
-                self.lease_ttl
-            )));
-        }
-        let mut core = CoreConfig::default();
-        if self.strict {
-            core.mode = ResumeMode::Strict;
-        }
-        if let Some(ms) = self.grace {
-            core.grace = Duration::from_millis(ms);
-            // Keep-alives renew liveness, so they must come well within a shortened grace
-            // window; a third of it leaves room for two lost ones.
-            core.keep_alive = core.keep_alive.min(core.grace / 3);
-        }
-        let mut config = ServerConfig {
-            path: self.path.clone(),
-            core,
-            answer: match self.answer {
-                Answer::Sse => AnswerMode::Sse,
-                Answer::Json => AnswerMode::Json,
-            },
-            allowed_origins: allowed_origins(&self.allowed_origins),
-            poll_after: self.poll_after.map(Duration::from_millis),
-            ..ServerConfig::default()
-        };
-        if let Some(bytes) = self.max_body_bytes {
-            config.max_body_bytes = bytes;
-        }
-        if let Some(ms) = self.header_read_timeout {
-            config.header_read_timeout = Duration::from_millis(ms);
-        }
-        if let Some(ms) = self.idle_timeout {
-            config.idle_timeout = Duration::from_millis(ms);
-        }
-        if let Some(ms) = self.body_read_timeout {
-            config.body_read_timeout = Duration::from_millis(ms);
-        }
-        if let Some(n) = self.max_connections {
-            config.max_connections = n;
-        }
-        if let Some(n) = self.max_sessions {
-            config.max_sessions = n;
-        }
-        if let Some(bytes) = self.max_retained_bytes {
-            config.max_retained_bytes = bytes;
-        }
-        if let (Some(issuer), Some(jwks)) = (&self.auth_issuer, &self.auth_jwks) {
-            let source = if jwks.starts_with("http://") || jwks.starts_with("https://") {
-                JwksSource::Url(jwks.clone())
-            } else {
-                JwksSource::File(PathBuf::from(jwks))
-            };
-            let audience =
-                self.auth_audience.clone().unwrap_or_else(|| format!("http://{}{}", self.listen, self.path));
-            let mut auth = AuthConfig::new(issuer.clone(), audience, source);
-            auth.scopes = self.auth_scopes.clone();
-            config.auth = Some(auth);
-        }
-        config.validate().map_err(|e| Error::Config(e.to_string()))?;
-        Ok(config)
-    }
-}
-
-/// `--advertise` must be a plain `http://HOST:PORT` base: other nodes add the request's path.
-fn check_advertise(url: &str) -> Result<(), Error> {
-    let uri = url.parse::<http::Uri>().ok();
-    let plain = uri.as_ref().is_some_and(|u| {
-        u.scheme_str() == Some("http")
-            && u.authority().is_some_and(|a| a.port_u16().is_some())
-            && matches!(u.path(), "" | "/")
-            && u.query().is_none()
-    });
-    if plain {
-        Ok(())
-    } else {
-        Err(Error::Config(format!(
-            "--advertise {url:?} must be an http://HOST:PORT base URL (no path; other nodes add the endpoint path)"
-        )))
-    }
-}
-
-/// `--allowed-origin` values: none means local origins only (DNS-rebinding protection), `*`
-/// means any origin, anything else is an exact list.
-fn allowed_origins(flags: &[String]) -> AllowedOrigins {
-    if flags.is_empty() {
-        AllowedOrigins::Localhost
-    } else if flags.iter().any(|o| o == "*") {
-        AllowedOrigins::Any
-    } else {
-        AllowedOrigins::List(flags.to_vec())
-    }
 }
 
 /// Run `forkless serve` to the end: start a runtime, serve until Ctrl-C or SIGTERM, stop.

@@ -2,6 +2,12 @@
 
 use super::*;
 use clap::Parser;
+use core::time::Duration;
+
+use forkless_core::{Config as CoreConfig, ResumeMode};
+use forkless_server::{AllowedOrigins, AnswerMode};
+
+use super::config::allowed_origins;
 
 #[derive(Debug, Parser)]
 struct Harness {
@@ -105,4 +111,18 @@ fn bad_values_are_refused() {
         let args = parse(&zero).expect("flags parse");
         assert!(matches!(args.server_config(), Err(Error::Config(_))), "{zero:?}");
     }
+}
+
+#[test]
+fn advertise_is_a_plain_http_base_for_a_node() {
+    let node = ["--store", "postgres://db/x", "--node-id", "a", "--advertise"];
+    let with = |url: &str| parse(&[&node[..], &[url]].concat()).expect("parsed").server_config();
+    assert!(with("http://10.0.0.1:8080").is_ok());
+    assert!(with("http://10.0.0.1:8080/").is_ok());
+    for bad in ["https://10.0.0.1:8080", "http://10.0.0.1", "http://10.0.0.1:8080/mcp", "10.0.0.1:8080"] {
+        let refused = with(bad).expect_err(bad).to_string();
+        assert!(refused.contains("--advertise") && refused.contains("http://HOST:PORT"), "{refused}");
+    }
+    // Only a node (with --node-id) advertises an address.
+    assert!(parse(&["--advertise", "http://10.0.0.1:8080"]).is_err());
 }

@@ -1,0 +1,127 @@
+//! `forkless serve`'s flags turned into a checked [`ServerConfig`] and the durable store's
+//! [`Durability`]: every flag's meaning in one place, refused with a message naming it.
+
+use core::time::Duration;
+use std::path::PathBuf;
+
+use forkless_core::{Config as CoreConfig, ResumeMode};
+use forkless_server::auth::{AuthConfig, JwksSource};
+use forkless_server::{AllowedOrigins, AnswerMode, ServerConfig};
+use forkless_store_redb::Durability;
+
+use super::{Answer, DurabilityArg, ServeArgs, StoreSpec};
+use crate::Error;
+
+impl ServeArgs {
+    /// The durable store's durability these flags describe.
+    pub fn durability(&self) -> Durability {
+        match self.durability {
+            DurabilityArg::Immediate => Durability::Immediate,
+            DurabilityArg::Batched => {
+                Durability::Batched { window: Duration::from_millis(self.batch_window) }
+            }
+        }
+    }
+
+    /// The checked server configuration these flags describe.
+    pub fn server_config(&self) -> Result<ServerConfig, Error> {
+        if self.node_id.is_some() && !matches!(self.store, StoreSpec::Postgres(_) | StoreSpec::Redis(_)) {
+            return Err(Error::Config("--node-id needs a shared store (postgres://… or redis://…)".into()));
+        }
+        if let Some(url) = &self.advertise {
+            check_advertise(url)?;
+        }
+        if self.lease_ttl < 300 {
+            return Err(Error::Config(format!(
+                "--lease-ttl {} ms is too short (at least 300 ms)",
+                self.lease_ttl
+            )));
+        }
+        let mut core = CoreConfig::default();
+        if self.strict {
+            core.mode = ResumeMode::Strict;
+        }
+        if let Some(ms) = self.grace {
+            core.grace = Duration::from_millis(ms);
+            // Keep-alives renew liveness, so they must come well within a shortened grace
+            // window; a third of it leaves room for two lost ones.
+            core.keep_alive = core.keep_alive.min(core.grace / 3);
+        }
+        let mut config = ServerConfig {
+            path: self.path.clone(),
+            core,
+            answer: match self.answer {
+                Answer::Sse => AnswerMode::Sse,
+                Answer::Json => AnswerMode::Json,
+            },
+            allowed_origins: allowed_origins(&self.allowed_origins),
+            poll_after: self.poll_after.map(Duration::from_millis),
+            ..ServerConfig::default()
+        };
+        if let Some(bytes) = self.max_body_bytes {
+            config.max_body_bytes = bytes;
+        }
+        if let Some(ms) = self.header_read_timeout {
+            config.header_read_timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.idle_timeout {
+            config.idle_timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.body_read_timeout {
+            config.body_read_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.max_connections {
+            config.max_connections = n;
+        }
+        if let Some(n) = self.max_sessions {
+            config.max_sessions = n;
+        }
+        if let Some(bytes) = self.max_retained_bytes {
+            config.max_retained_bytes = bytes;
+        }
+        if let (Some(issuer), Some(jwks)) = (&self.auth_issuer, &self.auth_jwks) {
+            let source = if jwks.starts_with("http://") || jwks.starts_with("https://") {
+                JwksSource::Url(jwks.clone())
+            } else {
+                JwksSource::File(PathBuf::from(jwks))
+            };
+            let audience =
+                self.auth_audience.clone().unwrap_or_else(|| format!("http://{}{}", self.listen, self.path));
+            let mut auth = AuthConfig::new(issuer.clone(), audience, source);
+            auth.scopes = self.auth_scopes.clone();
+            config.auth = Some(auth);
+        }
+        config.validate().map_err(|e| Error::Config(e.to_string()))?;
+        Ok(config)
+    }
+}
+
+/// `--advertise` must be a plain `http://HOST:PORT` base: other nodes add the request's path.
+fn check_advertise(url: &str) -> Result<(), Error> {
+    let uri = url.parse::<http::Uri>().ok();
+    let plain = uri.as_ref().is_some_and(|u| {
+        u.scheme_str() == Some("http")
+            && u.authority().is_some_and(|a| a.port_u16().is_some())
+            && matches!(u.path(), "" | "/")
+            && u.query().is_none()
+    });
+    if plain {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "--advertise {url:?} must be an http://HOST:PORT base URL (no path; other nodes add the endpoint path)"
+        )))
+    }
+}
+
+/// `--allowed-origin` values: none means local origins only (DNS-rebinding protection), `*`
+/// means any origin, anything else is an exact list.
+pub(super) fn allowed_origins(flags: &[String]) -> AllowedOrigins {
+    if flags.is_empty() {
+        AllowedOrigins::Localhost
+    } else if flags.iter().any(|o| o == "*") {
+        AllowedOrigins::Any
+    } else {
+        AllowedOrigins::List(flags.to_vec())
+    }
+}
