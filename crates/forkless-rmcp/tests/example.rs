@@ -1,26 +1,34 @@
-//! The counter example as a user runs it (`examples/counter`, on the durable default store),
-//! as a real process that a shell command kills with SIGKILL and starts again on the same
+//! The counter example's setup as a user runs it (`examples/counter`, on the durable default
+//! store), as a real process that a shell command kills with SIGKILL and starts again on the same
 //! address and data: every `forkless check` scenario passes, the crash-restart one included
 //! (a resume after the restart continues or ends with the lost call's answer, and every id
 //! the client saw still names the same bytes).
+
+#[path = "../examples/counter/service.rs"]
+mod service;
+#[path = "../examples/counter/setup.rs"]
+mod setup;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use forkless::check::{CheckArgs, probe};
 
-/// `target/<profile>/examples/counter`, which `cargo test --all-targets` builds.
-fn example() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
-    let bin = dir.join("examples").join("counter");
-    assert!(
-        bin.exists(),
-        "{} is missing: build it with `cargo build -p forkless-rmcp --example counter` \
-         (`cargo test --workspace --all-targets` does)",
-        bin.display()
-    );
-    bin
+/// Set in the process the restart script starts: `LISTEN DATA_DIR`.
+const SERVE: &str = "FORKLESS_RMCP_EXAMPLE_SERVE";
+
+/// Not a check: the example's process. This test binary, run with [`SERVE`] set and this
+/// test's name, serves the example's setup (`examples/counter/setup.rs`, the lines its
+/// `main` runs) until it is killed; without [`SERVE`] it does nothing. (`cargo test
+/// --all-targets` builds the example itself as a test harness, not as the program.)
+#[test]
+fn example_process() {
+    let Ok(spec) = std::env::var(SERVE) else { return };
+    let (listen, dir) = spec.split_once(' ').expect("LISTEN DATA_DIR");
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime
+        .block_on(setup::run(listen, Some(std::path::Path::new(dir)), std::future::pending()))
+        .expect("the example serves");
 }
 
 /// A fresh directory for the example's data, its restart script and its output.
@@ -44,7 +52,7 @@ impl Drop for Running {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_passes_every_check_scenario_across_a_kill_and_restart() {
-    let (bin, dir) = (example(), fresh_dir());
+    let (bin, dir) = (std::env::current_exe().expect("this test binary"), fresh_dir());
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let script = dir.join("restart.sh");
     std::fs::write(
@@ -52,7 +60,7 @@ async fn the_example_passes_every_check_scenario_across_a_kill_and_restart() {
         format!(
             "#!/usr/bin/env bash\n# kill -9 the running example (if any), then start it again on the same address and data.\n\
              set -u\ncd \"{dir}\"\nif [ -f pid ]; then kill -9 \"$(cat pid)\" 2>/dev/null || true; fi\n\
-             RUST_LOG=warn \"{bin}\" --listen 127.0.0.1:{port} --data-dir \"{dir}/data\" >>out 2>>err </dev/null &\n\
+             {SERVE}=\"127.0.0.1:{port} {dir}/data\" \"{bin}\" --exact example_process --nocapture >>out 2>>err </dev/null &\n\
              echo $! > pid\n",
             dir = dir.display(),
             bin = bin.display(),
