@@ -69,17 +69,7 @@ async fn passes(program: &Path, script: &str, url: &str, args: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forkless_check_finds_no_fork_in_the_rmcp_service() {
     let url = serve().await;
-    let args = CheckArgs {
-        url,
-        tool: None,
-        background_tool: None,
-        args: None,
-        progress: true,
-        only: Vec::new(),
-        seed: 1,
-        json: true,
-        restart_cmd: None,
-    };
+    let args = CheckArgs { progress: true, json: true, ..CheckArgs::new(url) };
     let report = probe(&args).await.expect("the service can be probed");
     let verdicts: Vec<_> = report.scenarios.iter().map(|s| (s.name, s.verdict)).collect();
     assert_eq!(report.failed, 0, "{verdicts:?}");

@@ -77,17 +77,8 @@ async fn the_example_passes_every_check_scenario_across_a_kill_and_restart() {
     };
     tokio::time::timeout(Duration::from_secs(15), up).await.expect("the example starts");
 
-    let args = CheckArgs {
-        url: format!("http://127.0.0.1:{port}/mcp"),
-        tool: None,
-        background_tool: None,
-        args: None,
-        progress: true,
-        only: Vec::new(),
-        seed: 1,
-        json: true,
-        restart_cmd: Some(command),
-    };
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let args = CheckArgs { progress: true, json: true, restart_cmd: Some(command), ..CheckArgs::new(url) };
     let report = probe(&args).await.expect("the example can be probed");
     let verdicts: Vec<_> = report.scenarios.iter().map(|s| (s.name, s.verdict)).collect();
     assert_eq!((report.passed, report.failed), (11, 0), "{verdicts:?}");

@@ -6,26 +6,12 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use forkless_core::{
-    AppendTarget, Config, EventKind, NewSession, Revision, SeededEntropy, Seq, SessionId, SessionRecord,
-    StreamId, Timestamp,
-};
+use forkless_core::{AppendTarget, Config, EventKind, SeededEntropy, Seq, StreamId};
 use forkless_store::{Append, Store, transact};
 use forkless_store_redb::{Durability, RedbStore};
 
-const T0: Timestamp = Timestamp::from_millis(5_000_000);
-
-fn record(seed: u64) -> SessionRecord {
-    let mut e = SeededEntropy::new(seed);
-    let new = NewSession {
-        id: SessionId::generate(&mut e),
-        revision: Revision::V2025_11_25,
-        reset_contract: true,
-        principal: None,
-        client: Default::default(),
-    };
-    SessionRecord::create(new, T0, &mut e).expect("create")
-}
+mod support;
+use support::{T0, record};
 
 #[tokio::test]
 async fn a_final_event_is_delivered_without_waiting_out_the_window() {

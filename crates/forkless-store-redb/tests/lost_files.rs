@@ -5,25 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use forkless_core::{
-    AppendTarget, EventKind, Limits, NewSession, Revision, SeededEntropy, SessionId, SessionRecord, Timestamp,
-};
+use forkless_core::{AppendTarget, EventKind, Limits};
 use forkless_store::{Append, Error, Store};
 use forkless_store_redb::{Durability, LostFiles, RedbStore};
 
-const T0: Timestamp = Timestamp::from_millis(5_000_000);
-
-fn record(seed: u64) -> SessionRecord {
-    let mut e = SeededEntropy::new(seed);
-    let new = NewSession {
-        id: SessionId::generate(&mut e),
-        revision: Revision::V2025_11_25,
-        reset_contract: true,
-        principal: None,
-        client: Default::default(),
-    };
-    SessionRecord::create(new, T0, &mut e).expect("create")
-}
+mod support;
+use support::{T0, record};
 
 /// A store at `path` holding one session with `events` events, stopped at once after its
 /// last write (its log holds them: nothing was checkpointed since, or a clean stop did).

@@ -13,6 +13,19 @@ use redb::StorageBackend as _;
 /// The instant the machines' stores open at.
 pub const T0: Timestamp = Timestamp::from_millis(5_000_000);
 
+/// A fresh 2025-11-25 session without a principal, its ids drawn from `seed`.
+pub fn record(seed: u64) -> forkless_core::SessionRecord {
+    let mut e = forkless_core::SeededEntropy::new(seed);
+    let new = forkless_core::NewSession {
+        id: forkless_core::SessionId::generate(&mut e),
+        revision: forkless_core::Revision::V2025_11_25,
+        reset_contract: true,
+        principal: None,
+        client: Default::default(),
+    };
+    forkless_core::SessionRecord::create(new, T0, &mut e).expect("create")
+}
+
 /// The smallest log the store uses at its length; 64 KiB holds about 200 appends.
 pub const SMALL_LOG: u64 = 64 << 10;
 

@@ -100,6 +100,23 @@ pub struct CheckArgs {
     pub restart_cmd: Option<String>,
 }
 
+impl CheckArgs {
+    /// `forkless check URL` with every other flag at its default (for [`probe`] from code).
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            tool: None,
+            background_tool: None,
+            args: None,
+            progress: false,
+            only: Vec::new(),
+            seed: 1,
+            json: false,
+            restart_cmd: None,
+        }
+    }
+}
+
 /// A scenario's result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -383,4 +400,23 @@ pub fn render(report: &Report) -> String {
         report.unsupported
     ));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::CheckArgs;
+
+    #[derive(Debug, clap::Parser)]
+    struct Harness {
+        #[command(flatten)]
+        check: CheckArgs,
+    }
+
+    #[test]
+    fn new_has_the_flags_defaults() {
+        let parsed = Harness::try_parse_from(["check", "http://127.0.0.1:1/mcp"]).expect("parsed").check;
+        assert_eq!(format!("{parsed:?}"), format!("{:?}", CheckArgs::new("http://127.0.0.1:1/mcp")));
+    }
 }
