@@ -10,9 +10,11 @@
 mod support;
 
 use serde_json::Value;
+use std::time::Duration;
 use support::haproxy::Haproxy;
 use support::shared::{Backend, SharedStore};
-use support::{Serve, counter, forkless, free_addr, metrics};
+
+use support::{Serve, counter, forkless, forkless_for, free_addr, metrics};
 
 #[tokio::test]
 async fn three_nodes_on_postgres_behind_haproxy_pass_check_and_chaos() {
@@ -44,7 +46,7 @@ async fn three_nodes(backend: Backend) {
     assert_eq!(code, Some(0), "{stdout}");
 
     let args = ["chaos", &lb.url, "--sessions", "20", "--duration", "60s", "--drop-every", "2s", "--json"];
-    let (code, stdout) = forkless(&args).await;
+    let (code, stdout) = forkless_for(&args, Duration::from_secs(60)).await;
     let s: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
     for key in ["duplicates", "gaps", "forks", "reordered", "foreign"] {
         assert_eq!(s[key], 0, "{key}: {s}");

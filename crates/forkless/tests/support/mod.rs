@@ -48,8 +48,18 @@ pub async fn guard<T>(what: &str, fut: impl Future<Output = T>) -> T {
 
 /// Run `forkless <args>` to its end (failing after six guards); its exit code and stdout.
 pub async fn forkless(args: &[&str]) -> (Option<i32>, String) {
+    forkless_within(args, GUARD * 6).await
+}
+
+/// [`forkless`] for a run that lasts `planned` by design (a timed chaos run): it fails only
+/// after `planned` and six guards more.
+pub async fn forkless_for(args: &[&str], planned: Duration) -> (Option<i32>, String) {
+    forkless_within(args, planned + GUARD * 6).await
+}
+
+async fn forkless_within(args: &[&str], limit: Duration) -> (Option<i32>, String) {
     let out = tokio::time::timeout(
-        GUARD * 6,
+        limit,
         Command::new(env!("CARGO_BIN_EXE_forkless"))
             .args(args)
             .stdin(Stdio::null())
