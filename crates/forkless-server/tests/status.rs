@@ -382,11 +382,13 @@ async fn a_session_whose_history_was_lost_is_refused_with_its_reason() {
     let mut c = srv.client();
     c.initialize().await;
     let id: forkless_core::SessionId = c.session.clone().unwrap().parse().unwrap();
-    forkless_store::transact(&srv.store, id, |r| {
-        r.on_end(forkless_core::EndReason::HistoryLost, forkless_core::Timestamp::from_millis(1))
-    })
-    .await
-    .unwrap();
+    // Ended now, so its tombstone outlives the test: ended at an instant long past, the
+    // sweeper may remove it first and the session would read as unknown.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let now = forkless_core::Timestamp::from_millis(u64::try_from(now).unwrap());
+    forkless_store::transact(&srv.store, id, |r| r.on_end(forkless_core::EndReason::HistoryLost, now))
+        .await
+        .unwrap();
     assert_refused(c.call(1, "echo", json!({})).await, 404, -32001, "history_lost").await;
 }
 
