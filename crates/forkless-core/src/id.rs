@@ -8,6 +8,7 @@
 //! |---|---|
 //! | [`SessionId`] | 128 random bits, base64url without padding (22 chars) |
 //! | [`StreamId`] | 96 random bits, base64url (16 chars) |
+//! | [`TaskId`] | 128 random bits, base64url without padding (22 chars) |
 //! | [`EventId`] | `<stream id>.<seq>`, seq a decimal `u64` without sign or leading zeros |
 //!
 //! Randomness comes from an [`EntropySource`]: [`OsEntropy`] (the OS CSPRNG) in production,
@@ -287,6 +288,13 @@ random_id!(
     /// One SSE stream of a session, never reused: 96 bits, 16 base64url characters.
     StreamId,
     12
+);
+
+random_id!(
+    /// A task of the tasks extension (`taskId`): 128 bits from the CSPRNG, 22 base64url
+    /// characters, unguessable because a task id is all a client needs to read the task.
+    TaskId,
+    16
 );
 
 /// Position of an event in its stream. Seq 0 is the priming event; content starts at 1.

@@ -86,7 +86,7 @@ pub use error::{EndReason, Error};
 pub use id::OsEntropy;
 pub use id::{
     EntropySource, Epoch, EventId, IdError, IdHashBuilder, IdHasher, SeededEntropy, Seq, SessionId, StreamId,
-    Wire,
+    TaskId, Wire,
 };
 pub use record::{AppendTarget, GetOutcome, Grant, Orphan, SessionRecord};
 pub use retention::{EvictedBy, Eviction, Tick};

@@ -65,6 +65,8 @@ pub(crate) struct Common<S> {
     pub(crate) metrics: Arc<Metrics>,
     /// Cancelled when graceful shutdown starts: every SSE body ends, every handler is told.
     pub(crate) shutdown: CancellationToken,
+    /// The tasks of this node (the tasks extension, 2026-07-28).
+    pub(crate) tasks: Arc<crate::tasks::TaskTable>,
     /// The sessions live on this node (also its [`Self::inbox`] in one process).
     pub(crate) sessions: Arc<LiveSessions>,
     /// Who serves each attached stream on this node.

@@ -157,6 +157,9 @@ pub struct ServerConfig {
     /// How long a node waits for the owner's answer to start (its status and headers; an SSE
     /// answer starts at once, a JSON one when the call is done). Default 60 s.
     pub forward_head_timeout: Duration,
+    /// The task table of the tasks extension (2026-07-28): time to live, suggested polling
+    /// interval, most tasks held. Default [`crate::tasks::TaskLimits::default`].
+    pub tasks: crate::tasks::TaskLimits,
 }
 
 impl Default for ServerConfig {
@@ -183,6 +186,7 @@ impl Default for ServerConfig {
             max_retained_bytes: 1 << 30,
             forward_connect_timeout: Duration::from_secs(2),
             forward_head_timeout: Duration::from_secs(60),
+            tasks: crate::tasks::TaskLimits::default(),
         }
     }
 }
@@ -212,7 +216,10 @@ impl ServerConfig {
         if !self.path.starts_with('/') || self.path == "/metrics" || self.path == "/healthz" {
             return Err(ConfigError::Path(self.path.clone()));
         }
-        let zero: [(&'static str, bool); 14] = [
+        let zero: [(&'static str, bool); 17] = [
+            ("tasks.ttl", self.tasks.ttl.is_zero()),
+            ("tasks.poll_interval", self.tasks.poll_interval.is_zero()),
+            ("tasks.max_tasks", self.tasks.max_tasks == 0),
             ("forward_connect_timeout", self.forward_connect_timeout.is_zero()),
             ("forward_head_timeout", self.forward_head_timeout.is_zero()),
             ("idle_timeout", self.idle_timeout.is_zero()),

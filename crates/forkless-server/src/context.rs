@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::session::SendError;
 use crate::session::{RequestStream, SessionShared, notification_payload};
+use crate::tasks::TaskStarter;
 use forkless_core::{AppendTarget, EndReason, Revision, SessionId};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -100,6 +101,7 @@ pub struct RequestContext {
     pub(crate) cancel: CancellationToken,
     pub(crate) outlet: Outlet,
     pub(crate) logs: LogOptIn,
+    pub(crate) tasks: Option<TaskStarter>,
 }
 
 /// Which of a request's log messages go to the client.
@@ -165,6 +167,16 @@ impl RequestContext {
     /// server shutdown, and (2026-07-28 only) by the client closing the response stream.
     pub fn cancellation(&self) -> &CancellationToken {
         &self.cancel
+    }
+
+    /// The tasks extension, for this request: `Some` when the request declared
+    /// `io.modelcontextprotocol/tasks` (2026-07-28, in its `_meta` client capabilities) and
+    /// the handler offers tasks ([`crate::Handler::task_support`]); then the handler may answer
+    /// with a task ([`TaskStarter::start`]). `None` otherwise (always in the session
+    /// revisions): the handler does the work at once, or refuses with
+    /// [`crate::tasks::missing_capability`] when the work can only run as a task.
+    pub fn tasks(&self) -> Option<&TaskStarter> {
+        self.tasks.as_ref()
     }
 
     /// A notification on this request's stream (its SSE stream; when the request is answered

@@ -14,9 +14,10 @@ use tracing::Instrument as _;
 
 use crate::context::LogOptIn;
 use crate::context::{Outlet, RequestContext, SessionHandle};
-use crate::handler::Handler;
+use crate::handler::{Handler, TaskSupport};
 use crate::jsonrpc::RpcError;
 use crate::session::SessionShared;
+use crate::tasks::TaskStarter;
 
 use crate::server::App;
 
@@ -50,6 +51,11 @@ impl<S: Store, H: Handler> App<S, H> {
             ),
             _ => LogOptIn::Session,
         };
+        // 2026-07-28: a request that declared the tasks extension may become a task.
+        let tasks = (shared.revision == forkless_core::Revision::V2026_07_28
+            && self.handler.task_support() == TaskSupport::Offered
+            && crate::tasks::declared(&shared.client_capabilities))
+        .then(|| TaskStarter { table: self.common.tasks.clone(), principal: shared.principal.clone() });
         let ctx = RequestContext {
             session: SessionHandle { shared: shared.clone() },
             request_id: call.id.clone(),
@@ -57,6 +63,7 @@ impl<S: Store, H: Handler> App<S, H> {
             cancel,
             outlet,
             logs,
+            tasks,
         };
         let handler = self.handler.clone();
         let span = tracing::info_span!("request", session = %shared.id, id = %call.id, method = %call.method);

@@ -51,6 +51,18 @@ pub enum Revisions {
     SessionsOnly,
 }
 
+/// Whether a handler runs requests as tasks (the tasks extension of 2026-07-28).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// No: `tasks/…` methods are unknown (`-32601`) and the extension is not advertised.
+    #[default]
+    Unsupported,
+    /// Yes: `server/discover` advertises `io.modelcontextprotocol/tasks`, the server answers
+    /// `tasks/get`, `tasks/update` and `tasks/cancel`, and a request that declared the
+    /// extension gives its handler a [`crate::tasks::TaskStarter`].
+    Offered,
+}
+
 /// The application logic behind the MCP endpoint.
 ///
 /// # Concurrency
@@ -78,6 +90,11 @@ pub trait Handler: Send + Sync + 'static {
     /// Which revisions this handler serves. Default [`Revisions::All`].
     fn revisions(&self) -> Revisions {
         Revisions::All
+    }
+
+    /// Whether this handler runs requests as tasks. Default [`TaskSupport::Unsupported`].
+    fn task_support(&self) -> TaskSupport {
+        TaskSupport::Unsupported
     }
 
     /// Answer `initialize` for a new session (`params` as the client sent them; `session` is

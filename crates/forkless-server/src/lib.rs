@@ -104,6 +104,7 @@ mod session;
 mod sse;
 mod stateless;
 mod sweeper;
+pub mod tasks;
 mod writer;
 
 pub use config::{AllowedOrigins, AnswerMode, ConfigError, PrincipalClosure, PrincipalFn, ServerConfig};
@@ -113,7 +114,7 @@ pub use error::{
     MISSING_REQUIRED_CLIENT_CAPABILITY, OwnerUnavailable, PARSE_ERROR, SESSION_ENDED, STREAM_CONFLICT,
     UNSUPPORTED_PROTOCOL_VERSION,
 };
-pub use handler::{Handler, Restorable, Revisions, ServerInfo};
+pub use handler::{Handler, Restorable, Revisions, ServerInfo, TaskSupport};
 pub use jsonrpc::RpcError;
 pub use listener::raise_open_file_limit;
 pub use request::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};

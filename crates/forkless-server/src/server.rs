@@ -74,12 +74,15 @@ impl<S: Store, H: Handler> Server<S, H> {
             sessions: Arc::downgrade(&sessions),
         });
         let config_forward = (config.forward_connect_timeout, config.forward_head_timeout);
+        let shutdown = CancellationToken::new();
+        let tasks = Arc::new(crate::tasks::TaskTable::new(config.tasks, shutdown.clone()));
         let common = Common {
             grace_ms: HeaderValue::from(millis(config.core.grace)),
             store,
             cfg: config,
             metrics,
-            shutdown: CancellationToken::new(),
+            shutdown,
+            tasks,
             sessions: sessions.clone(),
             attachments: Arc::new(LocalAttachments::default()),
             inbox: sessions,

@@ -165,6 +165,9 @@ pub(crate) struct SessionShared {
     pub(crate) client_info: Value,
     /// `None` for a stateless (2026-07-28) request.
     pub(crate) outbox: Option<Arc<dyn Outbox>>,
+    /// A stateless request's principal (the tasks it starts are bound to it); `None` for a
+    /// session, whose record holds its principal, and when no principal is configured.
+    pub(crate) principal: Option<String>,
     /// Cancelled when the session ends here (or the server shuts down); every request's token
     /// is a child of it.
     pub(crate) cancel: CancellationToken,
@@ -213,6 +216,7 @@ impl SessionShared {
             client_capabilities,
             client_info,
             outbox,
+            principal: None,
             cancel,
             ended: OnceLock::new(),
             closing: OnceLock::new(),
@@ -221,6 +225,11 @@ impl SessionShared {
             pending: Mutex::default(),
             in_flight: Mutex::default(),
         }
+    }
+
+    /// The same, for a stateless request from `principal`.
+    pub(crate) fn asked_by(self, principal: Option<String>) -> Self {
+        Self { principal, ..self }
     }
 
     /// Why the session ended in this process, if it did.

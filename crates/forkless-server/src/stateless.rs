@@ -15,12 +15,14 @@ use http::{HeaderName, HeaderValue, StatusCode, header};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::common::now;
 use crate::config::AnswerMode;
 use crate::context::Outlet;
 use crate::error::Error;
-use crate::handler::Handler;
+use crate::handler::{Handler, TaskSupport};
 use crate::jsonrpc::{self, Message};
 use crate::session::SessionShared;
+use crate::tasks;
 
 use crate::answer::json_response;
 use crate::dispatch::Call;
@@ -31,6 +33,26 @@ use crate::server::App;
 const FIRST_MESSAGE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl<S: Store, H: Handler> App<S, H> {
+    /// A `tasks/…` request: the extension's three methods for a client that declared it
+    /// (`-32021` for one that did not), `-32601` for any other (`tasks/result` and `tasks/list`
+    /// are not part of it) and for every one when the handler offers no tasks.
+    fn answer_task_method(
+        &self,
+        shared: &SessionShared,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Result<Value, jsonrpc::RpcError> {
+        if self.handler.task_support() == TaskSupport::Unsupported || !tasks::METHODS.contains(&method) {
+            return Err(jsonrpc::RpcError::method_not_found(method));
+        }
+        if !tasks::declared(&shared.client_capabilities) {
+            return Err(tasks::missing_capability());
+        }
+        let mut result = self.common.tasks.answer(method, params, shared.principal.as_deref(), now())?;
+        wire::complete(method, &mut result);
+        Ok(result)
+    }
+
     pub(crate) async fn post_stateless(
         &self,
         headers: &http::HeaderMap,
@@ -50,14 +72,17 @@ impl<S: Store, H: Handler> App<S, H> {
             Message::Response { .. } => None,
         };
         let field = |key: &str| meta.and_then(|m| m.get(key)).cloned().unwrap_or(Value::Null);
-        let shared = Arc::new(SessionShared::new(
-            SessionId::generate(&mut OsEntropy),
-            Revision::V2026_07_28,
-            field("io.modelcontextprotocol/clientCapabilities"),
-            field("io.modelcontextprotocol/clientInfo"),
-            None,
-            self.common.shutdown.child_token(),
-        ));
+        let shared = Arc::new(
+            SessionShared::new(
+                SessionId::generate(&mut OsEntropy),
+                Revision::V2026_07_28,
+                field("io.modelcontextprotocol/clientCapabilities"),
+                field("io.modelcontextprotocol/clientInfo"),
+                None,
+                self.common.shutdown.child_token(),
+            )
+            .asked_by(self.principal(headers)),
+        );
         let mut call = match message {
             Message::Response { .. } => {
                 return Err(Error::InvalidMessage("clients send no responses in 2026-07-28".into()));
@@ -91,8 +116,14 @@ impl<S: Store, H: Handler> App<S, H> {
                         self.common.shutdown.clone(),
                     ));
                 }
+                if method.starts_with("tasks/") {
+                    let out = self.answer_task_method(&shared, &method, params.as_ref());
+                    let mut response = json_response(jsonrpc::response_payload(&id, &out));
+                    *response.status_mut() = wire::status_of(&out);
+                    return Ok(response);
+                }
                 if method == "server/discover" {
-                    let mut result = wire::discover(&self.handler.info());
+                    let mut result = wire::discover(&self.handler.info(), self.handler.task_support());
                     wire::complete(&method, &mut result);
                     return Ok(json_response(jsonrpc::response_payload(&id, &Ok(result))));
                 }

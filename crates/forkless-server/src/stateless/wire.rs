@@ -10,7 +10,7 @@ use http::{HeaderMap, HeaderName, StatusCode};
 use serde_json::{Value, json};
 
 use crate::error::{HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, supported_versions};
-use crate::handler::ServerInfo;
+use crate::handler::{ServerInfo, TaskSupport};
 use crate::request::PROTOCOL_VERSION;
 
 /// `Mcp-Method`.
@@ -118,6 +118,7 @@ pub(crate) fn check_request(
     let name_field = match method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     };
     if let Some(field) = name_field {
@@ -199,10 +200,19 @@ pub(crate) fn check_param_headers(
 }
 
 /// The `server/discover` result: versions, capabilities, identity and instructions.
-pub(crate) fn discover(info: &ServerInfo) -> Value {
+pub(crate) fn discover(info: &ServerInfo, tasks: TaskSupport) -> Value {
+    let mut capabilities = info.capabilities.clone();
+    if tasks == TaskSupport::Offered
+        && let Some(caps) = capabilities.as_object_mut()
+    {
+        let extensions = caps.entry("extensions").or_insert_with(|| json!({}));
+        if let Some(extensions) = extensions.as_object_mut() {
+            extensions.insert(crate::tasks::EXTENSION.to_owned(), json!({}));
+        }
+    }
     let mut result = json!({
         "supportedVersions": supported_versions(),
-        "capabilities": info.capabilities,
+        "capabilities": capabilities,
         "_meta": { "io.modelcontextprotocol/serverInfo": { "name": info.name, "version": info.version } },
     });
     if let Some(text) = &info.instructions {

@@ -6,16 +6,18 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use forkless_core::{SessionId, SessionRecord};
-use forkless_server::{Handler, RequestContext, RpcError, Server, ServerConfig, ServerInfo, SessionHandle};
+use forkless_server::{Server, ServerConfig};
 use forkless_store::{MemoryStore, Store};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
+
+mod handler;
+pub use handler::{Controls, TestHandler};
 
 /// How long any single wait may take before the test fails.
 pub const GUARD: Duration = Duration::from_secs(10);
@@ -24,127 +26,6 @@ pub async fn guard<F: Future>(what: &str, f: F) -> F::Output {
     match tokio::time::timeout(GUARD, f).await {
         Ok(v) => v,
         Err(_) => panic!("timed out waiting for {what}"),
-    }
-}
-
-/// Controls shared between a test and its handler.
-#[derive(Clone)]
-pub struct Controls {
-    /// Released by the test (`gate.add_permits(1)`); `gated` and `wait` take one permit.
-    pub gate: Arc<Semaphore>,
-    /// The last session handle a request ran on.
-    pub last_session: Arc<Mutex<Option<SessionHandle>>>,
-    /// Whether `wait` saw its cancellation.
-    pub cancelled: Arc<Mutex<Vec<Value>>>,
-    /// The last request context (kept past its response).
-    pub last_ctx: Arc<Mutex<Option<RequestContext>>>,
-}
-
-impl Controls {
-    pub fn new() -> Self {
-        Self {
-            gate: Arc::new(Semaphore::new(0)),
-            last_session: Arc::default(),
-            cancelled: Arc::default(),
-            last_ctx: Arc::default(),
-        }
-    }
-    pub fn session(&self) -> SessionHandle {
-        self.last_session.lock().unwrap().clone().expect("a request ran")
-    }
-}
-
-/// The test handler.
-///
-/// - `echo`: returns its params.
-/// - `count {n}`: n numbered `notifications/message` on its stream, then `{"done": n}`.
-/// - `gated {first, rest}`: `first` messages, waits for the gate, `rest` more, then returns.
-/// - `standalone {n}`: n numbered notifications on the standalone stream, then returns.
-/// - `standalone-big {n, filler}`: the same, each carrying `filler`.
-/// - `wait`: waits for the gate or cancellation.
-/// - `ask`: a `roots/list` request to the client; returns the client's result.
-/// - `panic`: panics.
-pub struct TestHandler {
-    pub controls: Controls,
-}
-
-fn n(params: &Option<Value>, key: &str) -> u64 {
-    params.as_ref().and_then(|p| p.get(key)).and_then(Value::as_u64).unwrap_or(0)
-}
-
-impl Handler for TestHandler {
-    fn info(&self) -> ServerInfo {
-        ServerInfo {
-            name: "test".into(),
-            version: "0".into(),
-            capabilities: json!({ "tools": {} }),
-            instructions: Some("for tests".into()),
-        }
-    }
-
-    async fn handle_request(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        ctx: RequestContext,
-    ) -> Result<Value, RpcError> {
-        *self.controls.last_session.lock().unwrap() = Some(ctx.session().clone());
-        *self.controls.last_ctx.lock().unwrap() = Some(ctx.clone());
-        let fail = |e: forkless_server::SendError| RpcError::internal(e.to_string());
-        match method {
-            "echo" => Ok(params.unwrap_or(Value::Null)),
-            "count" => {
-                let total = n(&params, "n");
-                for i in 1..=total {
-                    ctx.log("info", json!({ "i": i })).await.map_err(fail)?;
-                }
-                Ok(json!({ "done": total }))
-            }
-            "gated" => {
-                let (first, rest) = (n(&params, "first"), n(&params, "rest"));
-                for i in 1..=first {
-                    ctx.log("info", json!({ "i": i })).await.map_err(fail)?;
-                }
-                self.controls.gate.acquire().await.expect("gate open").forget();
-                for i in first + 1..=first + rest {
-                    ctx.log("info", json!({ "i": i })).await.map_err(fail)?;
-                }
-                Ok(json!({ "done": first + rest }))
-            }
-            "standalone-big" => {
-                let filler = params.as_ref().and_then(|p| p.get("filler")).cloned().unwrap_or(Value::Null);
-                for i in 1..=n(&params, "n") {
-                    let data = json!({ "level": "info", "data": { "i": i, "filler": filler } });
-                    ctx.session().notify("notifications/message", data).await.map_err(fail)?;
-                }
-                Ok(json!({}))
-            }
-            "standalone" => {
-                for i in 1..=n(&params, "n") {
-                    ctx.session()
-                        .notify("notifications/message", json!({ "level": "info", "data": { "i": i } }))
-                        .await
-                        .map_err(fail)?;
-                }
-                Ok(json!({}))
-            }
-            "wait" => {
-                tokio::select! {
-                    p = self.controls.gate.acquire() => { p.expect("gate open").forget(); Ok(json!({ "waited": true })) }
-                    () = ctx.cancellation().cancelled() => {
-                        self.controls.cancelled.lock().unwrap().push(ctx.request_id().clone());
-                        Err(RpcError::new(-32800, "cancelled"))
-                    }
-                }
-            }
-            "ask" => ctx.request("roots/list", json!({})).await.map_err(fail),
-            "progress" => {
-                ctx.progress(1.0, Some(2.0), Some("half")).await.map_err(fail)?;
-                Ok(json!({ "token": ctx.progress_token() }))
-            }
-            "panic" => panic!("the test handler panics on purpose"),
-            other => Err(RpcError::method_not_found(other)),
-        }
     }
 }
 

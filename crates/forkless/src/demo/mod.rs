@@ -18,6 +18,7 @@
 mod mrtr;
 mod prompts;
 mod resources;
+mod task_tools;
 mod tools;
 
 pub use tools::{MAX_COUNT, MAX_INTERVAL_MS, Tool};
@@ -27,7 +28,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use forkless_server::{Handler, RequestContext, RpcError, ServerInfo, SessionHandle};
+use forkless_server::{Handler, RequestContext, RpcError, ServerInfo, SessionHandle, TaskSupport};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -89,10 +90,15 @@ impl DemoHandler {
                 let mut list = tools::list();
                 if let Some(tools) = list["tools"].as_array_mut() {
                     tools.extend(mrtr::InputTool::ALL.map(mrtr::InputTool::entry));
+                    tools.extend(task_tools::TaskTool::entries());
                 }
                 Ok(list)
             }
             "tools/call" => {
+                let name = params.as_ref().and_then(|p| p["name"].as_str());
+                if let (Some(tool), Some(p)) = (name.and_then(task_tools::TaskTool::named), &params) {
+                    return task_tools::call(tool, p, &self.state_key, ctx).await;
+                }
                 let named = params.as_ref().and_then(|p| p["name"].as_str()).and_then(mrtr::InputTool::named);
                 match (named, &params) {
                     (Some(tool), Some(p)) => {
@@ -170,6 +176,10 @@ impl DemoHandler {
 }
 
 impl Handler for DemoHandler {
+    fn task_support(&self) -> TaskSupport {
+        TaskSupport::Offered
+    }
+
     fn tool_input_schema(&self, name: &str) -> Option<Value> {
         name.parse::<Tool>().ok().map(Tool::input_schema)
     }

@@ -157,7 +157,7 @@ impl<'a> Round<'a> {
     }
 }
 
-fn elicit(message: &str, field: &str, kind: &str) -> Value {
+pub(super) fn elicit(message: &str, field: &str, kind: &str) -> Value {
     json!({
         "method": "elicitation/create",
         "params": {
@@ -181,7 +181,7 @@ fn list_roots() -> Value {
     json!({ "method": "roots/list", "params": {} })
 }
 
-fn input_required(requests: Value, state: Option<String>) -> Value {
+pub(super) fn input_required(requests: Value, state: Option<String>) -> Value {
     let mut result = json!({ "resultType": "input_required", "inputRequests": requests });
     if let Some(state) = state {
         result["requestState"] = json!(state);
@@ -194,7 +194,7 @@ fn text(s: impl Into<String>) -> Value {
 }
 
 /// An accepted elicitation's `field`, or `None`.
-fn elicited<'v>(answer: &'v Value, field: &str) -> Option<&'v str> {
+pub(super) fn elicited<'v>(answer: &'v Value, field: &str) -> Option<&'v str> {
     (answer["action"] == "accept").then(|| answer["content"][field].as_str()).flatten()
 }
 
@@ -207,6 +207,23 @@ fn sampled(answer: &Value) -> String {
 fn root_uris(answer: &Value) -> Vec<String> {
     let roots = answer["roots"].as_array().map(Vec::as_slice).unwrap_or_default();
     roots.iter().filter_map(|r| r["uri"].as_str().map(str::to_owned)).collect()
+}
+
+/// The name a call of `tool` gathered in an earlier round (its `user_name` elicitation,
+/// answered with the state this key sealed for it), or the `InputRequiredResult` that asks.
+pub(super) fn name_first(
+    tool: &str,
+    params: &Value,
+    key: &StateKey,
+) -> Result<Result<String, Value>, RpcError> {
+    let round = Round::of(params, key)?;
+    if let (Some(who), true) =
+        (round.answer("user_name").and_then(|a| elicited(a, "name")), round.at(tool, 1))
+    {
+        return Ok(Ok(who.to_owned()));
+    }
+    let ask = json!({ "user_name": elicit("What is your name?", "name", "string") });
+    Ok(Err(input_required(ask, Some(key.seal(&json!({ "tool": tool, "step": 1 }))))))
 }
 
 /// Run `tool` on `params` (the whole `tools/call` params); `capabilities` are the request's

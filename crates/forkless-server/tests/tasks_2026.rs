@@ -1,0 +1,129 @@
+//! The tasks extension over HTTP (2026-07-28): a request that declared it becomes a task the
+//! client reads with `tasks/get`, answers with `tasks/update` and cancels with `tasks/cancel`;
+//! a client that did not declare it is refused `-32021`; a task is bound to its principal, so
+//! another principal's `tasks/get` of its id reads as unknown.
+
+mod common;
+
+use common::TestServer;
+use forkless_server::{PrincipalFn, ServerConfig};
+use serde_json::{Value, json};
+
+/// The `_meta` of a 2026-07-28 request; `tasks` declares the extension.
+fn meta(tasks: bool) -> Value {
+    let extensions = if tasks { json!({ "io.modelcontextprotocol/tasks": {} }) } else { json!({}) };
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { "extensions": extensions },
+    })
+}
+
+/// POST `method` with `params` (and `_meta`) as `user`; the HTTP status and the JSON-RPC answer.
+async fn rpc(server: &TestServer, user: &str, method: &str, mut params: Value, tasks: bool) -> (u16, Value) {
+    params["_meta"] = meta(tasks);
+    let name = params.get("taskId").and_then(Value::as_str).map(str::to_owned);
+    let mut rb = reqwest::Client::new()
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("x-user", user);
+    if let Some(name) = name {
+        rb = rb.header("mcp-name", name);
+    }
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+    let resp = rb.body(body.to_string()).send().await.expect("send");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    let last = text.lines().filter_map(|l| l.strip_prefix("data:")).next_back().unwrap_or(&text);
+    (status, serde_json::from_str(last.trim()).expect("a JSON-RPC answer"))
+}
+
+async fn server() -> TestServer {
+    let principal = PrincipalFn::new(|h| h.get("x-user").and_then(|v| v.to_str().ok()).map(str::to_owned));
+    TestServer::start(ServerConfig { principal: Some(principal), ..ServerConfig::default() }).await
+}
+
+#[tokio::test]
+async fn a_task_is_created_read_answered_and_completed_by_its_principal_only() {
+    let server = server().await;
+    let (status, created) = rpc(&server, "alice", "as-task", json!({ "x": 7 }), true).await;
+    assert_eq!(status, 200, "{created}");
+    let created = &created["result"];
+    assert_eq!(created["resultType"], "task", "{created}");
+    let id = created["taskId"].as_str().expect("a task id").to_owned();
+    let task = json!({ "taskId": id });
+
+    // Bob knows the id but is told it does not exist; Alice sees her task wait for input.
+    let (_, bob) = rpc(&server, "bob", "tasks/get", task.clone(), true).await;
+    assert_eq!(bob["error"]["code"], -32602, "{bob}");
+    let (_, bob) =
+        rpc(&server, "bob", "tasks/update", json!({ "taskId": id, "inputResponses": { "go": 1 } }), true)
+            .await;
+    assert_eq!(bob["error"]["code"], -32602, "another principal cannot answer: {bob}");
+    let waiting = loop {
+        let (_, got) = rpc(&server, "alice", "tasks/get", task.clone(), true).await;
+        if got["result"]["status"] == "input_required" {
+            break got["result"].clone();
+        }
+        tokio::task::yield_now().await;
+    };
+    assert!(waiting["inputRequests"].get("go").is_some(), "{waiting}");
+
+    let (_, ack) = rpc(
+        &server,
+        "alice",
+        "tasks/update",
+        json!({ "taskId": id, "inputResponses": { "go": "yes" } }),
+        true,
+    )
+    .await;
+    assert_eq!(ack["result"], json!({ "resultType": "complete" }), "{ack}");
+    let done = loop {
+        let (_, got) = rpc(&server, "alice", "tasks/get", task.clone(), true).await;
+        if got["result"]["status"] == "completed" {
+            break got["result"].clone();
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(done["result"]["answers"], json!({ "go": "yes" }), "{done}");
+    assert_eq!(done["result"]["asked"]["x"], 7, "{done}");
+}
+
+#[tokio::test]
+async fn without_the_extension_tasks_are_refused_with_the_capability_they_need() {
+    let server = server().await;
+    for (method, params) in [
+        ("as-task", json!({})),
+        ("tasks/get", json!({ "taskId": "gate" })),
+        ("tasks/cancel", json!({ "taskId": "gate" })),
+    ] {
+        let (status, v) = rpc(&server, "alice", method, params, false).await;
+        assert_eq!((status, v["error"]["code"].as_i64()), (400, Some(-32021)), "{method}: {v}");
+        assert!(
+            v["error"]["data"]["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
+                .is_object()
+        );
+    }
+    for removed in ["tasks/result", "tasks/list"] {
+        let (status, v) = rpc(&server, "alice", removed, json!({ "taskId": "x" }), true).await;
+        assert_eq!((status, v["error"]["code"].as_i64()), (404, Some(-32601)), "{removed}: {v}");
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_task_stays_cancelled_and_discover_advertises_the_extension() {
+    let server = server().await;
+    let (_, created) = rpc(&server, "alice", "as-task", json!({}), true).await;
+    let task = json!({ "taskId": created["result"]["taskId"] });
+    let (_, ack) = rpc(&server, "alice", "tasks/cancel", task.clone(), true).await;
+    assert_eq!(ack["result"], json!({ "resultType": "complete" }), "{ack}");
+    let (_, got) = rpc(&server, "alice", "tasks/get", task.clone(), true).await;
+    assert_eq!(got["result"]["status"], "cancelled", "{got}");
+    let (_, again) = rpc(&server, "alice", "tasks/cancel", task, true).await;
+    assert_eq!(again["result"], json!({ "resultType": "complete" }), "idempotent: {again}");
+    let (_, discover) = rpc(&server, "alice", "server/discover", json!({}), false).await;
+    let extensions = &discover["result"]["capabilities"]["extensions"];
+    assert_eq!(extensions["io.modelcontextprotocol/tasks"], json!({}), "{discover}");
+}
