@@ -160,6 +160,10 @@ pub struct ServerConfig {
     /// The task table of the tasks extension (2026-07-28): time to live, suggested polling
     /// interval, most tasks held. Default [`crate::tasks::TaskLimits::default`].
     pub tasks: crate::tasks::TaskLimits,
+    /// How `requestState` of multi-round-trip requests is sealed (2026-07-28): the key ring,
+    /// the time to live, the used states remembered. Default
+    /// [`crate::request_state::RequestStateConfig::default`] (a key only this process holds).
+    pub request_state: crate::request_state::RequestStateConfig,
 }
 
 impl Default for ServerConfig {
@@ -187,6 +191,7 @@ impl Default for ServerConfig {
             forward_connect_timeout: Duration::from_secs(2),
             forward_head_timeout: Duration::from_secs(60),
             tasks: crate::tasks::TaskLimits::default(),
+            request_state: crate::request_state::RequestStateConfig::default(),
         }
     }
 }
@@ -216,7 +221,9 @@ impl ServerConfig {
         if !self.path.starts_with('/') || self.path == "/metrics" || self.path == "/healthz" {
             return Err(ConfigError::Path(self.path.clone()));
         }
-        let zero: [(&'static str, bool); 17] = [
+        let zero: [(&'static str, bool); 19] = [
+            ("request_state.ttl", self.request_state.ttl.is_zero()),
+            ("request_state.max_remembered", self.request_state.max_remembered == 0),
             ("tasks.ttl", self.tasks.ttl.is_zero()),
             ("tasks.poll_interval", self.tasks.poll_interval.is_zero()),
             ("tasks.max_tasks", self.tasks.max_tasks == 0),

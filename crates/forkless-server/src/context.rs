@@ -9,6 +9,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::request_state::{Binding, RequestStates};
 use crate::session::SendError;
 use crate::session::{RequestStream, SessionShared, notification_payload};
 use crate::tasks::TaskStarter;
@@ -102,6 +103,19 @@ pub struct RequestContext {
     pub(crate) outlet: Outlet,
     pub(crate) logs: LogOptIn,
     pub(crate) tasks: Option<TaskStarter>,
+    /// Seals this request's `requestState` for its next round.
+    pub(crate) states: StateSeal,
+    /// The `requestState` this round came with, checked and used up (2026-07-28).
+    pub(crate) state: Option<Value>,
+}
+
+/// What sealing a state for a request's next round needs: the ring, and what it binds to.
+#[derive(Clone)]
+pub(crate) struct StateSeal {
+    pub(crate) states: Arc<RequestStates>,
+    pub(crate) principal: Option<String>,
+    pub(crate) method: String,
+    pub(crate) name: Option<String>,
 }
 
 /// Which of a request's log messages go to the client.
@@ -177,6 +191,31 @@ impl RequestContext {
     /// [`crate::tasks::missing_capability`] when the work can only run as a task.
     pub fn tasks(&self) -> Option<&TaskStarter> {
         self.tasks.as_ref()
+    }
+
+    /// The `InputRequiredResult` that asks the client for `requests` (an object: key to
+    /// server-to-client request) and, when `state` is given, carries it sealed as
+    /// `requestState` for the next round (bound to this request's principal, method and tool
+    /// or prompt, valid for [`crate::request_state::RequestStateConfig::ttl`], accepted once).
+    pub fn input_required(&self, requests: Value, state: Option<&Value>) -> Value {
+        let mut result = json!({ "resultType": "input_required", "inputRequests": requests });
+        if let Some(state) = state {
+            let seal = &self.states;
+            let binding = Binding {
+                principal: seal.principal.as_deref(),
+                method: &seal.method,
+                name: seal.name.as_deref(),
+            };
+            result["requestState"] = json!(seal.states.seal(state, &binding, crate::common::now()));
+        }
+        result
+    }
+
+    /// The state this round came back with ([`Self::input_required`]'s), already checked
+    /// and used up by the server: a request whose state is tampered, expired, replayed, or
+    /// another principal's or request's never reaches its handler (it is answered `-32602`).
+    pub fn request_state(&self) -> Option<&Value> {
+        self.state.as_ref()
     }
 
     /// A notification on this request's stream (its SSE stream; when the request is answered

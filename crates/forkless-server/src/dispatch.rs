@@ -13,9 +13,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::context::LogOptIn;
+use crate::context::StateSeal;
 use crate::context::{Outlet, RequestContext, SessionHandle};
 use crate::handler::{Handler, TaskSupport};
 use crate::jsonrpc::RpcError;
+use crate::request_state::{Binding, Refused};
 use crate::session::SessionShared;
 use crate::tasks::TaskStarter;
 
@@ -56,6 +58,11 @@ impl<S: Store, H: Handler> App<S, H> {
             && self.handler.task_support() == TaskSupport::Offered
             && crate::tasks::declared(&shared.client_capabilities))
         .then(|| TaskStarter { table: self.common.tasks.clone(), principal: shared.principal.clone() });
+        // 2026-07-28: a retry's requestState is checked (and used up) before the handler runs.
+        let state = match shared.revision {
+            forkless_core::Revision::V2026_07_28 => self.opened_state(&shared, call)?,
+            _ => None,
+        };
         let ctx = RequestContext {
             session: SessionHandle { shared: shared.clone() },
             request_id: call.id.clone(),
@@ -64,6 +71,13 @@ impl<S: Store, H: Handler> App<S, H> {
             outlet,
             logs,
             tasks,
+            states: StateSeal {
+                states: self.common.request_states.clone(),
+                principal: shared.principal.clone(),
+                method: call.method.clone(),
+                name: request_name(call),
+            },
+            state,
         };
         let handler = self.handler.clone();
         let span = tracing::info_span!("request", session = %shared.id, id = %call.id, method = %call.method);
@@ -84,11 +98,40 @@ impl<S: Store, H: Handler> App<S, H> {
         out
     }
 
+    /// The `requestState` a 2026-07-28 request carries, opened for its principal, method and
+    /// name; a refused one answers the request with `-32602` and its reason.
+    fn opened_state(&self, shared: &SessionShared, call: &Call) -> Result<Option<Value>, RpcError> {
+        let text = match call.params.as_ref().and_then(|p| p.get("requestState")) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::String(text)) => text,
+            Some(_) => return Err(RpcError::invalid_params("invalid params: requestState must be a string")),
+        };
+        let name = request_name(call);
+        let binding =
+            Binding { principal: shared.principal.as_deref(), method: &call.method, name: name.as_deref() };
+        self.common
+            .request_states
+            .open(text, &binding, crate::common::now())
+            .map(Some)
+            .map_err(Refused::to_rpc)
+    }
+
     /// Whether a request was cancelled by the client (rather than by the end of its session or
     /// of the server, which answer it with an error).
     pub(crate) fn withdrawn(&self, shared: &SessionShared, cancel: &CancellationToken) -> bool {
         cancel.is_cancelled() && shared.ended().is_none() && !self.common.shutdown.is_cancelled()
     }
+}
+
+/// The tool or prompt a `tools/call` or `prompts/get` names (what a `requestState` is bound to
+/// beside the method).
+fn request_name(call: &Call) -> Option<String> {
+    let field = match call.method.as_str() {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return None,
+    };
+    call.params.as_ref().and_then(|p| p.get(field)).and_then(Value::as_str).map(str::to_owned)
 }
 
 /// A future started by [`start_detached`].

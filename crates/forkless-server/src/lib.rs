@@ -99,6 +99,7 @@ pub mod node;
 mod outbox;
 mod post;
 mod request;
+pub mod request_state;
 mod server;
 mod session;
 mod sse;

@@ -76,6 +76,7 @@ impl<S: Store, H: Handler> Server<S, H> {
         let config_forward = (config.forward_connect_timeout, config.forward_head_timeout);
         let shutdown = CancellationToken::new();
         let tasks = Arc::new(crate::tasks::TaskTable::new(config.tasks, shutdown.clone()));
+        let request_states = Arc::new(crate::request_state::RequestStates::new(&config.request_state));
         let common = Common {
             grace_ms: HeaderValue::from(millis(config.core.grace)),
             store,
@@ -83,6 +84,7 @@ impl<S: Store, H: Handler> Server<S, H> {
             metrics,
             shutdown,
             tasks,
+            request_states,
             sessions: sessions.clone(),
             attachments: Arc::new(LocalAttachments::default()),
             inbox: sessions,

@@ -127,3 +127,49 @@ async fn a_cancelled_task_stays_cancelled_and_discover_advertises_the_extension(
     let extensions = &discover["result"]["capabilities"]["extensions"];
     assert_eq!(extensions["io.modelcontextprotocol/tasks"], json!({}), "{discover}");
 }
+
+/// Round two of `rounds` as `user`, echoing `state`.
+async fn second_round(server: &TestServer, user: &str, state: &Value) -> Value {
+    rpc(
+        server,
+        user,
+        "rounds",
+        json!({ "inputResponses": { "go": { "roots": [] } }, "requestState": state }),
+        false,
+    )
+    .await
+    .1
+}
+
+#[tokio::test]
+async fn a_request_state_is_sealed_by_the_server_and_accepted_once_for_its_principal() {
+    let server = server().await;
+    let (_, first) = rpc(&server, "alice", "rounds", json!({}), false).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].clone();
+    assert!(!state.as_str().unwrap_or_default().contains("round"), "sealed, not readable: {state}");
+
+    // Bob cannot use it, and his attempt does not use it up.
+    let bob = second_round(&server, "bob", &state).await;
+    assert_eq!(
+        (bob["error"]["code"].as_i64(), &bob["error"]["data"]["reason"]),
+        (Some(-32602), &json!("other_principal")),
+        "{bob}"
+    );
+    let done = second_round(&server, "alice", &state).await;
+    assert_eq!(done["result"]["state"], json!({ "round": 1 }), "{done}");
+    let again = second_round(&server, "alice", &state).await;
+    assert_eq!(again["error"]["data"]["reason"], "replayed", "{again}");
+
+    let mut altered = state.as_str().unwrap_or_default().to_owned();
+    let last = altered.pop().map_or('A', |c| if c == 'A' { 'B' } else { 'A' });
+    altered.push(last);
+    let tampered = second_round(&server, "alice", &json!(altered)).await;
+    assert_eq!(tampered["error"]["code"], -32602, "{tampered}");
+    assert!(
+        ["tampered", "malformed"].contains(&tampered["error"]["data"]["reason"].as_str().unwrap_or_default()),
+        "{tampered}"
+    );
+    let wrong_type = second_round(&server, "alice", &json!(7)).await;
+    assert_eq!(wrong_type["error"]["code"], -32602, "{wrong_type}");
+}

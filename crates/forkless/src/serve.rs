@@ -120,6 +120,12 @@ pub struct ServeArgs {
     /// restorable, and refuse them (503 `owner_not_advertised`) otherwise.
     #[arg(long, value_name = "URL", requires = "node_id")]
     pub advertise: Option<String>,
+    /// A file of `requestState` keys (2026-07-28 multi-round-trip requests), one `ID:HEX` line
+    /// each (64 hex digits; `#` comments), the first sealing and every one opening: give every
+    /// node behind one load balancer the same file, so a state sealed on one opens on another.
+    /// Without it, a key from the OS CSPRNG that only this process holds.
+    #[arg(long, value_name = "FILE")]
+    pub request_state_keys: Option<PathBuf>,
     /// The node lease's time to live in milliseconds, for `--node-id`.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     pub lease_ttl: u64,

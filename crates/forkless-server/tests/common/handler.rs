@@ -43,6 +43,8 @@ impl Controls {
 /// - `wait`: waits for the gate or cancellation.
 /// - `ask`: a `roots/list` request to the client; returns the client's result.
 /// - `panic`: panics.
+/// - `rounds`: (2026-07-28) first an `InputRequiredResult` with a sealed state; with the state
+///   echoed, `{"state": …}` as the server opened it.
 /// - `as-task`: (2026-07-28 with the tasks extension) a task that asks for input `go`, then
 ///   answers with its params and the answers.
 pub struct TestHandler {
@@ -128,6 +130,13 @@ impl Handler for TestHandler {
                 Ok(json!({ "token": ctx.progress_token() }))
             }
             "panic" => panic!("the test handler panics on purpose"),
+            "rounds" => match ctx.request_state() {
+                None => Ok(ctx.input_required(
+                    json!({ "go": { "method": "roots/list" } }),
+                    Some(&json!({ "round": 1 })),
+                )),
+                Some(state) => Ok(json!({ "state": state })),
+            },
             "as-task" => {
                 let tasks = ctx.tasks().ok_or_else(forkless_server::tasks::missing_capability)?;
                 let asked = params.unwrap_or(Value::Null);

@@ -51,8 +51,6 @@ pub struct DemoHandler {
     sessions: Arc<Mutex<SessionTable>>,
     /// The server's `poll_after`, which `test_reconnection` waits out (see there).
     poll_after: Option<Duration>,
-    /// Seals the `requestState` of multi-round-trip requests ([`mrtr`]).
-    state_key: mrtr::StateKey,
 }
 
 impl DemoHandler {
@@ -97,13 +95,11 @@ impl DemoHandler {
             "tools/call" => {
                 let name = params.as_ref().and_then(|p| p["name"].as_str());
                 if let (Some(tool), Some(p)) = (name.and_then(task_tools::TaskTool::named), &params) {
-                    return task_tools::call(tool, p, &self.state_key, ctx).await;
+                    return task_tools::call(tool, p, ctx).await;
                 }
                 let named = params.as_ref().and_then(|p| p["name"].as_str()).and_then(mrtr::InputTool::named);
                 match (named, &params) {
-                    (Some(tool), Some(p)) => {
-                        mrtr::call(tool, p, &self.state_key, ctx.session().client_capabilities())
-                    }
+                    (Some(tool), Some(p)) => mrtr::call(tool, p, ctx),
                     _ => tools::call(self, parse_params(params)?, ctx).await,
                 }
             }
@@ -135,7 +131,7 @@ impl DemoHandler {
                 Ok(list)
             }
             "prompts/get" => match &params {
-                Some(p) if p["name"] == mrtr::PROMPT => mrtr::prompt(p, &self.state_key),
+                Some(p) if p["name"] == mrtr::PROMPT => mrtr::prompt(p, ctx),
                 _ => prompts::get(parse_params(params)?),
             },
             "completion/complete" => prompts::complete(parse_params(params)?),

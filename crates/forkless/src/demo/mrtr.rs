@@ -4,22 +4,17 @@
 //! `requestState`), and finish when the client calls again with `inputResponses` (and the
 //! state echoed).
 //!
-//! The server keeps nothing between rounds: what a later round needs travels in
-//! `requestState`, sealed with an HMAC-SHA256 under a key drawn from the OS CSPRNG when the
-//! handler is made, so a state a client altered (or one another process sealed) is refused
-//! with `-32602` instead of being trusted. A missing answer is asked for again, never guessed.
+//! The handler keeps nothing between rounds: what a later round needs travels in
+//! `requestState`, which the server seals (`RequestContext::input_required`) and checks
+//! before the next round reaches this code (`RequestContext::request_state`): a tampered,
+//! expired, replayed or another principal's state never gets here. A missing answer is asked
+//! for again, never guessed.
 //!
-//! It owns these fixtures' rounds and the sealing, not the catalogue's other tools
-//! ([`super::tools`]) nor the wire (`resultType` on other results is the server's).
+//! It owns these fixtures' rounds, not the sealing (`forkless_server::request_state`), the
+//! catalogue's other tools ([`super::tools`]) nor the wire (`resultType` is the server's).
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use forkless_core::EntropySource as _;
-use forkless_server::RpcError;
-use hmac::{KeyInit as _, Mac as _};
+use forkless_server::{RequestContext, RpcError};
 use serde_json::{Map, Value, json};
-
-type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
 /// The prompt that needs an elicitation first.
 pub(super) const PROMPT: &str = "test_input_required_result_prompt";
@@ -87,49 +82,6 @@ impl InputTool {
     }
 }
 
-/// Seals and opens `requestState`.
-#[derive(Clone)]
-pub(super) struct StateKey([u8; 32]);
-
-impl std::fmt::Debug for StateKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StateKey(..)")
-    }
-}
-
-impl Default for StateKey {
-    fn default() -> Self {
-        let mut key = [0; 32];
-        forkless_core::OsEntropy.fill(&mut key);
-        Self(key)
-    }
-}
-
-impl StateKey {
-    fn mac(&self, payload: &[u8]) -> HmacSha256 {
-        let mut mac = HmacSha256::new_from_slice(&self.0).expect("HMAC takes a key of any length");
-        mac.update(payload);
-        mac
-    }
-
-    /// `payload` and its tag, as one opaque string.
-    fn seal(&self, payload: &Value) -> String {
-        let bytes = payload.to_string().into_bytes();
-        let tag = self.mac(&bytes).finalize().into_bytes();
-        format!("{}.{}", URL_SAFE_NO_PAD.encode(&bytes), URL_SAFE_NO_PAD.encode(tag))
-    }
-
-    /// The payload of a state this key sealed; `-32602` for anything else.
-    fn open(&self, state: &str) -> Result<Value, RpcError> {
-        let refused = || RpcError::invalid_params("requestState failed its integrity check");
-        let (body, tag) = state.split_once('.').ok_or_else(refused)?;
-        let bytes = URL_SAFE_NO_PAD.decode(body).map_err(|_| refused())?;
-        let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| refused())?;
-        self.mac(&bytes).verify_slice(&tag).map_err(|_| refused())?;
-        serde_json::from_slice(&bytes).map_err(|_| refused())
-    }
-}
-
 /// The round a call is in: its answers so far and its (opened) state.
 struct Round<'a> {
     responses: Option<&'a Map<String, Value>>,
@@ -137,14 +89,9 @@ struct Round<'a> {
 }
 
 impl<'a> Round<'a> {
-    fn of(params: &'a Value, key: &StateKey) -> Result<Self, RpcError> {
+    fn of(params: &'a Value, ctx: &RequestContext) -> Self {
         let responses = params.get("inputResponses").and_then(Value::as_object);
-        let state = match params.get("requestState") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(key.open(s)?),
-            Some(_) => return Err(RpcError::invalid_params("requestState must be a string")),
-        };
-        Ok(Self { responses, state })
+        Self { responses, state: ctx.request_state().cloned() }
     }
 
     fn answer(&self, key: &str) -> Option<&'a Value> {
@@ -181,14 +128,6 @@ fn list_roots() -> Value {
     json!({ "method": "roots/list", "params": {} })
 }
 
-pub(super) fn input_required(requests: Value, state: Option<String>) -> Value {
-    let mut result = json!({ "resultType": "input_required", "inputRequests": requests });
-    if let Some(state) = state {
-        result["requestState"] = json!(state);
-    }
-    result
-}
-
 fn text(s: impl Into<String>) -> Value {
     json!({ "content": [{ "type": "text", "text": s.into() }] })
 }
@@ -210,39 +149,32 @@ fn root_uris(answer: &Value) -> Vec<String> {
 }
 
 /// The name a call of `tool` gathered in an earlier round (its `user_name` elicitation,
-/// answered with the state this key sealed for it), or the `InputRequiredResult` that asks.
-pub(super) fn name_first(
-    tool: &str,
-    params: &Value,
-    key: &StateKey,
-) -> Result<Result<String, Value>, RpcError> {
-    let round = Round::of(params, key)?;
+/// answered with the state the server sealed for it), or the `InputRequiredResult` that asks.
+pub(super) fn name_first(tool: &str, params: &Value, ctx: &RequestContext) -> Result<String, Value> {
+    let round = Round::of(params, ctx);
     if let (Some(who), true) =
         (round.answer("user_name").and_then(|a| elicited(a, "name")), round.at(tool, 1))
     {
-        return Ok(Ok(who.to_owned()));
+        return Ok(who.to_owned());
     }
     let ask = json!({ "user_name": elicit("What is your name?", "name", "string") });
-    Ok(Err(input_required(ask, Some(key.seal(&json!({ "tool": tool, "step": 1 }))))))
+    Err(ctx.input_required(ask, Some(&json!({ "tool": tool, "step": 1 }))))
 }
 
 /// Run `tool` on `params` (the whole `tools/call` params); `capabilities` are the request's
 /// declared client capabilities.
-pub(super) fn call(
-    tool: InputTool,
-    params: &Value,
-    key: &StateKey,
-    capabilities: &Value,
-) -> Result<Value, RpcError> {
-    let round = Round::of(params, key)?;
+pub(super) fn call(tool: InputTool, params: &Value, ctx: &RequestContext) -> Result<Value, RpcError> {
+    let round = Round::of(params, ctx);
+    let capabilities = ctx.session().client_capabilities();
     let name = tool.name();
     let sealed = |step: u64, extra: Value| {
         let mut state = json!({ "tool": name, "step": step });
         if let (Some(state), Value::Object(extra)) = (state.as_object_mut(), extra) {
             state.extend(extra);
         }
-        Some(key.seal(&state))
+        Some(state)
     };
+    let input_required = |requests: Value, state: Option<Value>| ctx.input_required(requests, state.as_ref());
     Ok(match tool {
         InputTool::Elicitation => match round.answer("user_name").and_then(|a| elicited(a, "name")) {
             Some(who) => text(format!("Hello, {who}!")),
@@ -338,60 +270,16 @@ pub(super) fn call(
 }
 
 /// `prompts/get` for [`PROMPT`].
-pub(super) fn prompt(params: &Value, key: &StateKey) -> Result<Value, RpcError> {
-    let round = Round::of(params, key)?;
+pub(super) fn prompt(params: &Value, ctx: &RequestContext) -> Result<Value, RpcError> {
+    let round = Round::of(params, ctx);
     Ok(match round.answer("user_context").and_then(|a| elicited(a, "context")) {
         Some(context) => json!({
             "description": "A prompt that needed the client's context first",
             "messages": [{ "role": "user", "content": { "type": "text", "text": format!("Use this context: {context}") } }],
         }),
-        None => input_required(
+        None => ctx.input_required(
             json!({ "user_context": elicit("What context should the prompt use?", "context", "string") }),
             None,
         ),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_sealed_state_opens_and_a_tampered_one_is_refused() {
-        let key = StateKey::default();
-        let state = key.seal(&json!({ "tool": "t", "step": 1 }));
-        assert_eq!(key.open(&state).unwrap()["step"], 1);
-        for bad in [format!("{state}-TAMPERED"), state.replacen('e', "f", 1), "nonsense".into()] {
-            assert!(key.open(&bad).is_err(), "{bad}");
-        }
-        assert!(StateKey::default().open(&state).is_err(), "another key's state is refused");
-    }
-
-    #[test]
-    fn multi_round_carries_the_first_answer_into_the_last() {
-        let key = StateKey::default();
-        let caps = json!({});
-        let one = call(InputTool::MultiRound, &json!({}), &key, &caps).unwrap();
-        assert_eq!(one["resultType"], "input_required");
-        let accept = |field: &str, v: &str| json!({ "action": "accept", "content": { field: v } });
-        let two = json!({ "inputResponses": { "step1": accept("name", "Ada") }, "requestState": one["requestState"] });
-        let two = call(InputTool::MultiRound, &two, &key, &caps).unwrap();
-        assert!(two["inputRequests"].get("step2").is_some(), "{two}");
-        let three = json!({ "inputResponses": { "step2": accept("color", "teal") }, "requestState": two["requestState"] });
-        let done = call(InputTool::MultiRound, &three, &key, &caps).unwrap();
-        assert_eq!(done["content"][0]["text"], "Ada likes teal");
-        // The second round's answers with the first round's state are not the last round.
-        let skipped = json!({ "inputResponses": { "step2": accept("color", "teal") }, "requestState": one["requestState"] });
-        let again = call(InputTool::MultiRound, &skipped, &key, &caps).unwrap();
-        assert_eq!(again["resultType"], "input_required");
-    }
-
-    #[test]
-    fn only_declared_capabilities_are_asked_for() {
-        let key = StateKey::default();
-        let asked = call(InputTool::Capabilities, &json!({}), &key, &json!({ "sampling": {} })).unwrap();
-        let methods: Vec<_> =
-            asked["inputRequests"].as_object().unwrap().values().map(|r| r["method"].clone()).collect();
-        assert_eq!(methods, [json!("sampling/createMessage")]);
-    }
 }

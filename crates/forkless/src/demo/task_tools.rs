@@ -12,7 +12,7 @@ use forkless_server::tasks::{self, TaskContext, TaskInputError};
 use forkless_server::{RequestContext, RpcError};
 use serde_json::{Map, Value, json};
 
-use super::mrtr::{self, StateKey, elicit, elicited};
+use super::mrtr::{self, elicit, elicited};
 use super::{REQUEST_CANCELLED, parse_params, pause, text_result, tool_error};
 
 /// The longest `slow_compute` accepts, in seconds.
@@ -116,12 +116,7 @@ struct ConfirmDelete {
 }
 
 /// Run `tool` for a `tools/call` with `params`.
-pub(super) async fn call(
-    tool: TaskTool,
-    params: &Value,
-    key: &StateKey,
-    ctx: &RequestContext,
-) -> Result<Value, RpcError> {
+pub(super) async fn call(tool: TaskTool, params: &Value, ctx: &RequestContext) -> Result<Value, RpcError> {
     let arguments = || Some(params.get("arguments").cloned().unwrap_or_else(|| json!({})));
     let starter = ctx.tasks();
     match tool {
@@ -182,7 +177,7 @@ pub(super) async fn call(
             Ok(text_result(format!("{who} answered both questions")))
         }),
         TaskTool::WithTask => {
-            let who = match mrtr::name_first(tool.name(), params, key)? {
+            let who = match mrtr::name_first(tool.name(), params, ctx) {
                 Ok(who) => who,
                 Err(ask) => return Ok(ask),
             };

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use forkless_core::{Config as CoreConfig, ResumeMode};
 use forkless_server::auth::{AuthConfig, JwksSource};
+use forkless_server::request_state::RequestStateKeys;
 use forkless_server::{AllowedOrigins, AnswerMode, ServerConfig};
 use forkless_store_redb::Durability;
 
@@ -90,6 +91,12 @@ impl ServeArgs {
             let mut auth = AuthConfig::new(issuer.clone(), audience, source);
             auth.scopes = self.auth_scopes.clone();
             config.auth = Some(auth);
+        }
+        if let Some(path) = &self.request_state_keys {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Error::Config(format!("--request-state-keys {}: {e}", path.display())))?;
+            config.request_state.keys = RequestStateKeys::parse(&text)
+                .map_err(|e| Error::Config(format!("--request-state-keys {}: {e}", path.display())))?;
         }
         config.validate().map_err(|e| Error::Config(e.to_string()))?;
         Ok(config)
