@@ -14,7 +14,9 @@
 //! - no accepted id is ever assigned again: while the session lives, each stream's high-water
 //!   mark is at or above the client's cursor, so the next append lands above it;
 //! - a refused resume is one of the typed reasons, and only ever for a cursor that could not
-//!   be proven (here: `cursor_ahead` is impossible, since nothing undelivered is accepted).
+//!   be proven (here: `cursor_ahead` is impossible, since nothing undelivered is accepted):
+//!   the one refusal a delivered id can get is `stream_unknown` for a stream on which the
+//!   client accepted nothing but its priming id, when the crash took the stream's opening.
 //!
 //! A negative control runs the same histories against the store with delivery before
 //! durability (as it was before this rule) and must find a violation.
@@ -283,6 +285,14 @@ impl Sim {
                     if g.resumed && g.stream == self.streams[i].id && g.after == self.streams[i].cursor() =>
                 {
                     self.streams[i].epoch = Some(g.epoch);
+                }
+                // A stream whose opening the crash took (batched mode syncs it with the next
+                // group) is unknown: the client saw only its priming id, no content, so the
+                // typed 404 is the whole truth. Any other refusal of a delivered id is a bug.
+                GetOutcome::Rejected(forkless_core::RejectReason::StreamUnknown)
+                    if self.streams[i].accepted.is_empty() =>
+                {
+                    self.streams[i].epoch = None;
                 }
                 GetOutcome::Rejected(reason) => {
                     return Err(violation(format!(
