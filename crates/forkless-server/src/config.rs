@@ -160,8 +160,8 @@ pub struct ServerConfig {
     /// The task table of the tasks extension (2026-07-28): time to live, suggested polling
     /// interval, most tasks held. Default [`crate::tasks::TaskLimits::default`].
     pub tasks: crate::tasks::TaskLimits,
-    /// How `requestState` of multi-round-trip requests is sealed (2026-07-28): the key ring,
-    /// the time to live, the used states remembered. Default
+    /// How `requestState` of multi-round-trip requests is sealed (2026-07-28): the key ring
+    /// and the time to live. Default
     /// [`crate::request_state::RequestStateConfig::default`] (a key only this process holds).
     pub request_state: crate::request_state::RequestStateConfig,
 }
@@ -221,9 +221,8 @@ impl ServerConfig {
         if !self.path.starts_with('/') || self.path == "/metrics" || self.path == "/healthz" {
             return Err(ConfigError::Path(self.path.clone()));
         }
-        let zero: [(&'static str, bool); 19] = [
+        let zero: [(&'static str, bool); 18] = [
             ("request_state.ttl", self.request_state.ttl.is_zero()),
-            ("request_state.max_remembered", self.request_state.max_remembered == 0),
             ("tasks.ttl", self.tasks.ttl.is_zero()),
             ("tasks.poll_interval", self.tasks.poll_interval.is_zero()),
             ("tasks.max_tasks", self.tasks.max_tasks == 0),

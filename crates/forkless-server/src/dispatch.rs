@@ -6,7 +6,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use forkless_store::Store;
+use forkless_store::{Spent, Store};
 use futures::FutureExt as _;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -60,7 +60,7 @@ impl<S: Store, H: Handler> App<S, H> {
         .then(|| TaskStarter { table: self.common.tasks.clone(), principal: shared.principal.clone() });
         // 2026-07-28: a retry's requestState is checked (and used up) before the handler runs.
         let state = match shared.revision {
-            forkless_core::Revision::V2026_07_28 => self.opened_state(&shared, call)?,
+            forkless_core::Revision::V2026_07_28 => self.opened_state(&shared, call).await?,
             _ => None,
         };
         let ctx = RequestContext {
@@ -99,8 +99,9 @@ impl<S: Store, H: Handler> App<S, H> {
     }
 
     /// The `requestState` a 2026-07-28 request carries, opened for its principal, method and
-    /// name; a refused one answers the request with `-32602` and its reason.
-    fn opened_state(&self, shared: &SessionShared, call: &Call) -> Result<Option<Value>, RpcError> {
+    /// name, and spent in the store (once, on any node sharing it); a refused one answers the
+    /// request with `-32602` and its reason.
+    async fn opened_state(&self, shared: &SessionShared, call: &Call) -> Result<Option<Value>, RpcError> {
         let text = match call.params.as_ref().and_then(|p| p.get("requestState")) {
             None | Some(Value::Null) => return Ok(None),
             Some(Value::String(text)) => text,
@@ -109,11 +110,14 @@ impl<S: Store, H: Handler> App<S, H> {
         let name = request_name(call);
         let binding =
             Binding { principal: shared.principal.as_deref(), method: &call.method, name: name.as_deref() };
-        self.common
-            .request_states
-            .open(text, &binding, crate::common::now())
-            .map(Some)
-            .map_err(Refused::to_rpc)
+        let now = crate::common::now();
+        let opened = self.common.request_states.open(text, &binding, now).map_err(Refused::to_rpc)?;
+        match self.common.store.spend(opened.key, opened.issued, opened.until, now).await {
+            Ok(Spent::Now) => Ok(Some(opened.state)),
+            Ok(Spent::Before) => Err(Refused::Replayed.to_rpc()),
+            Ok(Spent::Unvouched) => Err(Refused::Unvouched.to_rpc()),
+            Err(e) => Err(RpcError::internal(format!("requestState cannot be checked now: {e}"))),
+        }
     }
 
     /// Whether a request was cancelled by the client (rather than by the end of its session or

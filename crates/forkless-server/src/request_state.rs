@@ -6,17 +6,17 @@
 //! A state is encrypted and authenticated (ChaCha20-Poly1305, a fresh 96-bit nonce from the
 //! OS CSPRNG) under the current key of a [`RequestStateKeys`] ring, and names inside it what it
 //! is bound to: the principal that asked, the method and the tool or prompt name, and when it
-//! expires. Opening it checks each, in that order after the tag, and a state is accepted once:
-//! its 128-bit id is consumed in this process's [`ReplayGuard`]. Every refusal is
-//! `-32602` with its [`Refused`] reason in `data.reason`.
+//! expires. Opening it checks each, in that order after the tag; then the server spends its
+//! 128-bit id in the store (`forkless_store::Store::spend`, a compare-and-set every node
+//! shares), so a state is accepted once on any node. Every refusal is `-32602` with its
+//! [`Refused`] reason in `data.reason`.
 //!
-//! This module owns sealing, opening and the replay memory. It does not own where keys come
-//! from (the configuration: one ring that every node reads, so a state sealed on one node opens
-//! on another) nor what a handler keeps in a state.
+//! This module owns sealing and opening. It does not own where keys come from (the
+//! configuration: one ring that every node reads, so a state sealed on one node opens on
+//! another), the single use (the store's) nor what a handler keeps in a state.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -24,6 +24,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::aead::{Aead as _, KeyInit as _, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use forkless_core::{EntropySource as _, OsEntropy, Timestamp};
+use forkless_store::SpendKey;
 use serde_json::{Value, json};
 
 use crate::jsonrpc::RpcError;
@@ -58,9 +59,10 @@ pub enum Refused {
     /// Already used once.
     #[error("replayed")]
     Replayed,
-    /// This process remembers its maximum of used states and cannot take another yet.
-    #[error("busy")]
-    Busy,
+    /// Sealed before the store's memory of used states began (a store of one process that
+    /// restarted), so the store cannot vouch that it was not used.
+    #[error("unvouched")]
+    Unvouched,
 }
 
 impl Refused {
@@ -74,7 +76,9 @@ impl Refused {
             Self::OtherPrincipal => "belongs to another principal",
             Self::OtherRequest => "belongs to another request",
             Self::Replayed => "was already used",
-            Self::Busy => "cannot be checked now: too many states in use; retry the request from its start",
+            Self::Unvouched => {
+                "predates the server's restart and cannot be vouched for; start the request again"
+            }
         };
         RpcError::invalid_params(format!("requestState {why}"))
             .with_data(json!({ "reason": self.to_string() }))
@@ -166,46 +170,28 @@ fn decode_hex(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// The ids of the states this process accepted, until each expires.
-#[derive(Debug)]
-pub(crate) struct ReplayGuard {
-    used: Mutex<HashMap<[u8; 16], Timestamp>>,
-    max: usize,
-}
-
-impl ReplayGuard {
-    pub(crate) fn new(max: usize) -> Self {
-        Self { used: Mutex::default(), max }
-    }
-
-    /// Take `id` (valid until `expires`): once only.
-    fn consume(&self, id: [u8; 16], expires: Timestamp, now: Timestamp) -> Result<(), Refused> {
-        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
-        if used.len() >= self.max {
-            used.retain(|_, until| *until > now);
-        }
-        if used.contains_key(&id) {
-            return Err(Refused::Replayed);
-        }
-        if used.len() >= self.max {
-            return Err(Refused::Busy);
-        }
-        used.insert(id, expires);
-        Ok(())
-    }
-}
-
 /// Sealing and opening, with the settings of [`crate::ServerConfig::request_state`].
 #[derive(Debug)]
 pub(crate) struct RequestStates {
     keys: RequestStateKeys,
     ttl: Duration,
-    guard: ReplayGuard,
+}
+
+/// A state that opened for its binding: what it carries, and what spending it needs.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Opened {
+    pub(crate) state: Value,
+    /// Its one-time id.
+    pub(crate) key: SpendKey,
+    /// When it was sealed.
+    pub(crate) issued: Timestamp,
+    /// When it expires.
+    pub(crate) until: Timestamp,
 }
 
 impl RequestStates {
     pub(crate) fn new(cfg: &RequestStateConfig) -> Self {
-        Self { keys: cfg.keys.clone(), ttl: cfg.ttl, guard: ReplayGuard::new(cfg.max_remembered) }
+        Self { keys: cfg.keys.clone(), ttl: cfg.ttl }
     }
 
     /// `state` sealed for `binding`, valid for the configured time to live from `now`.
@@ -215,6 +201,7 @@ impl RequestStates {
         OsEntropy.fill(&mut id);
         let inner = json!({
             "id": URL_SAFE_NO_PAD.encode(id),
+            "iat": now.as_millis(),
             "exp": now.saturating_add(self.ttl).as_millis(),
             "p": binding.principal,
             "m": binding.method,
@@ -232,9 +219,9 @@ impl RequestStates {
         format!("{PREFIX}.{key_id}.{}", URL_SAFE_NO_PAD.encode(body))
     }
 
-    /// The state `text` carries, if it was sealed for `binding`, has not expired, and was not
-    /// used before (it is used now).
-    pub(crate) fn open(&self, text: &str, binding: &Binding<'_>, now: Timestamp) -> Result<Value, Refused> {
+    /// The state `text` carries, if it was sealed for `binding` and has not expired (whether it
+    /// was used before is the store's to say: [`Opened::key`]).
+    pub(crate) fn open(&self, text: &str, binding: &Binding<'_>, now: Timestamp) -> Result<Opened, Refused> {
         let mut parts = text.splitn(3, '.');
         let (Some(PREFIX), Some(key_id), Some(body)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(Refused::Malformed);
@@ -262,8 +249,8 @@ impl RequestStates {
         }
         let id = inner["id"].as_str().and_then(|s| URL_SAFE_NO_PAD.decode(s).ok());
         let id: [u8; 16] = id.and_then(|v| v.try_into().ok()).ok_or(Refused::Malformed)?;
-        self.guard.consume(id, expires, now)?;
-        Ok(inner["s"].clone())
+        let issued = Timestamp::from_millis(inner["iat"].as_u64().ok_or(Refused::Malformed)?);
+        Ok(Opened { state: inner["s"].clone(), key: SpendKey(id), issued, until: expires })
     }
 }
 
@@ -280,14 +267,11 @@ pub struct RequestStateConfig {
     pub keys: RequestStateKeys,
     /// How long a sealed state may be answered. Default 10 minutes.
     pub ttl: Duration,
-    /// Used states remembered at once (each until it expires); past it a state is refused
-    /// `busy` rather than forgotten early. Default 100,000.
-    pub max_remembered: usize,
 }
 
 impl Default for RequestStateConfig {
     fn default() -> Self {
-        Self { keys: RequestStateKeys::generate(), ttl: Duration::from_secs(600), max_remembered: 100_000 }
+        Self { keys: RequestStateKeys::generate(), ttl: Duration::from_secs(600) }
     }
 }
 

@@ -40,9 +40,13 @@ async fn rpc(server: &TestServer, user: &str, method: &str, mut params: Value, t
     (status, serde_json::from_str(last.trim()).expect("a JSON-RPC answer"))
 }
 
-async fn server() -> TestServer {
+fn config() -> ServerConfig {
     let principal = PrincipalFn::new(|h| h.get("x-user").and_then(|v| v.to_str().ok()).map(str::to_owned));
-    TestServer::start(ServerConfig { principal: Some(principal), ..ServerConfig::default() }).await
+    ServerConfig { principal: Some(principal), ..ServerConfig::default() }
+}
+
+async fn server() -> TestServer {
+    TestServer::start(config()).await
 }
 
 #[tokio::test]
@@ -160,6 +164,7 @@ async fn a_request_state_is_sealed_by_the_server_and_accepted_once_for_its_princ
     assert_eq!(done["result"]["state"], json!({ "round": 1 }), "{done}");
     let again = second_round(&server, "alice", &state).await;
     assert_eq!(again["error"]["data"]["reason"], "replayed", "{again}");
+    assert!(again.get("result").is_none(), "a replay never reaches the handler: {again}");
 
     let mut altered = state.as_str().unwrap_or_default().to_owned();
     let last = altered.pop().map_or('A', |c| if c == 'A' { 'B' } else { 'A' });
@@ -172,4 +177,46 @@ async fn a_request_state_is_sealed_by_the_server_and_accepted_once_for_its_princ
     );
     let wrong_type = second_round(&server, "alice", &json!(7)).await;
     assert_eq!(wrong_type["error"]["code"], -32602, "{wrong_type}");
+}
+
+/// Two servers on one store with one key ring (two nodes): a state sealed on one opens on the
+/// other, once; the second use is refused on either, because the store spends its id.
+#[tokio::test]
+async fn a_request_state_is_accepted_once_across_servers_sharing_a_store() {
+    let ring = format!("k1:{}", "5a".repeat(32));
+    let keys = forkless_server::request_state::RequestStateKeys::parse(&ring).expect("ring");
+    let with_keys = || {
+        let mut cfg = config();
+        cfg.request_state.keys = keys.clone();
+        cfg
+    };
+    let a = TestServer::start(with_keys()).await;
+    let b = TestServer::start_on(a.store.clone(), with_keys()).await;
+    let (_, first) = rpc(&a, "alice", "rounds", json!({}), false).await;
+    let state = first["result"]["requestState"].clone();
+    let on_b = second_round(&b, "alice", &state).await;
+    assert_eq!(on_b["result"]["state"], json!({ "round": 1 }), "sealed on a, opened on b: {on_b}");
+    let back_on_a = second_round(&a, "alice", &state).await;
+    assert_eq!(back_on_a["error"]["data"]["reason"], "replayed", "{back_on_a}");
+
+    // A server with its own key (the default) cannot open it at all.
+    let c = TestServer::start_on(a.store.clone(), config()).await;
+    let (_, fresh) = rpc(&a, "alice", "rounds", json!({}), false).await;
+    let on_c = second_round(&c, "alice", &fresh["result"]["requestState"]).await;
+    assert_eq!(on_c["error"]["data"]["reason"], "unknown_key", "{on_c}");
+
+    // A server restarted on a fresh store of one process (whose memory of spent states
+    // begins after the state was sealed) cannot vouch for it: refused, never accepted twice.
+    let (_, sealed) = rpc(&a, "alice", "rounds", json!({}), false).await;
+    let after_seal = wall_ms();
+    while wall_ms() <= after_seal {
+        tokio::task::yield_now().await;
+    }
+    let restarted = TestServer::start_on(forkless_store::MemoryStore::new(), with_keys()).await;
+    let on_restarted = second_round(&restarted, "alice", &sealed["result"]["requestState"]).await;
+    assert_eq!(on_restarted["error"]["data"]["reason"], "unvouched", "{on_restarted}");
+}
+
+fn wall_ms() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis())
 }

@@ -187,4 +187,16 @@ impl Database for Postgres {
     async fn claim(&self, session: SessionId, from: &str, to: &str) -> Result<bool> {
         rows::claim(&*self.client().await?, session, from, to).await
     }
+
+    /// PostgreSQL keeps every committed key: nothing is ever unvouched.
+    async fn spend(
+        &self,
+        key: forkless_store::SpendKey,
+        _issued: Timestamp,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<forkless_store::Spent> {
+        let stored = rows::spend(&*self.client().await?, key, until, now).await?;
+        Ok(if stored { forkless_store::Spent::Now } else { forkless_store::Spent::Before })
+    }
 }

@@ -14,7 +14,7 @@ use deadpool_postgres::ClientWrapper as Client;
 use forkless_core::{SessionId, SessionRecord, StreamChange, Timestamp, Wake};
 use forkless_store::codec::{decode_header, decode_stream, encode_header, encode_stream};
 use forkless_store::shared::{LeaseOp, OwnerFacts, Write, Written};
-use forkless_store::{Error, Result, Version};
+use forkless_store::{Error, Result, SpendKey, Version};
 use tokio_postgres::Statement;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -299,6 +299,26 @@ pub(crate) async fn claim(client: &Client, session: SessionId, from: &str, to: &
         .await
         .map_err(backend)?;
     Ok(client.execute(&stmt, &[&session.as_bytes().as_slice(), &from, &to]).await.map_err(backend)? == 1)
+}
+
+/// Store one-time `key` unless it is stored (the primary key makes that one atomic step),
+/// first deleting a few keys whose time passed, so the table holds what is live.
+pub(crate) async fn spend(client: &Client, key: SpendKey, until: Timestamp, now: Timestamp) -> Result<bool> {
+    let expired = client
+        .prepare_cached(
+            "DELETE FROM forkless_spent WHERE key IN \
+             (SELECT key FROM forkless_spent WHERE until_ms <= $1 LIMIT 64)",
+        )
+        .await
+        .map_err(backend)?;
+    client.execute(&expired, &[&millis(now)]).await.map_err(backend)?;
+    let insert = client
+        .prepare_cached(
+            "INSERT INTO forkless_spent (key, until_ms) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+        )
+        .await
+        .map_err(backend)?;
+    Ok(client.execute(&insert, &[&key.0.as_slice(), &millis(until)]).await.map_err(backend)? == 1)
 }
 
 fn session_id(bytes: &[u8]) -> Result<SessionId> {

@@ -8,6 +8,7 @@
 //! forkless_streams  (session, stream, meta)                           one row per stream
 //! forkless_events   (session, stream, seq, payload)                   one row per retained event
 //! forkless_nodes    (node, token, expires_at, advertise)              one row per node lease
+//! forkless_spent    (key, until_ms)                                   one row per one-time key spent
 //! ```
 //!
 //! `header` and `meta` are [`forkless_store::codec`] rows; the four `wake_*` columns are a
@@ -34,6 +35,7 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
     ("node leases", V3),
     ("session owners", V4),
     ("advertised node addresses", V5),
+    ("spent one-time keys", V6),
 ];
 
 /// The schema version this build writes.
@@ -122,6 +124,11 @@ CREATE INDEX forkless_sessions_owner ON forkless_sessions (owner) WHERE owner IS
 
 const V5: &str = r#"
 ALTER TABLE forkless_nodes ADD COLUMN advertise text;
+"#;
+
+const V6: &str = r#"
+CREATE TABLE forkless_spent (key bytea PRIMARY KEY, until_ms bigint NOT NULL);
+CREATE INDEX forkless_spent_until ON forkless_spent (until_ms);
 "#;
 
 /// Bring the database to [`SCHEMA_VERSION`], or refuse one that is newer.

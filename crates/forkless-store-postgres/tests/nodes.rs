@@ -73,6 +73,7 @@ async fn a_lost_hint_is_made_good_when_the_listener_reconnects() {
     let Some(db) = fresh().await else { return };
     // Node a sends no hints at all: node b can only learn of its commit by re-reading.
     let (a, b) = (node(&db, "a", Hints::Off).await, node(&db, "b", Hints::Notify).await);
+    forkless_store::conformance::listener_connected(&b).await;
     let record = session(&a, 2).await;
     let stream = record.standalone().id();
     let mut watch = b.watch(record.id(), stream).await.unwrap();

@@ -117,6 +117,9 @@ struct Inner {
     /// Deliver appended events at once, before they are durable: the rule this store exists
     /// to keep, broken on purpose for negative-control tests only.
     early_delivery: bool,
+    /// Spent one-time keys, in memory only: complete from when the store opened (a key
+    /// issued before a restart is `Unvouched`).
+    spent: forkless_store::Ledger,
     poison: Arc<Poison>,
     // A Mutex only so `Inner` is Sync on every toolchain; sends happen under the engine's
     // session lock, so this lock is never contended across sessions for long. `None` once
@@ -368,5 +371,16 @@ impl Store for RedbStore {
     async fn due(&self, now: Timestamp, schedule: &forkless_core::Schedule) -> Result<Vec<SessionId>> {
         self.check()?;
         self.inner.engine.due(now, schedule)
+    }
+
+    async fn spend(
+        &self,
+        key: forkless_store::SpendKey,
+        issued: Timestamp,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<forkless_store::Spent> {
+        self.check()?;
+        self.inner.spent.spend(key, issued, until, now)
     }
 }

@@ -187,6 +187,7 @@ impl RedbStore {
                 engine: Arc::clone(&engine),
                 durability,
                 early_delivery: false,
+                spent: forkless_store::Ledger::default(),
                 poison: Arc::clone(&poison),
                 tx: Mutex::new(Some(tx)),
                 writer: Mutex::new(None),

@@ -78,7 +78,8 @@ impl Redis {
                 AfterRestart::Verify => durability(self.conn.clone()).await == Durability::Always,
             };
             let mut invocation = self.vouch.key(self.keys.run());
-            invocation.key(self.keys.sessions()).arg(if trust { "trust" } else { "" });
+            invocation.key(self.keys.sessions()).key(self.keys.spent_since());
+            invocation.arg(if trust { "trust" } else { "" }).arg(wall_clock().as_millis());
             let reply: Vec<Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
             let code: i64 =
                 reply.first().map(redis::from_redis_value_ref).transpose().map_err(parse)?.unwrap_or(-1);
@@ -95,7 +96,9 @@ impl Redis {
             let confirmed: i64 = self
                 .confirm
                 .key(self.keys.run())
+                .key(self.keys.spent_since())
                 .arg(&run)
+                .arg(wall_clock().as_millis())
                 .invoke_async(&mut self.conn.clone())
                 .await
                 .map_err(backend)?;

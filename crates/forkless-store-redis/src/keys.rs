@@ -77,6 +77,14 @@ impl Keys {
     pub(crate) fn owner(&self, node: &str) -> String {
         format!("{}{node}", self.owner_base())
     }
+    /// From when the spent one-time keys are known (milliseconds).
+    pub(crate) fn spent_since(&self) -> String {
+        format!("{}:spent_since", self.prefix)
+    }
+    /// A spent one-time key (its own slot on a cluster: it belongs to no session).
+    pub(crate) fn spent(&self, key: &[u8]) -> String {
+        format!("{}:spent:{}", self.prefix, hex(key))
+    }
     pub(crate) fn hints(&self) -> String {
         format!("{}:hints", self.prefix)
     }

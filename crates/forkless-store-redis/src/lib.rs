@@ -46,75 +46,22 @@ use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 
 mod apply;
+mod config;
 mod history;
 mod keys;
 mod listener;
 mod nodes;
 pub mod scripts;
+mod spent;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 use apply::Apply;
+use config::durability;
+pub use config::{AfterRestart, Durability, RedisConfig};
 pub use forkless_store::shared::Hints;
 use history::Applied;
 use keys::{Keys, hex};
-
-/// How to reach Redis and how to behave on it.
-#[derive(Clone, Debug)]
-pub struct RedisConfig {
-    /// A `redis://` URL.
-    pub url: String,
-    /// The prefix of every key of this store (default `forkless`): stores with different
-    /// prefixes share a Redis without seeing each other.
-    pub prefix: String,
-    /// Whether to send and receive hints for other nodes (default [`Hints::Notify`]).
-    pub hints: Hints,
-    /// This node's name in its hints (default: a random one).
-    pub node: Option<String>,
-    /// What to make of a Redis that restarted (default [`AfterRestart::Verify`]).
-    pub after_restart: AfterRestart,
-}
-
-/// What a store makes of a Redis that restarted since its history was last vouched for
-/// (Redis's `run_id` is new at every start, and every write checks it).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum AfterRestart {
-    /// Trust the restart only if Redis syncs every write (`appendonly yes`, `appendfsync
-    /// always`), so it kept everything it acknowledged; otherwise it may have come back with
-    /// less than it delivered, and every session ends with reason `history_lost` (404), so
-    /// no cursor into a lost suffix is ever continued with other content. The default.
-    #[default]
-    Verify,
-    /// **Negative control only**: trust every restart, as Redis stores without this check do.
-    /// A restart from an older snapshot then numbers new events over ones a client received.
-    TrustBlindly,
-}
-
-impl RedisConfig {
-    /// The defaults for `url`; a `#PREFIX` fragment (`redis://host:6379/0#app`) names the key
-    /// prefix, else it is `forkless`.
-    pub fn new(url: impl Into<String>) -> Self {
-        let url = url.into();
-        let (url, prefix) = match url.split_once('#') {
-            Some((url, prefix)) if !prefix.is_empty() => (url.to_owned(), prefix.to_owned()),
-            _ => (url.trim_end_matches('#').to_owned(), "forkless".to_owned()),
-        };
-        Self { url, prefix, hints: Hints::Notify, node: None, after_restart: AfterRestart::Verify }
-    }
-}
-
-/// What a Redis crash can take back of what was delivered, as Redis is configured.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
-    /// `appendonly yes`, `appendfsync always`: nothing delivered is lost.
-    Always,
-    /// `appendfsync everysec`: up to about a second of delivered events.
-    EverySecond,
-    /// No append-only file (snapshots at most): everything since the last snapshot.
-    Volatile,
-    /// `CONFIG GET` is not allowed (a managed Redis): unknown.
-    Unknown,
-}
 
 /// The Redis store.
 pub type RedisStore = SharedStore<Redis>;
@@ -166,18 +113,6 @@ pub(crate) fn backend(e: redis::RedisError) -> Error {
 
 pub(crate) fn parse(e: impl std::fmt::Display) -> Error {
     Error::Backend(format!("redis: unexpected reply: {e}"))
-}
-
-pub(crate) async fn durability(mut conn: ConnectionManager) -> Durability {
-    let get = |name: &'static str| redis::cmd("CONFIG").arg("GET").arg(name).clone();
-    let aof: redis::RedisResult<Vec<String>> = get("appendonly").query_async(&mut conn).await;
-    let fsync: redis::RedisResult<Vec<String>> = get("appendfsync").query_async(&mut conn).await;
-    match (aof.ok().and_then(|v| v.get(1).cloned()), fsync.ok().and_then(|v| v.get(1).cloned())) {
-        (Some(a), _) if a == "no" => Durability::Volatile,
-        (Some(_), Some(f)) if f == "always" => Durability::Always,
-        (Some(_), Some(_)) => Durability::EverySecond,
-        _ => Durability::Unknown,
-    }
 }
 
 /// Sessions and event logs in Redis keys (laid out as the `keys` module documents), through one multiplexed
@@ -444,5 +379,15 @@ impl Database for Redis {
 
     async fn lease(&self, op: LeaseOp<'_>) -> Result<bool> {
         self.lease_op(op).await
+    }
+
+    async fn spend(
+        &self,
+        key: forkless_store::SpendKey,
+        issued: Timestamp,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<forkless_store::Spent> {
+        self.spend_key(key, issued, until, now).await
     }
 }

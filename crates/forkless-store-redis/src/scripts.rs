@@ -111,25 +111,52 @@ return 1
 /// Whether the store's history is vouched for under this boot of Redis (its `run_id`, new at
 /// every start): `{0}` it is; `{1}` it is now (an empty store, or `ARGV[1]` is `trust`: Redis
 /// syncs every write, so a restart kept everything); `{2, run}` it cannot be, and every
-/// session must end before [`CONFIRM`] vouches for the boot `run`. KEYS: run key, sessions set.
+/// session must end before [`CONFIRM`] vouches for the boot `run`. Vouching a boot also says
+/// from when the spent one-time keys are known (`ARGV[2]`, now): kept if Redis is trusted,
+/// else from now on (keys spent before may be lost). KEYS: run key, sessions set, spent-since.
 pub(crate) const VOUCH: &str = r#"
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 local vouched = redis.call('GET', KEYS[1])
 if vouched == run then return {0} end
-if (not vouched and redis.call('SCARD', KEYS[2]) == 0) or ARGV[1] == 'trust' then
+if ARGV[1] == 'trust' then
   redis.call('SET', KEYS[1], run)
+  redis.call('SET', KEYS[3], ARGV[2], 'NX')
+  return {1}
+end
+if not vouched and redis.call('SCARD', KEYS[2]) == 0 then
+  redis.call('SET', KEYS[1], run)
+  redis.call('SET', KEYS[3], ARGV[2])
   return {1}
 end
 return {2, run}
 "#;
 
 /// Vouch for boot `ARGV[1]` once every session of it has ended: `1`, or `0` if Redis
-/// restarted again meanwhile. KEYS: run key.
+/// restarted again meanwhile; spent one-time keys are known from `ARGV[2]` (now) on. KEYS:
+/// run key, spent-since.
 pub(crate) const CONFIRM: &str = r#"
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 if run ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], run)
+redis.call('SET', KEYS[2], ARGV[2])
 return 1
+"#;
+
+/// Spend one-time key `KEYS[3]` issued at `ARGV[1]`, kept until `ARGV[2]` (milliseconds):
+/// `1` spent now, `0` spent before, `2` issued before the spent keys are known from, `-3`
+/// this boot of Redis is not vouched for. `ARGV[3]` is now, the start of what is known if
+/// nothing says otherwise. KEYS: run key, spent-since, the key.
+pub(crate) const SPEND: &str = r#"
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+if redis.call('GET', KEYS[1]) ~= run then return -3 end
+local since = redis.call('GET', KEYS[2])
+if not since then
+  redis.call('SET', KEYS[2], ARGV[3])
+  since = ARGV[3]
+end
+if tonumber(ARGV[1]) < tonumber(since) then return 2 end
+if redis.call('SET', KEYS[3], '1', 'NX', 'PXAT', ARGV[2]) then return 1 end
+return 0
 "#;
 
 /// Renew (`ARGV[2]` milliseconds) or, with no `ARGV[2]`, release a node lease if `ARGV[1]`

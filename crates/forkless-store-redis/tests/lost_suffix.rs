@@ -15,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use forkless_core::{AppendTarget, EndReason, Seq, SessionRecord};
 use forkless_store::conformance;
-use forkless_store::{Error, Reader, Store};
+use forkless_store::{Error, Reader, SpendKey, Spent, Store};
 use forkless_store_redis::{AfterRestart, Hints, RedisConfig, RedisStore};
 
 /// A failure guard: a server that never answers fails the test instead of hanging it.
@@ -270,4 +270,53 @@ async fn health_is_an_error_while_redis_is_down() {
     })
     .await
     .expect("healthy again once redis is back");
+}
+
+fn wall_clock() -> forkless_core::Timestamp {
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    forkless_core::Timestamp::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
+}
+
+/// A spend after the restart, retried while the store's connection comes back.
+async fn spend_after_restart(store: &RedisStore, key: SpendKey, issued: forkless_core::Timestamp) -> Spent {
+    tokio::time::timeout(GUARD, async {
+        loop {
+            let now = wall_clock();
+            match store.spend(key, issued, now.saturating_add(Duration::from_secs(60)), now).await {
+                Err(Error::Backend(_)) => tokio::time::sleep(Duration::from_millis(20)).await,
+                other => return other.expect("spend"),
+            }
+        }
+    })
+    .await
+    .expect("the store reconnects")
+}
+
+/// A one-time key spent before Redis restarted without persistence is forgotten with
+/// everything else: it must then be unvouched, never spendable again as new. One issued after
+/// the restart spends normally; with every write synced, the spend survives the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_spent_before_a_restart_that_lost_it_is_never_spent_again() {
+    let Some(mut redis) = PrivateRedis::start(&["--save", "", "--appendonly", "no"]) else { return };
+    let store = store(&redis, AfterRestart::Verify).await;
+    let (key, issued) = (SpendKey(*b"spent-before-the"), wall_clock());
+    let until = issued.saturating_add(Duration::from_secs(60));
+    assert_eq!(store.spend(key, issued, until, issued).await.unwrap(), Spent::Now);
+    redis.crash_and_restart();
+    assert_eq!(spend_after_restart(&store, key, issued).await, Spent::Unvouched, "forgotten, so unvouched");
+    let fresh = SpendKey(*b"issued-after-the");
+    let later = wall_clock();
+    assert_eq!(spend_after_restart(&store, fresh, later).await, Spent::Now);
+    assert_eq!(spend_after_restart(&store, fresh, later).await, Spent::Before);
+
+    let Some(mut synced) =
+        PrivateRedis::start(&["--save", "", "--appendonly", "yes", "--appendfsync", "always"])
+    else {
+        return;
+    };
+    let kept = self::store(&synced, AfterRestart::Verify).await;
+    let issued = wall_clock();
+    assert_eq!(kept.spend(key, issued, until, issued).await.unwrap(), Spent::Now);
+    synced.crash_and_restart();
+    assert_eq!(spend_after_restart(&kept, key, issued).await, Spent::Before, "kept, so a replay");
 }

@@ -33,6 +33,7 @@ async fn a_lost_hint_is_made_good_when_the_subscription_reconnects() {
     let Some(prefix) = fresh().await else { return };
     // Node a sends no hints at all: node b can only learn of its write by re-reading.
     let (a, b) = (prefix.node("a", Hints::Off).await, prefix.node("b", Hints::Notify).await);
+    forkless_store::conformance::listener_connected(&b).await;
     let record = forkless_store::conformance::new_record(7, true);
     a.create(record.clone()).await.unwrap();
     let mut watch = b.watch(record.id(), record.standalone().id()).await.unwrap();

@@ -27,6 +27,8 @@ pub enum Fault {
     Read,
     /// The next health check fails (the database stopped answering).
     Health,
+    /// The next spend of a one-time key fails before anything is stored.
+    Spend,
 }
 
 /// Any [`Store`], with failures injected by [`FaultyStore::inject`].
@@ -146,6 +148,19 @@ impl<S: Store> Store for FaultyStore<S> {
         schedule: &forkless_core::Schedule,
     ) -> Result<Vec<SessionId>> {
         self.inner.due(now, schedule).await
+    }
+
+    async fn spend(
+        &self,
+        key: crate::SpendKey,
+        issued: forkless_core::Timestamp,
+        until: forkless_core::Timestamp,
+        now: forkless_core::Timestamp,
+    ) -> Result<crate::Spent> {
+        if self.take(&[Fault::Spend]).is_some() {
+            return Err(injected("spend"));
+        }
+        self.inner.spend(key, issued, until, now).await
     }
 
     async fn owner(&self, session: SessionId) -> Result<crate::Owner> {

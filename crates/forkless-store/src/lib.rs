@@ -50,6 +50,12 @@
 //!    [`Wake`](forkless_core::Wake) anchors are due at the given instant, without loading the
 //!    others: the in-process engine keeps an ordered index of the anchors, a database an
 //!    indexed column per anchor.
+//! 9. **A one-time key is spent once.** Of every [`Store::spend`] of one [`SpendKey`] before
+//!    its time passes, across every process sharing the store, at most one returns
+//!    [`Spent::Now`]. A key issued before the store's memory of spent keys began (a
+//!    process-local [`Ledger`] starts when the store opens; Redis after a restart that may
+//!    have lost writes) is [`Spent::Unvouched`], never `Now`: it may have been spent and
+//!    forgotten.
 //!
 //! ## One process, many nodes
 //!
@@ -67,27 +73,30 @@ use core::future::Future;
 use bytes::Bytes;
 pub use forkless_core::EventKind;
 use forkless_core::{
-    AppendTarget, EndReason, Epoch, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, StreamState,
-    Timestamp,
+    AppendTarget, Epoch, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, StreamState, Timestamp,
 };
 
 pub mod codec;
 mod due;
 pub mod engine;
+mod error;
 mod faulty;
 mod memory;
 mod owner;
 mod read;
 pub mod shared;
+mod spend;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use error::Error;
 pub use faulty::{Fault, FaultyStore};
 pub use forkless_core::Orphan;
 pub use memory::MemoryStore;
 pub use owner::{Owner, Takeover};
 pub use read::check_read;
+pub use spend::{Ledger, SpendKey, Spent};
 
 /// The version of a stored [`SessionRecord`], bumped by every successful write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -227,64 +236,6 @@ pub enum Reader {
     Inspector,
 }
 
-/// Everything that can go wrong in a store.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The core refused the transition (fenced stream, ended session, limits, ...).
-    #[error(transparent)]
-    Core(#[from] forkless_core::Error),
-    /// No session with this id (never existed, or removed).
-    #[error("unknown session")]
-    SessionUnknown,
-    /// A session with this id already exists.
-    #[error("session already exists")]
-    SessionExists,
-    /// The stream is not part of the session.
-    #[error("unknown stream")]
-    StreamUnknown,
-    /// Events after the cursor were evicted; the oldest retained seq is `low_water`.
-    #[error("events after the cursor were evicted (oldest retained is {low_water})")]
-    Evicted {
-        /// The stream's low-water mark.
-        low_water: Seq,
-    },
-    /// Compare-and-set kept losing to concurrent writers.
-    #[error("gave up after {attempts} compare-and-set conflicts")]
-    Contended {
-        /// How many times it tried.
-        attempts: u32,
-    },
-    /// The backend failed (I/O, connection, disk full). Nothing was applied.
-    #[error("store backend failed: {0}")]
-    Backend(String),
-    /// The backend cannot vouch for its state after an earlier failure and refuses work.
-    #[error("store is poisoned after an earlier failure: {0}")]
-    Poisoned(String),
-    /// Persisted data is of an unknown format version or unreadable.
-    #[error("stored data is unreadable: {0}")]
-    Corrupt(String),
-    /// A file the store needs is missing, truncated or belongs to another store, so starting
-    /// would silently lose what it held; the message names the file and how to start anyway.
-    #[error("{0}")]
-    Lost(String),
-    /// This node does not hold its lease (another live process holds the node id, or the
-    /// lease lapsed before it was renewed), so it serves nothing: another node may own what
-    /// it held.
-    #[error("node lease: {0}")]
-    LeaseLost(String),
-}
-
-impl Error {
-    /// The session's end reason, when the error says it ended.
-    pub fn ended(&self) -> Option<EndReason> {
-        match self {
-            Self::Core(forkless_core::Error::SessionEnded { reason }) => Some(*reason),
-            _ => None,
-        }
-    }
-}
-
 /// What a store holds and what retention dropped: for server-wide limits and `/metrics`.
 /// Counted where the store applies the core's plans; a shared store counts what this node
 /// applied.
@@ -388,6 +339,18 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
         schedule: &forkless_core::Schedule,
     ) -> impl Future<Output = Result<Vec<SessionId>>> + Send;
+
+    /// Spend one-time `key`, issued at `issued` and good until `until` (promise 9):
+    /// [`Spent::Now`] the first time, [`Spent::Before`] after, across every process sharing
+    /// the store, [`Spent::Unvouched`] if it was issued before the store's memory of spent
+    /// keys began. Once `until` has passed the store may forget the key.
+    fn spend(
+        &self,
+        key: SpendKey,
+        issued: Timestamp,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Spent>> + Send;
 
     /// Which node serves `session`'s handler ([`Owner`]); at most one round trip. A store of
     /// one process: always [`Owner::Here`].

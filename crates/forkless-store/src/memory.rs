@@ -5,13 +5,16 @@ use std::sync::Arc;
 use forkless_core::{EventId, Schedule, Seq, SessionId, SessionRecord, StreamId, Timestamp};
 
 use crate::engine::Engine;
-use crate::{Append, Reader, Result, Store, StoredEvent, StreamWatch, Version, Versioned};
+use crate::{
+    Append, Ledger, Reader, Result, SpendKey, Spent, Store, StoredEvent, StreamWatch, Version, Versioned,
+};
 
 /// A [`Store`] in process memory: one mutex per session, logs as ring buffers, wake-ups
 /// through `tokio::sync::watch`. Cheap to clone (shared state).
 #[derive(Clone, Debug, Default)]
 pub struct MemoryStore {
     engine: Arc<Engine>,
+    spent: Arc<Ledger>,
 }
 
 impl MemoryStore {
@@ -67,5 +70,15 @@ impl Store for MemoryStore {
 
     async fn due(&self, now: Timestamp, schedule: &Schedule) -> Result<Vec<SessionId>> {
         self.engine.due(now, schedule)
+    }
+
+    async fn spend(
+        &self,
+        key: SpendKey,
+        issued: Timestamp,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Spent> {
+        self.spent.spend(key, issued, until, now)
     }
 }

@@ -41,7 +41,11 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start(config: ServerConfig) -> Self {
-        let store = MemoryStore::new();
+        Self::start_on(MemoryStore::new(), config).await
+    }
+
+    /// A server on `store` (another server may share it: a clone shares its state).
+    pub async fn start_on(store: MemoryStore, config: ServerConfig) -> Self {
         let controls = Controls::new();
         let handler = TestHandler { controls: controls.clone() };
         let path = config.path.clone();

@@ -42,6 +42,7 @@ pub const CHECKS: &[&str] = &[
     "reads_are_fenced_by_epoch",
     "due_lists_exactly_what_time_changes",
     "usage_counts_retained_bytes_and_evictions",
+    "a_one_time_key_is_spent_once",
 ];
 
 /// Run one check by name against a fresh store.
@@ -73,6 +74,7 @@ pub async fn run<S: Store>(name: &str, store: S) {
         "usage_counts_retained_bytes_and_evictions" => {
             usage::usage_counts_retained_bytes_and_evictions(store).await
         }
+        "a_one_time_key_is_spent_once" => usage::a_one_time_key_is_spent_once(store).await,
         other => panic!("no conformance check named {other}"),
     }
 }
@@ -115,7 +117,8 @@ macro_rules! store_conformance_tests {
             concurrent_appends_are_gap_free, concurrent_resumes_each_get_a_distinct_epoch,
             eviction_by_count, eviction_by_bytes, completed_stream_refuses_appends, remove_forgets_everything,
             answer_opens_fills_and_releases_a_stream, reads_are_fenced_by_epoch,
-            due_lists_exactly_what_time_changes, usage_counts_retained_bytes_and_evictions);
+            due_lists_exactly_what_time_changes, usage_counts_retained_bytes_and_evictions,
+            a_one_time_key_is_spent_once);
     };
     ($make:expr) => {
         $crate::store_conformance_tests!(@list each $make);
@@ -131,6 +134,33 @@ macro_rules! store_conformance_tests {
 }
 
 // ===== helpers =====
+
+/// Wait until a shared store's hint listener has connected and re-read what it watches at
+/// least once (`forkless_store_listener_connects_total`), so a test's later writes are not
+/// picked up by that first re-read.
+pub async fn listener_connected<S: Store>(store: &S) {
+    let connects = || {
+        store
+            .metrics()
+            .iter()
+            .find(|m| m.name == "forkless_store_listener_connects_total")
+            .map_or(0, |m| m.value)
+    };
+    tokio::time::timeout(GUARD, async {
+        while connects() == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the hint listener connected");
+}
+
+/// The wall clock, for checks of what a store keeps until a real instant (a database expires
+/// spent keys on its own clock).
+pub(super) fn wall_clock() -> Timestamp {
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    Timestamp::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
+}
 
 pub(super) fn cfg() -> Config {
     Config::default()

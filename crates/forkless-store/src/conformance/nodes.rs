@@ -26,6 +26,7 @@ pub const NODE_CHECKS: &[&str] = &[
     "a_renewed_lease_outlives_its_time_to_live",
     "a_lost_nodes_sessions_are_taken_over_once",
     "a_session_names_its_owner_and_its_address",
+    "a_key_spent_on_one_node_is_spent_on_every_node",
 ];
 
 /// Run one two-node check by name on nodes `a` and `b` of one fresh, empty database.
@@ -40,6 +41,7 @@ pub async fn run_nodes<D: Database>(name: &str, a: SharedStore<D>, b: SharedStor
         "a_renewed_lease_outlives_its_time_to_live" => renewed_lease(a, b).await,
         "a_lost_nodes_sessions_are_taken_over_once" => taken_over(a, b).await,
         "a_session_names_its_owner_and_its_address" => owners_named(a, b).await,
+        "a_key_spent_on_one_node_is_spent_on_every_node" => spent_everywhere(a, b).await,
         other => panic!("no two-node check named {other}"),
     }
 }
@@ -55,7 +57,7 @@ macro_rules! store_node_tests {
             resumes_racing_on_two_nodes_each_get_a_distinct_epoch, a_removal_on_one_node_stops_the_watchers_on_another,
             a_node_id_is_leased_to_one_process_at_a_time, a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing,
             a_renewed_lease_outlives_its_time_to_live, a_lost_nodes_sessions_are_taken_over_once,
-            a_session_names_its_owner_and_its_address);
+            a_session_names_its_owner_and_its_address, a_key_spent_on_one_node_is_spent_on_every_node);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -296,4 +298,19 @@ async fn owners_named<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
         Some(forkless_core::EndReason::OwnerLost),
         "ended owner_lost, not re-created"
     );
+}
+
+/// A one-time key spent on one node reads as spent on the other, and racing spends on both
+/// nodes leave exactly one winner.
+async fn spent_everywhere<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
+    use crate::{SpendKey, Spent};
+    let now = super::wall_clock();
+    let until = now.saturating_add(Duration::from_secs(60));
+    let key = SpendKey(*b"two-node-key-001");
+    assert_eq!(a.spend(key, now, until, now).await.expect("spend"), Spent::Now);
+    assert_eq!(b.spend(key, now, until, now).await.expect("spend"), Spent::Before, "b sees a's spend");
+    let raced = SpendKey(*b"two-node-key-002");
+    let (x, y) = tokio::join!(a.spend(raced, now, until, now), b.spend(raced, now, until, now));
+    let outcomes = [x.expect("spend"), y.expect("spend")];
+    assert_eq!(outcomes.iter().filter(|o| **o == Spent::Now).count(), 1, "{outcomes:?}");
 }

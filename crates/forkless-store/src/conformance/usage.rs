@@ -1,5 +1,6 @@
-//! The check of [`Store::usage`]: retained bytes follow appends, evictions and removals, and
-//! every eviction is counted under the limit that made it.
+//! The checks of what a store counts and remembers beside sessions: [`Store::usage`] (retained
+//! bytes follow appends, evictions and removals, every eviction counted under the limit that
+//! made it) and [`Store::spend`] (a one-time key is spent once, even by racing callers).
 
 use std::sync::Arc;
 
@@ -57,4 +58,26 @@ pub(super) async fn usage_counts_retained_bytes_and_evictions<S: Store>(store: A
     store.remove(sid).await.expect("remove");
     store.remove(sid2).await.expect("remove");
     assert_eq!(store.usage().retained_bytes, before.retained_bytes, "a removed session retains nothing");
+}
+
+pub(super) async fn a_one_time_key_is_spent_once<S: Store>(store: Arc<S>) {
+    use crate::{SpendKey, Spent};
+    let now = crate::conformance::wall_clock();
+    let until = now.saturating_add(std::time::Duration::from_secs(60));
+    let key = SpendKey(*b"conformance-key1");
+    // Eight callers race for one key: exactly one spends it.
+    let racers: Vec<_> = (0..8)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.spend(key, now, until, now).await.expect("spend") })
+        })
+        .collect();
+    let mut outcomes: Vec<Spent> = Vec::new();
+    for racer in racers {
+        outcomes.push(racer.await.expect("task"));
+    }
+    assert_eq!(outcomes.iter().filter(|o| **o == Spent::Now).count(), 1, "{outcomes:?}");
+    assert_eq!(store.spend(key, now, until, now).await.expect("spend"), Spent::Before);
+    let other = SpendKey(*b"conformance-key2");
+    assert_eq!(store.spend(other, now, until, now).await.expect("spend"), Spent::Now, "keys are independent");
 }

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
 
 use super::LeaseOp;
-use crate::{Reader, Result, StoredEvent, Version};
+use crate::{Reader, Result, SpendKey, Spent, StoredEvent, Version};
 
 /// A compare-and-set write: `new` replaces `old`, stored at version `expected`.
 #[derive(Debug)]
@@ -141,4 +141,14 @@ pub trait Database: Send + Sync + 'static {
     fn claim(&self, session: SessionId, from: &str, to: &str) -> impl Future<Output = Result<bool>> + Send;
     /// A node lease operation on the database's clock (see [`NodeLease`](super::NodeLease)); whether it took.
     fn lease(&self, op: LeaseOp<'_>) -> impl Future<Output = Result<bool>> + Send;
+    /// Store one-time `key` (kept at least until `until`) unless it is stored already, in one
+    /// atomic step (see [`Store::spend`](crate::Store::spend)). Keys whose time passed before
+    /// `now` may be deleted on the way.
+    fn spend(
+        &self,
+        key: SpendKey,
+        issued: Timestamp,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Spent>> + Send;
 }

@@ -186,6 +186,7 @@ impl<D: Database> HintSink<D> {
         let Some(store) = self.inner.upgrade() else { return false };
         let keys = store.hub.watched(None);
         store.refresh(keys).await;
+        store.listener_connects.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         true
     }
 

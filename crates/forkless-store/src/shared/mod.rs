@@ -28,7 +28,7 @@ use forkless_core::{
 };
 use tokio::sync::mpsc;
 
-use crate::{MetricKind, StoreMetric};
+use crate::StoreMetric;
 
 use crate::{Append, Error, Reader, Result, Store, StoredEvent, StreamWatch, Usage, Version, Versioned};
 
@@ -36,6 +36,7 @@ mod commit;
 mod database;
 mod hub;
 mod lease;
+mod metrics;
 mod owners;
 
 pub use crate::Takeover;
@@ -84,6 +85,8 @@ struct Inner<D> {
     takeovers: AtomicU64,
     hints_sent: AtomicU64,
     hints_received: AtomicU64,
+    /// Times the hint listener (re)connected and re-read what this node watches.
+    listener_connects: AtomicU64,
     commits: mpsc::UnboundedSender<commit::Job>,
     /// Tasks that live as long as the store (a backend's hint listener).
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -118,6 +121,7 @@ impl<D: Database> SharedStore<D> {
             takeovers: AtomicU64::new(0),
             hints_sent: AtomicU64::new(0),
             hints_received: AtomicU64::new(0),
+            listener_connects: AtomicU64::new(0),
             commits,
             tasks: Mutex::default(),
             lease: std::sync::OnceLock::new(),
@@ -398,42 +402,17 @@ impl<D: Database> Store for SharedStore<D> {
         self.adopt_now(session, what, now).await
     }
 
+    async fn spend(
+        &self,
+        key: crate::SpendKey,
+        issued: Timestamp,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<crate::Spent> {
+        self.inner.db.spend(key, issued, until, now).await
+    }
+
     fn metrics(&self) -> Vec<StoreMetric> {
-        let i = &self.inner;
-        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let counter = |name, help, value| StoreMetric { name, help, kind: MetricKind::Counter, value };
-        let mut out = vec![
-            counter("forkless_store_batches_total", "Group commits of appends stored.", n(&i.batches)),
-            counter(
-                "forkless_store_batched_events_total",
-                "Events those group commits stored.",
-                n(&i.batched_events),
-            ),
-            counter(
-                "forkless_store_hints_sent_total",
-                "Writes that carried a hint for other nodes.",
-                n(&i.hints_sent),
-            ),
-            counter(
-                "forkless_store_hints_received_total",
-                "Hints received from other nodes.",
-                n(&i.hints_received),
-            ),
-            counter(
-                "forkless_takeovers_total",
-                "Sessions taken over from nodes whose lease lapsed.",
-                n(&i.takeovers),
-            ),
-        ];
-        if let Some(lease) = i.lease.get() {
-            let held = u64::from(lease.check().is_ok());
-            out.push(StoreMetric {
-                name: "forkless_node_lease_held",
-                help: "Whether this node holds its lease (1) or lost it (0).",
-                kind: MetricKind::Gauge,
-                value: held,
-            });
-        }
-        out
+        metrics::of(&self.inner)
     }
 }

@@ -1,0 +1,51 @@
+//! What a shared store reports for `/metrics`: its group commits, hints, takeovers, listener
+//! connections and the node lease.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{Database, Inner};
+use crate::{MetricKind, StoreMetric};
+
+/// What `inner`'s store reports for `/metrics`.
+pub(super) fn of<D: Database>(i: &Inner<D>) -> Vec<StoreMetric> {
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let counter = |name, help, value| StoreMetric { name, help, kind: MetricKind::Counter, value };
+    let mut out = vec![
+        counter("forkless_store_batches_total", "Group commits of appends stored.", n(&i.batches)),
+        counter(
+            "forkless_store_batched_events_total",
+            "Events those group commits stored.",
+            n(&i.batched_events),
+        ),
+        counter(
+            "forkless_store_hints_sent_total",
+            "Writes that carried a hint for other nodes.",
+            n(&i.hints_sent),
+        ),
+        counter(
+            "forkless_store_hints_received_total",
+            "Hints received from other nodes.",
+            n(&i.hints_received),
+        ),
+        counter(
+            "forkless_store_listener_connects_total",
+            "Times the hint listener (re)connected and re-read every watched stream.",
+            n(&i.listener_connects),
+        ),
+        counter(
+            "forkless_takeovers_total",
+            "Sessions taken over from nodes whose lease lapsed.",
+            n(&i.takeovers),
+        ),
+    ];
+    if let Some(lease) = i.lease.get() {
+        let held = u64::from(lease.check().is_ok());
+        out.push(StoreMetric {
+            name: "forkless_node_lease_held",
+            help: "Whether this node holds its lease (1) or lost it (0).",
+            kind: MetricKind::Gauge,
+            value: held,
+        });
+    }
+    out
+}
