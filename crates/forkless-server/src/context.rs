@@ -9,6 +9,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::input::AskError;
+use crate::input::Rounds;
 use crate::request_state::{Binding, RequestStates};
 use crate::session::SendError;
 use crate::session::{RequestStream, SessionShared, notification_payload};
@@ -107,6 +109,9 @@ pub struct RequestContext {
     pub(crate) states: StateSeal,
     /// The `requestState` this round came with, checked and used up (2026-07-28).
     pub(crate) state: Option<Value>,
+    /// 2026-07-28: the request's rounds of input; `None` in the session revisions, which ask
+    /// on the stream.
+    pub(crate) rounds: Option<Arc<Rounds>>,
 }
 
 /// What sealing a state for a request's next round needs: the ring, and what it binds to.
@@ -206,9 +211,29 @@ impl RequestContext {
                 method: &seal.method,
                 name: seal.name.as_deref(),
             };
-            result["requestState"] = json!(seal.states.seal(state, &binding, crate::common::now()));
+            let answers = self.rounds.as_ref().map(|r| r.answers().clone()).unwrap_or_default();
+            result["requestState"] = json!(seal.states.seal(state, &answers, &binding, crate::common::now()));
         }
         result
+    }
+
+    /// Ask the client for input under `key` (unique within the request): a server-to-client
+    /// request `method` with `params` (`elicitation/create`, `sampling/createMessage`,
+    /// `roots/list`), resolving with the client's result, whatever the revision
+    /// ([`crate::input`]). In 2026-07-28 an unanswered key stops the round
+    /// ([`AskError::Unanswered`]): return it (`?`) and the server answers with an
+    /// `InputRequiredResult`; the handler runs again with the answer when the client retries. In the session revisions the request goes out
+    /// on the request's stream and the answer comes back on the client's POST.
+    pub async fn ask(&self, key: &str, method: &str, params: Value) -> Result<Value, AskError> {
+        match &self.rounds {
+            Some(rounds) => rounds.answer(key, method, params),
+            None => Ok(self.request(method, params).await?),
+        }
+    }
+
+    /// [`Self::ask`] for an elicitation (`elicitation/create` with `params`).
+    pub async fn elicit(&self, key: &str, params: Value) -> Result<Value, AskError> {
+        self.ask(key, "elicitation/create", params).await
     }
 
     /// The state this round came back with ([`Self::input_required`]'s), already checked

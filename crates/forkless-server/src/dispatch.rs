@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use forkless_store::{Spent, Store};
 use futures::FutureExt as _;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -16,6 +16,7 @@ use crate::context::LogOptIn;
 use crate::context::StateSeal;
 use crate::context::{Outlet, RequestContext, SessionHandle};
 use crate::handler::{Handler, TaskSupport};
+use crate::input::Rounds;
 use crate::jsonrpc::RpcError;
 use crate::request_state::{Binding, Refused};
 use crate::session::SessionShared;
@@ -59,9 +60,13 @@ impl<S: Store, H: Handler> App<S, H> {
             && crate::tasks::declared(&shared.client_capabilities))
         .then(|| TaskStarter { table: self.common.tasks.clone(), principal: shared.principal.clone() });
         // 2026-07-28: a retry's requestState is checked (and used up) before the handler runs.
-        let state = match shared.revision {
-            forkless_core::Revision::V2026_07_28 => self.opened_state(&shared, call).await?,
-            _ => None,
+        let (state, rounds) = match shared.revision {
+            forkless_core::Revision::V2026_07_28 => {
+                let (state, earlier) = self.opened_state(&shared, call).await?.unzip();
+                let rounds = Rounds::new(earlier.unwrap_or_default(), call.params.as_ref());
+                (state, Some(Arc::new(rounds)))
+            }
+            _ => (None, None),
         };
         let ctx = RequestContext {
             session: SessionHandle { shared: shared.clone() },
@@ -78,7 +83,9 @@ impl<S: Store, H: Handler> App<S, H> {
                 name: request_name(call),
             },
             state,
+            rounds: rounds.clone(),
         };
+        let seal = ctx.states.clone();
         let handler = self.handler.clone();
         let span = tracing::info_span!("request", session = %shared.id, id = %call.id, method = %call.method);
         // Moved, not cloned: after this only the call's id is needed (for the response).
@@ -95,13 +102,31 @@ impl<S: Store, H: Handler> App<S, H> {
             Err(RpcError::internal("the handler failed"))
         });
         self.common.metrics.request_took(started.elapsed().as_secs_f64());
+        // 2026-07-28: a round that stopped on unanswered input is answered with what it asked.
+        if let Some(rounds) = &rounds
+            && let Some(requests) = rounds.unanswered(&out)
+        {
+            let binding = Binding {
+                principal: seal.principal.as_deref(),
+                method: &seal.method,
+                name: seal.name.as_deref(),
+            };
+            let sealed = seal.states.seal(&Value::Null, rounds.answers(), &binding, crate::common::now());
+            return Ok(
+                json!({ "resultType": "input_required", "inputRequests": requests, "requestState": sealed }),
+            );
+        }
         out
     }
 
     /// The `requestState` a 2026-07-28 request carries, opened for its principal, method and
     /// name, and spent in the store (once, on any node sharing it); a refused one answers the
     /// request with `-32602` and its reason.
-    async fn opened_state(&self, shared: &SessionShared, call: &Call) -> Result<Option<Value>, RpcError> {
+    async fn opened_state(
+        &self,
+        shared: &SessionShared,
+        call: &Call,
+    ) -> Result<Option<(Value, Map<String, Value>)>, RpcError> {
         let text = match call.params.as_ref().and_then(|p| p.get("requestState")) {
             None | Some(Value::Null) => return Ok(None),
             Some(Value::String(text)) => text,
@@ -113,7 +138,7 @@ impl<S: Store, H: Handler> App<S, H> {
         let now = crate::common::now();
         let opened = self.common.request_states.open(text, &binding, now).map_err(Refused::to_rpc)?;
         match self.common.store.spend(opened.key, opened.issued, opened.until, now).await {
-            Ok(Spent::Now) => Ok(Some(opened.state)),
+            Ok(Spent::Now) => Ok(Some((opened.state, opened.answers))),
             Ok(Spent::Before) => Err(Refused::Replayed.to_rpc()),
             Ok(Spent::Unvouched) => Err(Refused::Unvouched.to_rpc()),
             Err(e) => Err(RpcError::internal(format!("requestState cannot be checked now: {e}"))),

@@ -92,6 +92,7 @@ mod error;
 pub mod fuzzing;
 mod get;
 mod handler;
+pub mod input;
 mod jsonrpc;
 mod listener;
 mod metrics;

@@ -25,7 +25,7 @@ use chacha20poly1305::aead::{Aead as _, KeyInit as _, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use forkless_core::{EntropySource as _, OsEntropy, Timestamp};
 use forkless_store::SpendKey;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::jsonrpc::RpcError;
 
@@ -181,6 +181,8 @@ pub(crate) struct RequestStates {
 #[derive(Debug, PartialEq)]
 pub(crate) struct Opened {
     pub(crate) state: Value,
+    /// The answers gathered in earlier rounds ([`crate::RequestContext::ask`]).
+    pub(crate) answers: Map<String, Value>,
     /// Its one-time id.
     pub(crate) key: SpendKey,
     /// When it was sealed.
@@ -194,8 +196,15 @@ impl RequestStates {
         Self { keys: cfg.keys.clone(), ttl: cfg.ttl }
     }
 
-    /// `state` sealed for `binding`, valid for the configured time to live from `now`.
-    pub(crate) fn seal(&self, state: &Value, binding: &Binding<'_>, now: Timestamp) -> String {
+    /// `state` and the `answers` gathered so far, sealed for `binding`, valid for the
+    /// configured time to live from `now`.
+    pub(crate) fn seal(
+        &self,
+        state: &Value,
+        answers: &Map<String, Value>,
+        binding: &Binding<'_>,
+        now: Timestamp,
+    ) -> String {
         let (key_id, _) = &self.keys.keys[0];
         let mut id = [0u8; 16];
         OsEntropy.fill(&mut id);
@@ -207,6 +216,7 @@ impl RequestStates {
             "m": binding.method,
             "n": binding.name,
             "s": state,
+            "a": answers,
         });
         let mut nonce = [0u8; 12];
         OsEntropy.fill(&mut nonce);
@@ -250,7 +260,8 @@ impl RequestStates {
         let id = inner["id"].as_str().and_then(|s| URL_SAFE_NO_PAD.decode(s).ok());
         let id: [u8; 16] = id.and_then(|v| v.try_into().ok()).ok_or(Refused::Malformed)?;
         let issued = Timestamp::from_millis(inner["iat"].as_u64().ok_or(Refused::Malformed)?);
-        Ok(Opened { state: inner["s"].clone(), key: SpendKey(id), issued, until: expires })
+        let answers = inner["a"].as_object().cloned().unwrap_or_default();
+        Ok(Opened { state: inner["s"].clone(), answers, key: SpendKey(id), issued, until: expires })
     }
 }
 

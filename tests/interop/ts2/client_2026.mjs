@@ -5,7 +5,10 @@
 //
 // In each mode: list tools (must list `long-task`), call `long-task` {steps: 3, interval: 10}
 // with onprogress (1..3 of 3, in order, before the result), and call `test_logging_tool` with
-// the `_meta` logLevel opt-in (three log messages) and without it (none).
+// the `_meta` logLevel opt-in (three log messages) and without it (none), and call
+// `test_elicitation` with an elicitation handler: the server answers with an
+// `InputRequiredResult`, the SDK's multi-round-trip driver runs the handler and retries, and the
+// tool reports the handler's answer.
 //
 // Usage: node tests/interop/ts2/client_2026.mjs URL
 // Prints `PASS client_2026 (ts v2) ...` or `FAIL client_2026 (ts v2): reason`; exit 0/1.
@@ -26,8 +29,16 @@ const url = new URL(process.argv[2] ?? '');
 
 async function run(mode) {
   const logs = [];
-  const client = new Client({ name: 'forkless-interop-ts2-2026', version: '0.0.0' }, { versionNegotiation: { mode } });
+  const asked = [];
+  const client = new Client(
+    { name: 'forkless-interop-ts2-2026', version: '0.0.0' },
+    { versionNegotiation: { mode }, capabilities: { elicitation: {} } },
+  );
   client.setNotificationHandler('notifications/message', (n) => logs.push(String(n.params?.data ?? '')));
+  client.setRequestHandler('elicitation/create', (request) => {
+    asked.push(request.params?.message);
+    return { action: 'accept', content: { username: 'ada', email: 'ada@example.com' } };
+  });
   const transport = new StreamableHTTPClientTransport(url);
   await client.connect(transport);
   try {
@@ -53,7 +64,12 @@ async function run(mode) {
       _meta: { 'io.modelcontextprotocol/logLevel': 'info' },
     });
     if (logs.length !== 3) fail(`with the logLevel opt-in, ${logs.length} log messages: ${JSON.stringify(logs)}`);
-    return `${JSON.stringify(mode)}: ${version}, ${names.length} tools, progress ${JSON.stringify(values)}, logs ${logs.length}`;
+    const elicited = await client.callTool({ name: 'test_elicitation', arguments: { message: 'Who are you?' } });
+    const text = (elicited.content ?? []).map((c) => c.text ?? '').join(' ');
+    if (elicited.isError || JSON.stringify(asked) !== '["Who are you?"]' || !text.includes('action=accept') || !text.includes('ada@example.com')) {
+      fail(`elicitation round trip: asked ${JSON.stringify(asked)}, answered ${JSON.stringify(text)}`);
+    }
+    return `${JSON.stringify(mode)}: ${version}, ${names.length} tools, progress ${JSON.stringify(values)}, logs ${logs.length}, elicited once`;
   } finally {
     await client.close().catch(() => {});
   }

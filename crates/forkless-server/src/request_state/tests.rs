@@ -20,7 +20,7 @@ fn state_of(opened: Result<Opened, Refused>) -> Result<Value, Refused> {
 #[test]
 fn a_state_opens_for_its_binding_with_its_one_time_key() {
     let s = states(RequestStateKeys::generate());
-    let sealed = s.seal(&json!({ "step": 1 }), &ALICE_CALLS_T, NOW);
+    let sealed = s.seal(&json!({ "step": 1 }), &Map::new(), &ALICE_CALLS_T, NOW);
     assert!(sealed.starts_with("fks1.local."), "{sealed}");
     assert!(!sealed.contains("step"), "the state is encrypted: {sealed}");
     let opened = s.open(&sealed, &ALICE_CALLS_T, NOW).expect("opens");
@@ -29,14 +29,14 @@ fn a_state_opens_for_its_binding_with_its_one_time_key() {
     // Opening again names the same key (the store refuses its second spend); another seal
     // of the same state has another.
     assert_eq!(s.open(&sealed, &ALICE_CALLS_T, NOW).expect("opens").key, opened.key);
-    let again = s.seal(&json!({ "step": 1 }), &ALICE_CALLS_T, NOW);
+    let again = s.seal(&json!({ "step": 1 }), &Map::new(), &ALICE_CALLS_T, NOW);
     assert_ne!(s.open(&again, &ALICE_CALLS_T, NOW).expect("opens").key, opened.key);
 }
 
 #[test]
 fn each_refusal_names_its_reason() {
     let s = states(RequestStateKeys::generate());
-    let seal = || s.seal(&json!({}), &ALICE_CALLS_T, NOW);
+    let seal = || s.seal(&json!({}), &Map::new(), &ALICE_CALLS_T, NOW);
     let bob = Binding { principal: Some("bob"), ..ALICE_CALLS_T };
     let anonymous = Binding { principal: None, ..ALICE_CALLS_T };
     let other_tool = Binding { name: Some("u"), ..ALICE_CALLS_T };
@@ -77,12 +77,15 @@ fn each_refusal_names_its_reason() {
 fn a_shared_ring_opens_on_another_node_and_a_rotated_key_still_opens() {
     let old = "old:0202020202020202020202020202020202020202020202020202020202020202";
     let before_rotation =
-        states(RequestStateKeys::parse(old).expect("ring")).seal(&json!(1), &ALICE_CALLS_T, NOW);
+        states(RequestStateKeys::parse(old).expect("ring")).seal(&json!(1), &Map::new(), &ALICE_CALLS_T, NOW);
     let ring = RequestStateKeys::parse(RING).expect("ring");
     let (a, b) = (states(ring.clone()), states(ring));
-    let sealed = a.seal(&json!(2), &ALICE_CALLS_T, NOW);
+    let answers: Map<String, Value> =
+        [("name".to_owned(), json!({ "action": "accept" }))].into_iter().collect();
+    let sealed = a.seal(&json!(2), &answers, &ALICE_CALLS_T, NOW);
     assert!(sealed.starts_with("fks1.new."), "the first key seals: {sealed}");
-    assert_eq!(state_of(b.open(&sealed, &ALICE_CALLS_T, NOW)), Ok(json!(2)));
+    let opened = b.open(&sealed, &ALICE_CALLS_T, NOW).expect("opens on b");
+    assert_eq!((opened.state, opened.answers), (json!(2), answers), "the state and the gathered answers");
     assert_eq!(state_of(b.open(&before_rotation, &ALICE_CALLS_T, NOW)), Ok(json!(1)));
 }
 

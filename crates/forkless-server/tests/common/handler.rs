@@ -45,6 +45,8 @@ impl Controls {
 /// - `panic`: panics.
 /// - `rounds`: (2026-07-28) first an `InputRequiredResult` with a sealed state; with the state
 ///   echoed, `{"state": …}` as the server opened it.
+/// - `two-questions`: asks `a` (an elicitation) then `b` (`roots/list`) with `RequestContext::ask`
+///   and answers `{"a": …, "b": …}`.
 /// - `as-task`: (2026-07-28 with the tasks extension) a task that asks for input `go`, then
 ///   answers with its params and the answers.
 pub struct TestHandler {
@@ -137,6 +139,12 @@ impl Handler for TestHandler {
                 )),
                 Some(state) => Ok(json!({ "state": state })),
             },
+            "two-questions" => {
+                // The same code in every revision: asked on the stream, or over rounds.
+                let a = ctx.elicit("a", json!({ "message": "first?" })).await?;
+                let b = ctx.ask("b", "roots/list", json!({})).await?;
+                Ok(json!({ "a": a, "b": b }))
+            }
             "as-task" => {
                 let tasks = ctx.tasks().ok_or_else(forkless_server::tasks::missing_capability)?;
                 let asked = params.unwrap_or(Value::Null);

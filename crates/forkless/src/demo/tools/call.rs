@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use forkless_server::input::AskError;
 use forkless_server::{RequestContext, RpcError, SessionHandle};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -405,13 +406,16 @@ async fn elicit(ctx: &RequestContext, message: &str, schema: Value, label: &str)
         return Ok(tool_error("the client does not support elicitation"));
     }
     let request = json!({ "message": message, "requestedSchema": schema });
-    match ctx.request("elicitation/create", request).await {
+    // One call whatever the revision: a request on the stream (sessions), or an
+    // InputRequiredResult and the answer on the retry (2026-07-28).
+    match ctx.elicit("response", request).await {
         Ok(reply) => {
             let action = reply["action"].as_str().unwrap_or("unknown");
             let content = reply.get("content").cloned().unwrap_or(Value::Null);
             Ok(text_result(format!("{label}: action={action}, content={content}")))
         }
-        Err(e) => Ok(tool_error(format!("elicitation failed: {e}"))),
+        Err(AskError::Failed(e)) => Ok(tool_error(format!("elicitation failed: {e}"))),
+        Err(unanswered) => Err(unanswered.into()),
     }
 }
 
