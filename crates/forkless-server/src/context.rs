@@ -105,8 +105,8 @@ pub struct RequestContext {
     pub(crate) outlet: Outlet,
     pub(crate) logs: LogOptIn,
     pub(crate) tasks: Option<TaskStarter>,
-    /// Seals this request's `requestState` for its next round.
-    pub(crate) states: StateSeal,
+    /// Seals this request's `requestState` for its next round (2026-07-28 only).
+    pub(crate) states: Option<StateSeal>,
     /// The `requestState` this round came with, checked and used up (2026-07-28).
     pub(crate) state: Option<Value>,
     /// 2026-07-28: the request's rounds of input; `None` in the session revisions, which ask
@@ -199,13 +199,13 @@ impl RequestContext {
     }
 
     /// The `InputRequiredResult` that asks the client for `requests` (an object: key to
-    /// server-to-client request) and, when `state` is given, carries it sealed as
+    /// server-to-client request) and, when `state` is given (2026-07-28), carries it sealed as
     /// `requestState` for the next round (bound to this request's principal, method and tool
     /// or prompt, valid for [`crate::request_state::RequestStateConfig::ttl`], accepted once).
     pub fn input_required(&self, requests: Value, state: Option<&Value>) -> Value {
         let mut result = json!({ "resultType": "input_required", "inputRequests": requests });
-        if let Some(state) = state {
-            let seal = &self.states;
+        // The session revisions have no rounds: nothing to seal a state for.
+        if let (Some(state), Some(seal)) = (state, &self.states) {
             let binding = Binding {
                 principal: seal.principal.as_deref(),
                 method: &seal.method,

@@ -60,13 +60,20 @@ impl<S: Store, H: Handler> App<S, H> {
             && crate::tasks::declared(&shared.client_capabilities))
         .then(|| TaskStarter { table: self.common.tasks.clone(), principal: shared.principal.clone() });
         // 2026-07-28: a retry's requestState is checked (and used up) before the handler runs.
-        let (state, rounds) = match shared.revision {
+        // Only then: the session revisions' hot path allocates nothing for it.
+        let (state, rounds, seal) = match shared.revision {
             forkless_core::Revision::V2026_07_28 => {
                 let (state, earlier) = self.opened_state(&shared, call).await?.unzip();
                 let rounds = Rounds::new(earlier.unwrap_or_default(), call.params.as_ref());
-                (state, Some(Arc::new(rounds)))
+                let seal = StateSeal {
+                    states: self.common.request_states.clone(),
+                    principal: shared.principal.clone(),
+                    method: call.method.clone(),
+                    name: request_name(call),
+                };
+                (state, Some(Arc::new(rounds)), Some(seal))
             }
-            _ => (None, None),
+            _ => (None, None, None),
         };
         let ctx = RequestContext {
             session: SessionHandle { shared: shared.clone() },
@@ -76,16 +83,10 @@ impl<S: Store, H: Handler> App<S, H> {
             outlet,
             logs,
             tasks,
-            states: StateSeal {
-                states: self.common.request_states.clone(),
-                principal: shared.principal.clone(),
-                method: call.method.clone(),
-                name: request_name(call),
-            },
+            states: seal.clone(),
             state,
             rounds: rounds.clone(),
         };
-        let seal = ctx.states.clone();
         let handler = self.handler.clone();
         let span = tracing::info_span!("request", session = %shared.id, id = %call.id, method = %call.method);
         // Moved, not cloned: after this only the call's id is needed (for the response).
@@ -103,7 +104,7 @@ impl<S: Store, H: Handler> App<S, H> {
         });
         self.common.metrics.request_took(started.elapsed().as_secs_f64());
         // 2026-07-28: a round that stopped on unanswered input is answered with what it asked.
-        if let Some(rounds) = &rounds
+        if let (Some(rounds), Some(seal)) = (&rounds, &seal)
             && let Some(requests) = rounds.unanswered(&out)
         {
             let binding = Binding {
