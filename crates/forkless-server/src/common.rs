@@ -67,6 +67,8 @@ pub(crate) struct Common<S> {
     pub(crate) shutdown: CancellationToken,
     /// The tasks of this node (the tasks extension, 2026-07-28).
     pub(crate) tasks: Arc<crate::tasks::TaskTable>,
+    /// Where listen notifications are announced: the store.
+    pub(crate) listeners: Arc<dyn crate::listeners::Publish>,
     /// Seals and opens `requestState` (2026-07-28).
     pub(crate) request_states: Arc<crate::request_state::RequestStates>,
     /// The sessions live on this node (also its [`Self::inbox`] in one process).

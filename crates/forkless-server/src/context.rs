@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::input::AskError;
 use crate::input::Rounds;
+use crate::listeners::Publish;
 use crate::request_state::{Binding, RequestStates};
 use crate::session::SendError;
 use crate::session::{RequestStream, SessionShared, notification_payload};
@@ -112,6 +113,8 @@ pub struct RequestContext {
     /// 2026-07-28: the request's rounds of input; `None` in the session revisions, which ask
     /// on the stream.
     pub(crate) rounds: Option<Arc<Rounds>>,
+    /// Where [`Self::notify_listeners`] announces.
+    pub(crate) listeners: Arc<dyn Publish>,
 }
 
 /// What sealing a state for a request's next round needs: the ring, and what it binds to.
@@ -229,6 +232,14 @@ impl RequestContext {
             Some(rounds) => rounds.answer(key, method, params),
             None => Ok(self.request(method, params).await?),
         }
+    }
+
+    /// Announce a change to every 2026-07-28 listener, on every node sharing the store, whose
+    /// `subscriptions/listen` filter admits it: `notifications/tools/list_changed`,
+    /// `…/prompts/list_changed`, `…/resources/list_changed`, or `notifications/resources/updated`
+    /// with the `uri` (best effort: a listener not connected misses it).
+    pub async fn notify_listeners(&self, method: &str, params: Value) -> Result<(), SendError> {
+        crate::listeners::announce(self.listeners.as_ref(), method, params).await
     }
 
     /// [`Self::ask`] for an elicitation (`elicitation/create` with `params`).

@@ -86,6 +86,7 @@ impl<S: Store, H: Handler> App<S, H> {
             states: seal.clone(),
             state,
             rounds: rounds.clone(),
+            listeners: self.common.listeners.clone(),
         };
         let handler = self.handler.clone();
         let span = tracing::info_span!("request", session = %shared.id, id = %call.id, method = %call.method);

@@ -95,6 +95,7 @@ mod handler;
 pub mod input;
 mod jsonrpc;
 mod listener;
+mod listeners;
 mod metrics;
 pub mod node;
 mod outbox;

@@ -77,12 +77,14 @@ impl<S: Store, H: Handler> Server<S, H> {
         let shutdown = CancellationToken::new();
         let tasks = Arc::new(crate::tasks::TaskTable::new(config.tasks, shutdown.clone()));
         let request_states = Arc::new(crate::request_state::RequestStates::new(&config.request_state));
+        let listeners: Arc<dyn crate::listeners::Publish> = Arc::new(store.clone());
         let common = Common {
             grace_ms: HeaderValue::from(millis(config.core.grace)),
             store,
             cfg: config,
             metrics,
             shutdown,
+            listeners,
             tasks,
             request_states,
             sessions: sessions.clone(),
@@ -119,6 +121,16 @@ impl<S: Store, H: Handler> Server<S, H> {
     /// The store.
     pub fn store(&self) -> &S {
         &self.common.store
+    }
+
+    /// Announce a change to every 2026-07-28 listener whose filter admits it, on every node
+    /// sharing the store (see [`crate::RequestContext::notify_listeners`]).
+    pub async fn notify_listeners(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<(), crate::SendError> {
+        crate::listeners::announce(self.common.listeners.as_ref(), method, params).await
     }
 
     /// The token whose cancellation ends every SSE body and tells every handler to stop

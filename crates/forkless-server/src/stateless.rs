@@ -114,6 +114,7 @@ impl<S: Store, H: Handler> App<S, H> {
                         &info,
                         keep_alive,
                         self.common.shutdown.clone(),
+                        self.common.store.subscribe(),
                     ));
                 }
                 if method.starts_with("tasks/") {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::TestServer;
+use common::{TestServer, request_2026};
 use serde_json::{Value, json};
 
 fn meta() -> Value {
@@ -32,16 +32,6 @@ async fn post(server: &TestServer, headers: &[(&str, &str)], body: Value) -> (u1
 }
 
 const V: (&str, &str) = ("mcp-protocol-version", "2026-07-28");
-
-/// A 2026-07-28 POST of `method`, its headers set (the body is the caller's).
-fn request_2026(server: &TestServer, method: &str) -> reqwest::RequestBuilder {
-    reqwest::Client::new()
-        .post(&server.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-}
 
 /// Headers, body, and the HTTP status and JSON-RPC code the answer must have.
 type Case<'a> = (Vec<(&'a str, &'a str)>, Value, u16, i64);
@@ -163,6 +153,6 @@ async fn a_listen_stream_opens_with_its_acknowledgement() {
     .await;
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "l1");
-    // The test handler declares no list changes: nothing of the filter is honoured.
-    assert_eq!(ack["params"]["notifications"], json!({}));
+    // The test handler declares tools list changes, not prompts ones: only those are honoured.
+    assert_eq!(ack["params"]["notifications"], json!({ "toolsListChanged": true }));
 }

@@ -188,6 +188,10 @@ impl Database for Postgres {
         rows::claim(&*self.client().await?, session, from, to).await
     }
 
+    async fn publish(&self, hint: &str) -> Result<()> {
+        rows::notify(&*self.client().await?, hint).await
+    }
+
     /// PostgreSQL keeps every committed key: nothing is ever unvouched.
     async fn spend(
         &self,

@@ -301,6 +301,13 @@ pub(crate) async fn claim(client: &Client, session: SessionId, from: &str, to: &
     Ok(client.execute(&stmt, &[&session.as_bytes().as_slice(), &from, &to]).await.map_err(backend)? == 1)
 }
 
+/// Send `hint` to every node's listener (`NOTIFY`, outside any write).
+pub(crate) async fn notify(client: &Client, hint: &str) -> Result<()> {
+    let stmt = client.prepare_cached(NOTIFY).await.map_err(backend)?;
+    client.execute(&stmt, &[&hint]).await.map_err(backend)?;
+    Ok(())
+}
+
 /// Store one-time `key` unless it is stored (the primary key makes that one atomic step),
 /// first deleting a few keys whose time passed, so the table holds what is live.
 pub(crate) async fn spend(client: &Client, key: SpendKey, until: Timestamp, now: Timestamp) -> Result<bool> {

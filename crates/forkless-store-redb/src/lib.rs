@@ -120,6 +120,8 @@ struct Inner {
     /// Spent one-time keys, in memory only: complete from when the store opened (a key
     /// issued before a restart is `Unvouched`).
     spent: forkless_store::Ledger,
+    /// Listen notifications: this process is the only node.
+    bulletin: forkless_store::Bulletin,
     poison: Arc<Poison>,
     // A Mutex only so `Inner` is Sync on every toolchain; sends happen under the engine's
     // session lock, so this lock is never contended across sessions for long. `None` once
@@ -382,5 +384,14 @@ impl Store for RedbStore {
     ) -> Result<forkless_store::Spent> {
         self.check()?;
         self.inner.spent.spend(key, issued, until, now)
+    }
+
+    async fn publish(&self, message: bytes::Bytes) -> Result<()> {
+        self.inner.bulletin.publish(message);
+        Ok(())
+    }
+
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<bytes::Bytes> {
+        self.inner.bulletin.subscribe()
     }
 }

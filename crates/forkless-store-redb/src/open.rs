@@ -188,6 +188,7 @@ impl RedbStore {
                 durability,
                 early_delivery: false,
                 spent: forkless_store::Ledger::default(),
+                bulletin: forkless_store::Bulletin::default(),
                 poison: Arc::clone(&poison),
                 tx: Mutex::new(Some(tx)),
                 writer: Mutex::new(None),

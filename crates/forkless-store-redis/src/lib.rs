@@ -381,6 +381,16 @@ impl Database for Redis {
         self.lease_op(op).await
     }
 
+    async fn publish(&self, hint: &str) -> Result<()> {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(self.keys.hints())
+            .arg(hint)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
     async fn spend(
         &self,
         key: forkless_store::SpendKey,

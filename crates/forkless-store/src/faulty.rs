@@ -163,6 +163,14 @@ impl<S: Store> Store for FaultyStore<S> {
         self.inner.spend(key, issued, until, now).await
     }
 
+    async fn publish(&self, message: bytes::Bytes) -> Result<()> {
+        self.inner.publish(message).await
+    }
+
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<bytes::Bytes> {
+        self.inner.subscribe()
+    }
+
     async fn owner(&self, session: SessionId) -> Result<crate::Owner> {
         self.inner.owner(session).await
     }

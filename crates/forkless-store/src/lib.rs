@@ -56,6 +56,10 @@
 //!    process-local [`Ledger`] starts when the store opens; Redis after a restart that may
 //!    have lost writes) is [`Spent::Unvouched`], never `Now`: it may have been spent and
 //!    forgotten.
+//! 10. **Listen notifications reach every node.** What [`Store::publish`] sends reaches every
+//!     [`Store::subscribe`]r on every node sharing the store, this one included, once, while
+//!     it is subscribed; best effort (a node whose listener is reconnecting misses it), as the
+//!     2026-07-28 listen streams it feeds are not resumable.
 //!
 //! ## One process, many nodes
 //!
@@ -76,6 +80,7 @@ use forkless_core::{
     AppendTarget, Epoch, EventId, Limits, Seq, SessionId, SessionRecord, StreamId, StreamState, Timestamp,
 };
 
+mod bulletin;
 pub mod codec;
 mod due;
 pub mod engine;
@@ -90,6 +95,7 @@ mod spend;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use bulletin::Bulletin;
 pub use error::Error;
 pub use faulty::{Fault, FaultyStore};
 pub use forkless_core::Orphan;
@@ -351,6 +357,13 @@ pub trait Store: Send + Sync + 'static {
         until: Timestamp,
         now: Timestamp,
     ) -> impl Future<Output = Result<Spent>> + Send;
+
+    /// Send a listen notification (a JSON-RPC notification, 2026-07-28 `subscriptions/listen`)
+    /// to every node's subscribers (promise 10).
+    fn publish(&self, message: Bytes) -> impl Future<Output = Result<()>> + Send;
+
+    /// The listen notifications published from now on, on any node (promise 10).
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Bytes>;
 
     /// Which node serves `session`'s handler ([`Owner`]); at most one round trip. A store of
     /// one process: always [`Owner::Here`].

@@ -6,7 +6,8 @@ use forkless_core::{EventId, Schedule, Seq, SessionId, SessionRecord, StreamId, 
 
 use crate::engine::Engine;
 use crate::{
-    Append, Ledger, Reader, Result, SpendKey, Spent, Store, StoredEvent, StreamWatch, Version, Versioned,
+    Append, Bulletin, Ledger, Reader, Result, SpendKey, Spent, Store, StoredEvent, StreamWatch, Version,
+    Versioned,
 };
 
 /// A [`Store`] in process memory: one mutex per session, logs as ring buffers, wake-ups
@@ -15,6 +16,7 @@ use crate::{
 pub struct MemoryStore {
     engine: Arc<Engine>,
     spent: Arc<Ledger>,
+    bulletin: Arc<Bulletin>,
 }
 
 impl MemoryStore {
@@ -62,6 +64,15 @@ impl Store for MemoryStore {
 
     async fn sessions(&self) -> Result<Vec<SessionId>> {
         self.engine.sessions()
+    }
+
+    async fn publish(&self, message: bytes::Bytes) -> Result<()> {
+        self.bulletin.publish(message);
+        Ok(())
+    }
+
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<bytes::Bytes> {
+        self.bulletin.subscribe()
     }
 
     fn usage(&self) -> crate::Usage {

@@ -4,7 +4,8 @@
 //! server shuts down, when it ends with the listen result.
 //!
 //! This module owns that stream. It honours only what the handler's capabilities declare
-//! (`listChanged` per list, `resources.subscribe`); the server itself emits no list change.
+//! (`listChanged` per list, `resources.subscribe`), and passes on the announcements of any
+//! node ([`crate::listeners`]) that the honoured filter admits.
 
 use std::time::Duration;
 
@@ -13,11 +14,12 @@ use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderValue, header};
 use serde_json::{Map, Value, json};
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::ServerInfo;
 
-const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+use crate::listeners::{SUBSCRIPTION_ID, admits, tagged};
 
 /// The part of `requested` this server honours, given its capabilities.
 fn honoured(requested: Option<&Value>, capabilities: &Value) -> Value {
@@ -46,6 +48,7 @@ pub(crate) fn listen(
     info: &ServerInfo,
     keep_alive: Duration,
     shutdown: CancellationToken,
+    announcements: broadcast::Receiver<Bytes>,
 ) -> Response {
     let filter = honoured(params.and_then(|p| p.get("notifications")), &info.capabilities);
     let ack = json!({
@@ -60,16 +63,33 @@ pub(crate) fn listen(
     });
     let first = crate::sse::event(None, ack.to_string().as_bytes());
     let last = crate::sse::event(None, result.to_string().as_bytes());
-    let state = (Some(first), Some(last), shutdown);
-    let stream = futures::stream::unfold(state, move |(mut first, mut last, shutdown)| async move {
-        if let Some(chunk) = first.take() {
-            return Some((Ok::<Bytes, std::convert::Infallible>(chunk), (first, last, shutdown)));
+    let id = id.clone();
+    let state = (Some(first), Some(last), shutdown, announcements);
+    let stream = futures::stream::unfold(state, move |(mut first, mut last, shutdown, mut rx)| {
+        let (filter, id) = (filter.clone(), id.clone());
+        async move {
+            if let Some(chunk) = first.take() {
+                return Some((Ok::<Bytes, std::convert::Infallible>(chunk), (first, last, shutdown, rx)));
+            }
+            let chunk = loop {
+                tokio::select! {
+                    () = tokio::time::sleep(keep_alive) => break crate::sse::comment("keep-alive"),
+                    () = shutdown.cancelled() => break last.take()?,
+                    got = rx.recv() => match got {
+                        Ok(message) => {
+                            let Ok(message) = serde_json::from_slice::<Value>(&message) else { continue };
+                            if admits(&filter, &message) {
+                                break crate::sse::event(None, tagged(message, &id).to_string().as_bytes());
+                            }
+                        }
+                        // Fallen behind: the oldest are missed, as by a listener not connected.
+                        Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => break last.take()?,
+                    },
+                }
+            };
+            Some((Ok(chunk), (first, last, shutdown, rx)))
         }
-        let chunk = tokio::select! {
-            () = tokio::time::sleep(keep_alive) => crate::sse::comment("keep-alive"),
-            () = shutdown.cancelled() => last.take()?,
-        };
-        Some((Ok(chunk), (first, last, shutdown)))
     });
     let mut response = Response::new(Body::from_stream(stream));
     let h = response.headers_mut();

@@ -45,6 +45,7 @@ impl Controls {
 /// - `panic`: panics.
 /// - `rounds`: (2026-07-28) first an `InputRequiredResult` with a sealed state; with the state
 ///   echoed, `{"state": …}` as the server opened it.
+/// - `announce {method, params}`: a listen notification, to every listener it concerns.
 /// - `two-questions`: asks `a` (an elicitation) then `b` (`roots/list`) with `RequestContext::ask`
 ///   and answers `{"a": …, "b": …}`.
 /// - `as-task`: (2026-07-28 with the tasks extension) a task that asks for input `go`, then
@@ -66,7 +67,7 @@ impl Handler for TestHandler {
         ServerInfo {
             name: "test".into(),
             version: "0".into(),
-            capabilities: json!({ "tools": {} }),
+            capabilities: json!({ "tools": { "listChanged": true }, "resources": { "subscribe": true } }),
             instructions: Some("for tests".into()),
         }
     }
@@ -139,6 +140,12 @@ impl Handler for TestHandler {
                 )),
                 Some(state) => Ok(json!({ "state": state })),
             },
+            "announce" => {
+                let p = params.unwrap_or(Value::Null);
+                let method = p["method"].as_str().unwrap_or_default().to_owned();
+                ctx.notify_listeners(&method, p["params"].clone()).await.map_err(fail)?;
+                Ok(json!({}))
+            }
             "two-questions" => {
                 // The same code in every revision: asked on the stream, or over rounds.
                 let a = ctx.elicit("a", json!({ "message": "first?" })).await?;

@@ -29,6 +29,16 @@ pub async fn guard<F: Future>(what: &str, f: F) -> F::Output {
     }
 }
 
+/// A 2026-07-28 POST of `method`, its headers set (the body is the caller's).
+pub fn request_2026(server: &TestServer, method: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+}
+
 /// A running server.
 pub struct TestServer {
     pub addr: SocketAddr,

@@ -43,6 +43,7 @@ pub const CHECKS: &[&str] = &[
     "due_lists_exactly_what_time_changes",
     "usage_counts_retained_bytes_and_evictions",
     "a_one_time_key_is_spent_once",
+    "a_published_notice_reaches_each_subscriber_once",
 ];
 
 /// Run one check by name against a fresh store.
@@ -75,6 +76,9 @@ pub async fn run<S: Store>(name: &str, store: S) {
             usage::usage_counts_retained_bytes_and_evictions(store).await
         }
         "a_one_time_key_is_spent_once" => usage::a_one_time_key_is_spent_once(store).await,
+        "a_published_notice_reaches_each_subscriber_once" => {
+            usage::a_published_notice_reaches_each_subscriber_once(store).await
+        }
         other => panic!("no conformance check named {other}"),
     }
 }
@@ -118,7 +122,7 @@ macro_rules! store_conformance_tests {
             eviction_by_count, eviction_by_bytes, completed_stream_refuses_appends, remove_forgets_everything,
             answer_opens_fills_and_releases_a_stream, reads_are_fenced_by_epoch,
             due_lists_exactly_what_time_changes, usage_counts_retained_bytes_and_evictions,
-            a_one_time_key_is_spent_once);
+            a_one_time_key_is_spent_once, a_published_notice_reaches_each_subscriber_once);
     };
     ($make:expr) => {
         $crate::store_conformance_tests!(@list each $make);

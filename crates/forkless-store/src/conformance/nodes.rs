@@ -27,6 +27,7 @@ pub const NODE_CHECKS: &[&str] = &[
     "a_lost_nodes_sessions_are_taken_over_once",
     "a_session_names_its_owner_and_its_address",
     "a_key_spent_on_one_node_is_spent_on_every_node",
+    "a_notice_published_on_one_node_reaches_every_node_once",
 ];
 
 /// Run one two-node check by name on nodes `a` and `b` of one fresh, empty database.
@@ -42,6 +43,7 @@ pub async fn run_nodes<D: Database>(name: &str, a: SharedStore<D>, b: SharedStor
         "a_lost_nodes_sessions_are_taken_over_once" => taken_over(a, b).await,
         "a_session_names_its_owner_and_its_address" => owners_named(a, b).await,
         "a_key_spent_on_one_node_is_spent_on_every_node" => spent_everywhere(a, b).await,
+        "a_notice_published_on_one_node_reaches_every_node_once" => notices(a, b).await,
         other => panic!("no two-node check named {other}"),
     }
 }
@@ -57,7 +59,8 @@ macro_rules! store_node_tests {
             resumes_racing_on_two_nodes_each_get_a_distinct_epoch, a_removal_on_one_node_stops_the_watchers_on_another,
             a_node_id_is_leased_to_one_process_at_a_time, a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing,
             a_renewed_lease_outlives_its_time_to_live, a_lost_nodes_sessions_are_taken_over_once,
-            a_session_names_its_owner_and_its_address, a_key_spent_on_one_node_is_spent_on_every_node);
+            a_session_names_its_owner_and_its_address, a_key_spent_on_one_node_is_spent_on_every_node,
+            a_notice_published_on_one_node_reaches_every_node_once);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -313,4 +316,25 @@ async fn spent_everywhere<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let (x, y) = tokio::join!(a.spend(raced, now, until, now), b.spend(raced, now, until, now));
     let outcomes = [x.expect("spend"), y.expect("spend")];
     assert_eq!(outcomes.iter().filter(|o| **o == Spent::Now).count(), 1, "{outcomes:?}");
+}
+
+async fn next_notice(rx: &mut tokio::sync::broadcast::Receiver<bytes::Bytes>) -> bytes::Bytes {
+    tokio::time::timeout(GUARD, rx.recv()).await.expect("a notice in time").expect("received")
+}
+
+/// A listen notification published on one node reaches the subscribers of both, once each.
+async fn notices<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
+    let (mut on_a, mut on_b) = (a.subscribe(), b.subscribe());
+    super::listener_connected(&b).await;
+    super::listener_connected(&a).await;
+    let first =
+        bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
+    a.publish(first.clone()).await.expect("publish on a");
+    assert_eq!(next_notice(&mut on_a).await, first, "a's own subscriber");
+    assert_eq!(next_notice(&mut on_b).await, first, "b's subscriber, through the database");
+    let second =
+        bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}"#);
+    b.publish(second.clone()).await.expect("publish on b");
+    assert_eq!(next_notice(&mut on_a).await, second, "the next on a is b's, not a second copy of its own");
+    assert_eq!(next_notice(&mut on_b).await, second);
 }

@@ -1,6 +1,7 @@
 //! The checks of what a store counts and remembers beside sessions: [`Store::usage`] (retained
 //! bytes follow appends, evictions and removals, every eviction counted under the limit that
-//! made it) and [`Store::spend`] (a one-time key is spent once, even by racing callers).
+//! made it), [`Store::spend`] (a one-time key is spent once, even by racing callers) and
+//! [`Store::publish`] (a subscriber of this process receives what it publishes, once).
 
 use std::sync::Arc;
 
@@ -80,4 +81,18 @@ pub(super) async fn a_one_time_key_is_spent_once<S: Store>(store: Arc<S>) {
     assert_eq!(store.spend(key, now, until, now).await.expect("spend"), Spent::Before);
     let other = SpendKey(*b"conformance-key2");
     assert_eq!(store.spend(other, now, until, now).await.expect("spend"), Spent::Now, "keys are independent");
+}
+
+pub(super) async fn a_published_notice_reaches_each_subscriber_once<S: Store>(store: Arc<S>) {
+    let (mut one, mut two) = (store.subscribe(), store.subscribe());
+    let notice =
+        bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
+    store.publish(notice.clone()).await.expect("publish");
+    let later =
+        bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}"#);
+    store.publish(later.clone()).await.expect("publish");
+    for rx in [&mut one, &mut two] {
+        let got = [rx.recv().await.expect("first"), rx.recv().await.expect("second")];
+        assert_eq!(got, [notice.clone(), later.clone()], "each subscriber, in order, once");
+    }
 }

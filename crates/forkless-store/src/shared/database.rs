@@ -151,4 +151,7 @@ pub trait Database: Send + Sync + 'static {
         until: Timestamp,
         now: Timestamp,
     ) -> impl Future<Output = Result<Spent>> + Send;
+    /// Send `hint` (a listen notification in the hint format) to every node's listener, as
+    /// hints travel (best effort).
+    fn publish(&self, hint: &str) -> impl Future<Output = Result<()>> + Send;
 }

@@ -151,6 +151,22 @@ pub(super) fn session_hint(node: &str, session: SessionId) -> String {
     out
 }
 
+/// The largest listen notification a hint carries (PostgreSQL's `NOTIFY` payload limit is
+/// 8000 bytes; the node's name and the marker fit in the rest).
+pub(super) const MAX_NOTICE_BYTES: usize = 7000;
+
+/// The hint that carries listen notification `json` from `node` to the other nodes: `!`
+/// where other hints name a session.
+pub(super) fn notice(node: &str, json: &str) -> String {
+    format!("{node} !{json}")
+}
+
+/// The listen notification a hint from another node carries, if it is one.
+fn notice_of<'p>(node: &str, payload: &'p str) -> Option<&'p str> {
+    let (from, rest) = payload.split_once(' ')?;
+    (from != node).then(|| rest.strip_prefix('!')).flatten()
+}
+
 /// What a hint names, unless this node sent it or it is malformed.
 fn parse(node: &str, payload: &str) -> Option<(SessionId, Option<Vec<StreamId>>)> {
     let (from, rest) = payload.split_once(' ')?;
@@ -193,6 +209,13 @@ impl<D: Database> HintSink<D> {
     /// A hint arrived. `false` once the store is gone.
     pub async fn hint(&self, payload: &str) -> bool {
         let Some(store) = self.inner.upgrade() else { return false };
+        if let Some(json) = notice_of(&self.node, payload) {
+            store.bulletin.publish(bytes::Bytes::copy_from_slice(json.as_bytes()));
+            return true;
+        }
+        if payload.split_once(' ').is_some_and(|(_, rest)| rest.starts_with('!')) {
+            return true; // this node's own notice: its subscribers had it at once
+        }
         let Some((session, streams)) = parse(&self.node, payload) else { return true };
         store.hints_received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let keys = match streams {
@@ -223,5 +246,9 @@ mod tests {
         assert_eq!(parse("n2", &hint("n1", session, &many)), Some((session, None)));
         assert_eq!(parse("n2", &session_hint("n1", session)), Some((session, None)));
         assert_eq!(parse("n2", "n1 zz:"), None, "a malformed hint is ignored");
+        let n = notice("n1", r#"{"method":"m"}"#);
+        assert_eq!(notice_of("n2", &n), Some(r#"{"method":"m"}"#));
+        assert_eq!(notice_of("n1", &n), None, "a node's own notice was delivered at once");
+        assert_eq!(notice_of("n2", &h), None, "a stream hint is no notice");
     }
 }

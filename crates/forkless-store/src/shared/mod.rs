@@ -87,6 +87,8 @@ struct Inner<D> {
     hints_received: AtomicU64,
     /// Times the hint listener (re)connected and re-read what this node watches.
     listener_connects: AtomicU64,
+    /// Listen notifications, handed to this node's subscribers.
+    bulletin: crate::Bulletin,
     commits: mpsc::UnboundedSender<commit::Job>,
     /// Tasks that live as long as the store (a backend's hint listener).
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -122,6 +124,7 @@ impl<D: Database> SharedStore<D> {
             hints_sent: AtomicU64::new(0),
             hints_received: AtomicU64::new(0),
             listener_connects: AtomicU64::new(0),
+            bulletin: crate::Bulletin::default(),
             commits,
             tasks: Mutex::default(),
             lease: std::sync::OnceLock::new(),
@@ -410,6 +413,28 @@ impl<D: Database> Store for SharedStore<D> {
         now: Timestamp,
     ) -> Result<crate::Spent> {
         self.inner.db.spend(key, issued, until, now).await
+    }
+
+    /// This node's subscribers at once; the other nodes' through a hint (with hints on).
+    async fn publish(&self, message: bytes::Bytes) -> Result<()> {
+        self.inner.bulletin.publish(message.clone());
+        if self.inner.hints == Hints::Off {
+            return Ok(());
+        }
+        let text = std::str::from_utf8(&message)
+            .map_err(|_| Error::Backend("a listen notification must be UTF-8 JSON".into()))?;
+        if text.len() > hub::MAX_NOTICE_BYTES {
+            return Err(Error::Backend(format!(
+                "a listen notification of {} bytes is above the {} a hint carries",
+                text.len(),
+                hub::MAX_NOTICE_BYTES
+            )));
+        }
+        self.inner.db.publish(&hub::notice(&self.inner.node, text)).await
+    }
+
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<bytes::Bytes> {
+        self.inner.bulletin.subscribe()
     }
 
     fn metrics(&self) -> Vec<StoreMetric> {
