@@ -220,3 +220,20 @@ async fn a_request_state_is_accepted_once_across_servers_sharing_a_store() {
 fn wall_ms() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis())
 }
+
+/// A state answered after its time to live is refused `expired`, and never reaches the handler.
+#[tokio::test]
+async fn a_request_state_past_its_time_to_live_is_refused_expired() {
+    let mut cfg = config();
+    cfg.request_state.ttl = std::time::Duration::from_millis(1);
+    let server = TestServer::start(cfg).await;
+    let (_, first) = rpc(&server, "alice", "rounds", json!({}), false).await;
+    let sealed_by = wall_ms();
+    while wall_ms() <= sealed_by + 1 {
+        tokio::task::yield_now().await;
+    }
+    let late = second_round(&server, "alice", &first["result"]["requestState"]).await;
+    assert_eq!(late["error"]["code"], -32602, "{late}");
+    assert_eq!(late["error"]["data"]["reason"], "expired", "{late}");
+    assert!(late.get("result").is_none(), "{late}");
+}
