@@ -21,6 +21,17 @@ use crate::handler::ServerInfo;
 
 use crate::listeners::{SUBSCRIPTION_ID, admits, tagged};
 
+/// One open listen stream: its opening and closing messages, what ends it, where
+/// announcements arrive, what it passes on and the id it tags them with.
+struct Listening {
+    first: Option<Bytes>,
+    last: Option<Bytes>,
+    shutdown: CancellationToken,
+    rx: broadcast::Receiver<Bytes>,
+    filter: Value,
+    id: Value,
+}
+
 /// The part of `requested` this server honours, given its capabilities.
 fn honoured(requested: Option<&Value>, capabilities: &Value) -> Value {
     let mut out = Map::new();
@@ -63,33 +74,37 @@ pub(crate) fn listen(
     });
     let first = crate::sse::event(None, ack.to_string().as_bytes());
     let last = crate::sse::event(None, result.to_string().as_bytes());
-    let id = id.clone();
-    let state = (Some(first), Some(last), shutdown, announcements);
-    let stream = futures::stream::unfold(state, move |(mut first, mut last, shutdown, mut rx)| {
-        let (filter, id) = (filter.clone(), id.clone());
-        async move {
-            if let Some(chunk) = first.take() {
-                return Some((Ok::<Bytes, std::convert::Infallible>(chunk), (first, last, shutdown, rx)));
-            }
-            let chunk = loop {
-                tokio::select! {
-                    () = tokio::time::sleep(keep_alive) => break crate::sse::comment("keep-alive"),
-                    () = shutdown.cancelled() => break last.take()?,
-                    got = rx.recv() => match got {
-                        Ok(message) => {
-                            let Ok(message) = serde_json::from_slice::<Value>(&message) else { continue };
-                            if admits(&filter, &message) {
-                                break crate::sse::event(None, tagged(message, &id).to_string().as_bytes());
-                            }
-                        }
-                        // Fallen behind: the oldest are missed, as by a listener not connected.
-                        Err(broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(broadcast::error::RecvError::Closed) => break last.take()?,
-                    },
-                }
-            };
-            Some((Ok(chunk), (first, last, shutdown, rx)))
+    // Everything the stream needs lives in its state: nothing is cloned per message.
+    let state = Listening {
+        first: Some(first),
+        last: Some(last),
+        shutdown,
+        rx: announcements,
+        filter,
+        id: id.clone(),
+    };
+    let stream = futures::stream::unfold(state, move |mut s| async move {
+        if let Some(chunk) = s.first.take() {
+            return Some((Ok::<Bytes, std::convert::Infallible>(chunk), s));
         }
+        let chunk = loop {
+            tokio::select! {
+                () = tokio::time::sleep(keep_alive) => break crate::sse::comment("keep-alive"),
+                () = s.shutdown.cancelled() => break s.last.take()?,
+                got = s.rx.recv() => match got {
+                    Ok(message) => {
+                        let Ok(message) = serde_json::from_slice::<Value>(&message) else { continue };
+                        if admits(&s.filter, &message) {
+                            break crate::sse::event(None, tagged(message, &s.id).to_string().as_bytes());
+                        }
+                    }
+                    // Fallen behind: the oldest are missed, as by a listener not connected.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => break s.last.take()?,
+                },
+            }
+        };
+        Some((Ok(chunk), s))
     });
     let mut response = Response::new(Body::from_stream(stream));
     let h = response.headers_mut();
