@@ -13,11 +13,11 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, Weak};
 
-use forkless_core::{IdHashBuilder, SessionId, Stream, StreamId};
+use forkless_core::{Epoch, IdHashBuilder, Seq, SessionId, Stream, StreamId};
 use tokio::sync::watch;
 
 use super::{Database, Inner};
-use crate::{StreamSignal, StreamWatch};
+use crate::{StreamEnd, StreamSignal, StreamWatch};
 
 /// Whether this node tells other nodes about its commits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,25 +40,49 @@ pub(super) struct Hub {
     senders: Mutex<HashMap<(SessionId, StreamId), watch::Sender<StreamSignal>, IdHashBuilder>>,
 }
 
+/// A registered watch whose stream is not read yet: [`Hub::settle`] makes it a [`StreamWatch`].
+#[derive(Debug)]
+pub(super) struct Pending(watch::Receiver<StreamSignal>);
+
+/// The signal of a stream registered but not read yet: every signal read later is later.
+const UNREAD: StreamSignal = StreamSignal { delivered: Seq::PRIMING, epoch: Epoch::NONE, end: None };
+
 /// A signal is later than another if its epoch or delivered mark moved on, or it ended.
 fn later(new: &StreamSignal, old: &StreamSignal) -> bool {
     (new.epoch, new.delivered, new.end.is_some()) > (old.epoch, old.delivered, old.end.is_some())
 }
 
 impl Hub {
-    /// A watch on `stream`, starting from `meta` as just read (everything committed is
-    /// delivered).
-    pub(super) fn watch(&self, session: SessionId, meta: &Stream) -> StreamWatch {
-        let signal = StreamSignal::of(meta, meta.high_water());
+    /// Register a watch on `stream` before its metadata is read, so a commit announced
+    /// between that read and [`Self::settle`] still reaches it (an announcement finds no
+    /// watcher to wake only if nobody registered).
+    pub(super) fn register(&self, session: SessionId, stream: StreamId) -> Pending {
         let mut map = self.senders.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = map.entry((session, meta.id())).or_insert_with(|| watch::Sender::new(signal));
-        tx.send_if_modified(|s| {
-            later(&signal, s) && {
-                *s = signal;
-                true
+        let tx = map.entry((session, stream)).or_insert_with(|| watch::Sender::new(UNREAD));
+        Pending(tx.subscribe())
+    }
+
+    /// The watch `pending` became, starting from `meta` as read after it registered, or from
+    /// whatever later was announced meanwhile. If the stream was dropped meanwhile, the watch
+    /// reads as fenced.
+    pub(super) fn settle(&self, session: SessionId, meta: &Stream, pending: Pending) -> StreamWatch {
+        let signal = StreamSignal::of(meta, meta.high_water());
+        let map = self.senders.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(&(session, meta.id())) {
+            Some(tx) if tx.subscribe().same_channel(&pending.0) => {
+                tx.send_if_modified(|s| {
+                    later(&signal, s) && {
+                        *s = signal;
+                        true
+                    }
+                });
+                StreamWatch::new(pending.0)
             }
-        });
-        StreamWatch::new(tx.subscribe())
+            _ => {
+                let (_, rx) = watch::channel(StreamSignal { end: Some(StreamEnd::Fenced), ..signal });
+                StreamWatch::new(rx)
+            }
+        }
     }
 
     /// Tell `stream`'s watchers about its committed metadata. Never moves a signal back: a
@@ -234,6 +258,7 @@ impl<D: Database> HintSink<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use forkless_core::Timestamp;
 
     #[test]
     fn hints_name_what_they_changed_and_not_their_own_writes() {
@@ -250,5 +275,43 @@ mod tests {
         assert_eq!(notice_of("n2", &n), Some(r#"{"method":"m"}"#));
         assert_eq!(notice_of("n1", &n), None, "a node's own notice was delivered at once");
         assert_eq!(notice_of("n2", &h), None, "a stream hint is no notice");
+    }
+
+    fn stream_with(appended: u64) -> Stream {
+        let mut s =
+            Stream::new(StreamId::from_bytes([3; 12]), forkless_core::StreamKind::Request, Timestamp::ZERO);
+        for _ in 0..appended {
+            s.on_append(1, forkless_core::EventKind::Intermediate, Timestamp::ZERO).expect("open stream");
+        }
+        s
+    }
+
+    #[test]
+    fn a_commit_announced_between_a_watchers_read_and_its_registration_still_wakes_it() {
+        let hub = Hub::default();
+        let session = SessionId::from_bytes([7; 16]);
+        let (read, committed) = (stream_with(0), stream_with(1));
+        // The watcher registers, reads the stream (nothing yet), and before it settles the
+        // answer's commit is announced: what it settles on is the commit, not its read.
+        let pending = hub.register(session, read.id());
+        hub.announce(session, &committed);
+        let mut watch = hub.settle(session, &read, pending);
+        assert_eq!(watch.mark_seen().delivered, Seq::new(1), "the announced commit is not lost");
+        // A later read never moves it back; a later commit moves it on.
+        let again = hub.settle(session, &read, hub.register(session, read.id()));
+        assert_eq!(again.current().delivered, Seq::new(1));
+        hub.announce(session, &stream_with(2));
+        assert_eq!(watch.current().delivered, Seq::new(2));
+    }
+
+    #[test]
+    fn a_stream_dropped_before_its_watcher_settles_reads_as_fenced() {
+        let hub = Hub::default();
+        let session = SessionId::from_bytes([7; 16]);
+        let read = stream_with(1);
+        let pending = hub.register(session, read.id());
+        hub.dropped(session, read.id());
+        let watch = hub.settle(session, &read, pending);
+        assert_eq!(watch.current().end, Some(StreamEnd::Fenced), "never a live watch of a dropped stream");
     }
 }

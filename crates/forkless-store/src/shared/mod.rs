@@ -353,8 +353,10 @@ impl<D: Database> Store for SharedStore<D> {
 
     async fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
         self.inner.fence()?;
+        // Registered before the read: a commit between the two still wakes it.
+        let pending = self.inner.hub.register(session, stream);
         let meta = self.inner.db.stream(session, stream).await?;
-        Ok(self.inner.hub.watch(session, &meta))
+        Ok(self.inner.hub.settle(session, &meta, pending))
     }
 
     async fn remove(&self, id: SessionId) -> Result<()> {
