@@ -6,7 +6,8 @@
 //!   answers), the standalone GET stream.
 //! - [`SseReader`] parses an SSE body into events, keeping `id:` and `retry:`.
 //!
-//! Timeouts here are failure guards only; nothing waits for time to pass.
+//! Timeouts here are failure guards only; nothing waits for time to pass. The servers log
+//! at `warn`; `FORKLESS_TEST_LOG` (a `RUST_LOG` filter) says otherwise when a test is debugged.
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different part of this module
 
@@ -144,7 +145,7 @@ impl Serve {
             command = fresh;
         }
         let mut child = command
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", std::env::var("FORKLESS_TEST_LOG").unwrap_or_else(|_| "warn".into()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
