@@ -8,103 +8,17 @@
 //! - restarted without persistence: every session is unknown, none is re-created;
 //! - restarted with `appendfsync always`: nothing was lost, so the session goes on.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
 use forkless_core::{AppendTarget, EndReason, Seq, SessionRecord};
 use forkless_store::conformance;
 use forkless_store::{Error, Reader, SpendKey, Spent, Store};
+use forkless_store_redis::testing::PrivateRedis;
 use forkless_store_redis::{AfterRestart, Hints, RedisConfig, RedisStore};
 
 /// A failure guard: a server that never answers fails the test instead of hanging it.
 const GUARD: Duration = Duration::from_secs(20);
-
-/// A `redis-server` of this test's own, on a free port, its files in a directory of its own.
-struct PrivateRedis {
-    child: Option<Child>,
-    port: u16,
-    dir: PathBuf,
-    flags: Vec<String>,
-}
-
-impl PrivateRedis {
-    /// Started with `flags`, or `None` (skip) when there is no `redis-server` and this is not CI.
-    fn start(flags: &[&str]) -> Option<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-        let dir = std::env::temp_dir().join(format!("forkless-redis-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a directory for redis");
-        let mut this =
-            Self { child: None, port, dir, flags: flags.iter().map(|f| (*f).to_owned()).collect() };
-        match this.spawn() {
-            Ok(()) => Some(this),
-            Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
-                panic!("CI=true and redis-server cannot start: {e}")
-            }
-            Err(e) => {
-                eprintln!("skipped: redis-server cannot start ({e})");
-                None
-            }
-        }
-    }
-
-    fn spawn(&mut self) -> std::io::Result<()> {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--dir"])
-            .arg(&self.dir)
-            .args(&self.flags)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        self.child = Some(child);
-        // Ready once it answers PING (the signal that it loaded its files).
-        let deadline = std::time::Instant::now() + GUARD;
-        loop {
-            if let Ok(mut conn) = redis::Client::open(self.url()).and_then(|c| c.get_connection())
-                && redis::cmd("PING").query::<String>(&mut conn).is_ok()
-            {
-                return Ok(());
-            }
-            assert!(std::time::Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn command(&self, args: &[&str]) {
-        let mut conn = redis::Client::open(self.url()).unwrap().get_connection().unwrap();
-        let mut cmd = redis::cmd(args[0]);
-        for a in &args[1..] {
-            cmd.arg(*a);
-        }
-        let _: redis::Value = cmd.query(&mut conn).expect("redis command");
-    }
-
-    /// SIGKILL.
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// SIGKILL, then start again on the same port and files.
-    fn crash_and_restart(&mut self) {
-        self.kill();
-        self.spawn().expect("restart redis-server");
-    }
-}
-
-impl Drop for PrivateRedis {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 async fn store(redis: &PrivateRedis, after_restart: AfterRestart) -> RedisStore {
     let mut cfg = RedisConfig::new(redis.url());
@@ -118,12 +32,25 @@ async fn emit(store: &RedisStore, record: &SessionRecord, n: u64) -> Result<Seq,
 }
 
 /// An append after the restart, retried while the store's connection comes back (typed
-/// backend errors); its first other outcome.
+/// backend errors, or a notification answered before its batch was stored that the store then
+/// could not store); its first other outcome, with the seq it was stored under.
 async fn emit_after_restart(store: &RedisStore, record: &SessionRecord, n: u64) -> Result<Seq, Error> {
     tokio::time::timeout(GUARD, async {
         loop {
             match emit(store, record, n).await {
                 Err(Error::Backend(_)) => tokio::time::sleep(Duration::from_millis(20)).await,
+                Ok(_) => {
+                    // Its id is provisional until stored: a load waits for that, the log says.
+                    let _ = store.load(record.id()).await;
+                    let stored = store
+                        .read(record.id(), record.standalone().id(), Seq::PRIMING, 100, Reader::Inspector)
+                        .await
+                        .ok()
+                        .and_then(|events| events.into_iter().find(|e| e.payload == conformance::payload(n)));
+                    if let Some(event) = stored {
+                        return Ok(event.seq);
+                    }
+                }
                 other => return other,
             }
         }
@@ -163,10 +90,12 @@ async fn three_saved_three_not(
     for n in 1..=3 {
         emit(store, &record, n).await.unwrap();
     }
+    store.load(record.id()).await.unwrap(); // stored, as a client that saw them knows
     redis.command(&["SAVE"]);
     for n in 4..=6 {
         emit(store, &record, n).await.unwrap();
     }
+    store.load(record.id()).await.unwrap();
     let seen = store
         .read(record.id(), record.standalone().id(), Seq::PRIMING, 100, Reader::Inspector)
         .await
@@ -220,6 +149,7 @@ async fn a_restart_without_persistence_forgets_the_session_and_recreates_none() 
     let record = conformance::new_record(41, true);
     store.create(record.clone()).await.unwrap();
     emit(&store, &record, 1).await.unwrap();
+    store.load(record.id()).await.unwrap();
     redis.crash_and_restart();
     let next = emit_after_restart(&store, &record, 2).await;
     assert!(matches!(next, Err(Error::SessionUnknown)), "{next:?}");
@@ -239,6 +169,7 @@ async fn a_restart_that_synced_every_write_keeps_the_session_going() {
     for n in 1..=3 {
         emit(&store, &record, n).await.unwrap();
     }
+    store.load(record.id()).await.unwrap();
     let seen: Vec<(Seq, Bytes)> = store
         .read(record.id(), record.standalone().id(), Seq::PRIMING, 100, Reader::Inspector)
         .await

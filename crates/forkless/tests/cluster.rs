@@ -5,15 +5,19 @@
 //! 2 s on average) sees no duplicate, gap, reordering or fork, with every resume verified. Requests
 //! of one session land on any node: a POST is sent on to the session's owner (each node
 //! advertises its address), a GET is served where it lands; the nodes share the log, fence
-//! each other through the database, and wake each other by hints.
+//! each other through the database, and wake each other by hints. And when a session's owner
+//! is killed mid-stream, the client resumes through the balancer: wherever it lands, it reads
+//! every event it had not seen exactly once and its lost request's answer with the request's
+//! id, and the session goes on through every node.
 
 mod support;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::time::Duration;
 use support::haproxy::Haproxy;
 use support::shared::{Backend, SharedStore};
 
+use support::view::{Streaming, read_to_5, resume_to_orphan_answer};
 use support::{Serve, counter, forkless, forkless_for, free_addr, metrics};
 
 #[tokio::test]
@@ -26,15 +30,21 @@ async fn three_nodes_on_redis_behind_haproxy_pass_check_and_chaos() {
     three_nodes(Backend::Redis).await;
 }
 
-async fn three_nodes(backend: Backend) {
-    let Some(db) = SharedStore::fresh(backend).await else { return };
+/// Three nodes on `store`, each advertising its address, with leases of `lease_ms`.
+async fn start_nodes(store: &str, lease_ms: &str) -> Vec<Serve> {
     let mut nodes = Vec::new();
     for name in ["n1", "n2", "n3"] {
         let addr = free_addr();
         let base = format!("http://{addr}");
-        let args = ["--store", &db.store, "--node-id", name, "--lease-ttl", "2000", "--advertise", &base];
+        let args = ["--store", store, "--node-id", name, "--lease-ttl", lease_ms, "--advertise", &base];
         nodes.push(Serve::start_at(&addr, &args).await);
     }
+    nodes
+}
+
+async fn three_nodes(backend: Backend) {
+    let Some(db) = SharedStore::fresh(backend).await else { return };
+    let nodes = start_nodes(&db.store, "2000").await;
     let Some(lb) = Haproxy::start(&nodes.iter().map(Serve::addr).collect::<Vec<_>>()).await else { return };
 
     let (code, stdout) = forkless(&["check", &lb.url, "--json"]).await;
@@ -63,4 +73,48 @@ async fn three_nodes(backend: Backend) {
             counter(&metrics(&n.url).await, "forkless_forwarded_requests_total{outcome=\"answered\"}");
     }
     assert!(forwarded > 0, "requests were sent to their sessions' owners");
+}
+
+#[tokio::test]
+async fn an_owner_killed_behind_haproxy_is_taken_over_and_resumed_through_it_on_postgres() {
+    owner_killed_behind_haproxy(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn an_owner_killed_behind_haproxy_is_taken_over_and_resumed_through_it_on_redis() {
+    owner_killed_behind_haproxy(Backend::Redis).await;
+}
+
+async fn owner_killed_behind_haproxy(backend: Backend) {
+    let Some(db) = SharedStore::fresh(backend).await else { return };
+    let mut nodes = start_nodes(&db.store, "1000").await;
+    let Some(lb) = Haproxy::start(&nodes.iter().map(Serve::addr).collect::<Vec<_>>()).await else { return };
+    // Every request of the session lands where round-robin sends it: the call's stream
+    // reaches the client from the owner through whichever node the call landed on.
+    let Streaming { mut session, request, stream, seen, reader } = read_to_5(&lb.url, 40).await;
+    let mut owner = None;
+    for (i, n) in nodes.iter().enumerate() {
+        if counter(&metrics(&n.url).await, "forkless_sessions_created_total") == 1 {
+            owner = Some(i);
+        }
+    }
+    let owner = nodes.remove(owner.expect("one node created the session"));
+    owner.signal("KILL");
+    owner.wait().await;
+    drop(reader);
+
+    // The client resumes through the balancer, wherever it lands.
+    resume_to_orphan_answer(&session, &seen, &stream, &request, "a live node that took the session over")
+        .await;
+
+    // The session goes on: its requests are answered whichever live node they reach.
+    for _ in 0..nodes.len() {
+        let listed = session.request("tools/list", json!({})).await;
+        assert!(listed.result()["tools"].is_array(), "{:?}", listed.response);
+    }
+    let mut takeovers = 0;
+    for n in &nodes {
+        takeovers += counter(&metrics(&n.url).await, "forkless_takeovers_total");
+    }
+    assert_eq!(takeovers, 1, "the lost owner's session was taken over once");
 }

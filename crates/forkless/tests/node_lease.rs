@@ -5,17 +5,18 @@
 //! client resumes on another node, reads every event it had not seen exactly once, and gets
 //! its lost request answered with the request's id once that node takes the session over;
 //! and a node cut off from the database (a TCP proxy the test cuts) stops before its lease
-//! can lapse while another takes its sessions over. Each runs on PostgreSQL and on Redis.
+//! can lapse while another takes its sessions over. Each runs on PostgreSQL and on Redis. And
+//! a node whose every database connection is terminated mid-stream (PostgreSQL's
+//! `pg_terminate_backend`, Redis's `CLIENT KILL`) loses and duplicates nothing.
 
 mod support;
 
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::json;
 use support::shared::{Backend, SharedStore};
-use support::view::{View, assert_orphan_answer, header, is_response_to, read_until};
-use support::{Serve, Session, SseReader};
+use support::view::{Streaming, is_response_to, read_to_5, read_until, resume_to_orphan_answer};
+use support::{Serve, SseReader};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 fn bin() -> &'static str {
@@ -43,27 +44,6 @@ async fn try_start(args: &[&str]) -> Result<tokio::process::Child, String> {
             Err(String::from_utf8_lossy(&out.stderr).into_owned())
         }
     }
-}
-
-/// A client's session whose tool call streams `count` numbered notifications, read up to #5.
-struct Streaming {
-    session: Session,
-    request: serde_json::Value,
-    stream: String,
-    seen: View,
-    reader: SseReader,
-}
-
-async fn read_to_5(url: &str, count: u64) -> Streaming {
-    let (mut session, _) = Session::open(url).await;
-    let call =
-        json!({ "name": "start-notification-stream", "arguments": { "interval": 50, "count": count } });
-    let (request, response) = session.send("tools/call", call).await;
-    let stream = header(&response, "mcp-stream-id");
-    let (mut seen, mut reader) = (View::new(), SseReader::new(response));
-    let until_5 = |m: &serde_json::Value| m["params"]["data"].as_str().is_some_and(|d| d.ends_with("#5"));
-    assert!(read_until(&mut reader, &mut seen, until_5).await, "read up to #5");
-    Streaming { session, request, stream, seen, reader }
 }
 
 /// One `#[tokio::test]` per shared store for the check `$check(Backend)`.
@@ -156,31 +136,12 @@ async fn owner_killed(backend: Backend) {
     a.signal("KILL");
     a.wait().await;
     session.url = b.url.clone();
-    let last = seen.last().expect("events").0.clone();
-    let response = session.resume(&last, Some(&stream)).await;
-    assert_eq!(
-        header(&response, "mcp-stream-resumed"),
-        "true",
-        "node b continues the stream from the shared log"
-    );
-    let mut after = vec![seen.last().cloned().expect("the cursor")];
-    let mut reader = SseReader::new(response);
-    assert!(
-        read_until(&mut reader, &mut after, is_response_to(&request)).await,
-        "node b takes the session over and answers the lost request"
-    );
-    assert_orphan_answer(&after, &request);
+    resume_to_orphan_answer(&session, &seen, &stream, &request, "node b, taking the session over,").await;
     // /metrics on node b tells what happened.
     let metrics = reqwest::get(b.url.replace("/mcp", "/metrics")).await.unwrap().text().await.unwrap();
     assert!(metrics.contains("forkless_takeovers_total 1\n"), "{metrics}");
     assert!(metrics.contains("forkless_node_lease_held 1\n"), "{metrics}");
     assert!(metrics.contains("# TYPE forkless_store_batches_total counter"), "{metrics}");
-    // Every event after the cursor exactly once (accept asserts gap-free order), then the answer.
-    let mut whole = seen.clone();
-    whole.extend(after.into_iter().skip(1));
-    for (i, (id, _)) in whole.iter().enumerate() {
-        assert!(id.ends_with(&format!(".{}", i + 1)), "one gap-free history: {id} at {i}");
-    }
 }
 
 /// A TCP proxy between a node and the database, that the test can cut: every connection
@@ -247,23 +208,14 @@ async fn partitioned(backend: Backend) {
     // Node b takes the session over; the client resumes there and gets every event it had
     // not seen exactly once, then its request's answer carrying its id.
     session.url = b.url.clone();
-    let last = seen.last().expect("events").0.clone();
-    let response = session.resume(&last, Some(&stream)).await;
-    assert_eq!(header(&response, "mcp-stream-resumed"), "true");
-    let mut after = vec![seen.last().cloned().expect("the cursor")];
-    let mut reader = SseReader::new(response);
-    assert!(
-        read_until(&mut reader, &mut after, is_response_to(&request)).await,
-        "the lost request is answered"
-    );
-    assert_orphan_answer(&after, &request);
+    resume_to_orphan_answer(&session, &seen, &stream, &request, "node b").await;
 }
 
 #[tokio::test]
 async fn database_connections_terminated_mid_stream_lose_and_duplicate_nothing() {
     let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
     let node = Serve::start(&["--store", &db.url, "--node-id", "na", "--lease-ttl", "3000"]).await;
-    let Streaming { session, request, stream, mut seen, mut reader } = read_to_5(&node.url, 40).await;
+    let streaming = read_to_5(&node.url, 40).await;
 
     // Every connection the node holds to its database is terminated.
     let (admin, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
@@ -278,9 +230,32 @@ async fn database_connections_terminated_mid_stream_lose_and_duplicate_nothing()
         .unwrap()
         .get(0);
     assert!(killed > 0, "the node's connections were terminated");
+    read_on_through_resumes(streaming).await;
+}
 
-    // The client reads on (resuming whenever its stream ends) until its request is answered:
-    // every event exactly once, in order (`accept` asserts it), and a typed answer.
+#[tokio::test]
+async fn redis_connections_killed_mid_stream_lose_and_duplicate_nothing() {
+    // A Redis of this test's own, so that killing every client kills only this node's.
+    let Some(redis) =
+        forkless_store_redis::testing::PrivateRedis::start(&["--save", "", "--appendonly", "no"])
+    else {
+        return;
+    };
+    let node = Serve::start(&["--store", &redis.url(), "--node-id", "na", "--lease-ttl", "3000"]).await;
+    let streaming = read_to_5(&node.url, 40).await;
+
+    // Every connection the node holds to Redis is killed: its commands' and its hint
+    // subscription's.
+    for kind in ["normal", "pubsub"] {
+        assert!(redis.kill_clients(kind) > 0, "the node's {kind} connections were killed");
+    }
+    read_on_through_resumes(streaming).await;
+}
+
+/// The client reads on (resuming whenever its stream ends) until its request is answered:
+/// every event exactly once, in order (`accept` asserts it), and a typed answer.
+async fn read_on_through_resumes(streaming: Streaming) {
+    let Streaming { session, request, stream, mut seen, mut reader } = streaming;
     let mut answered = read_until(&mut reader, &mut seen, is_response_to(&request)).await;
     while !answered {
         let last = seen.last().expect("events").0.clone();
@@ -293,4 +268,6 @@ async fn database_connections_terminated_mid_stream_lose_and_duplicate_nothing()
     let answer: serde_json::Value = serde_json::from_str(last).unwrap();
     assert_eq!(answer["id"], request, "{answer}");
     assert!(answer.get("result").is_some() || answer["error"]["code"].is_i64(), "a typed answer: {answer}");
+    let count = seen.len() - 1;
+    assert!(count >= 5, "the notifications before the answer: {count}");
 }

@@ -1,4 +1,6 @@
-//! HAProxy as the tests' load balancer: round-robin, no stickiness, in the foreground.
+//! HAProxy as the tests' load balancer: round-robin, no stickiness, in the foreground; a
+//! request whose node refuses the connection (a killed node) is sent to another one
+//! (`option redispatch`), as a production balancer is configured.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -23,7 +25,7 @@ impl Haproxy {
             backends.iter().enumerate().map(|(i, addr)| format!("  server n{i} {addr}\n")).collect();
         let cfg = format!(
             "global\n  maxconn 2000\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 120s\n  \
-             timeout server 120s\n  option http-server-close\nfrontend fe\n  bind 127.0.0.1:{port}\n  \
+             timeout server 120s\n  option http-server-close\n  retries 3\n  option redispatch 1\nfrontend fe\n  bind 127.0.0.1:{port}\n  \
              default_backend nodes\nbackend nodes\n  balance roundrobin\n{servers}"
         );
         let path = dir.join("haproxy.cfg");

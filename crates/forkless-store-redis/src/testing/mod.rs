@@ -1,10 +1,14 @@
 //! For tests (feature `testing`): a key prefix of its own per test on the machine's Redis
 //! (`FORKLESS_TEST_REDIS`, default `redis://127.0.0.1:6379`), its keys deleted when the test
 //! ends. Without a server the test fails when `CI=true` and is skipped (with a note) otherwise.
+//! And a `redis-server` of a test's own ([`PrivateRedis`]).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::{Hints, RedisConfig, RedisStore};
+
+mod private;
+pub use private::PrivateRedis;
 
 fn url() -> String {
     std::env::var("FORKLESS_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
