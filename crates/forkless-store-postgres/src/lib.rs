@@ -43,7 +43,7 @@ pub mod schema;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use forkless_store::shared::Hints;
+pub use forkless_store::shared::{Hints, Pipeline};
 use rows::backend;
 
 /// How to reach the database and how to behave on it.
@@ -57,12 +57,15 @@ pub struct PgConfig {
     pub hints: Hints,
     /// This node's name in its hints (default: a random one).
     pub node: Option<String>,
+    /// When a notification's append returns (default [`Pipeline::On`]: once its batch is
+    /// computed).
+    pub pipeline: Pipeline,
 }
 
 impl PgConfig {
     /// The defaults for `url`.
     pub fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into(), pool_size: 16, hints: Hints::Notify, node: None }
+        Self { url: url.into(), pool_size: 16, hints: Hints::Notify, node: None, pipeline: Pipeline::On }
     }
 }
 
@@ -86,7 +89,7 @@ pub async fn connect(config: PgConfig) -> Result<PgStore> {
         .build()
         .map_err(|e| Error::Backend(format!("postgres pool: {e}")))?;
     let node = config.node.unwrap_or_else(random_node);
-    let store = SharedStore::new(Postgres { pool }, config.hints, node);
+    let store = SharedStore::new(Postgres { pool }, config.hints, node, config.pipeline);
     if config.hints == Hints::Notify {
         store.own_task(tokio::spawn(listener::listen(store.hint_sink(), pg)));
     }

@@ -3,7 +3,7 @@
 
 use redis::aio::ConnectionManager;
 
-use crate::Hints;
+use crate::{Hints, Pipeline};
 
 /// How to reach Redis and how to behave on it.
 #[derive(Clone, Debug)]
@@ -19,6 +19,9 @@ pub struct RedisConfig {
     pub node: Option<String>,
     /// What to make of a Redis that restarted (default [`AfterRestart::Verify`]).
     pub after_restart: AfterRestart,
+    /// When a notification's append returns (default [`Pipeline::On`]: once its batch is
+    /// computed).
+    pub pipeline: Pipeline,
 }
 
 /// What a store makes of a Redis that restarted since its history was last vouched for
@@ -45,7 +48,14 @@ impl RedisConfig {
             Some((url, prefix)) if !prefix.is_empty() => (url.to_owned(), prefix.to_owned()),
             _ => (url.trim_end_matches('#').to_owned(), "forkless".to_owned()),
         };
-        Self { url, prefix, hints: Hints::Notify, node: None, after_restart: AfterRestart::Verify }
+        Self {
+            url,
+            prefix,
+            hints: Hints::Notify,
+            node: None,
+            after_restart: AfterRestart::Verify,
+            pipeline: Pipeline::On,
+        }
     }
 }
 

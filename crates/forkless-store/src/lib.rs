@@ -300,6 +300,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Version>>> + Send;
 
     /// Append one event (see promise 2); a [`EventKind::Final`] one completes its stream.
+    /// The id of an [`EventKind::Intermediate`] event returned before it is delivered is the
+    /// one it will be delivered under, except on a store shared by many nodes, where a write
+    /// by another node may renumber it before it is stored (never after: promise 4).
     fn append(&self, event: Append<'_>) -> impl Future<Output = Result<EventId>> + Send;
 
     /// Up to `max` delivered events of `stream` with seq greater than `after`, in order, as

@@ -53,7 +53,9 @@ pub struct ServeArgs {
     pub data_dir: PathBuf,
     /// When the durable store's writes reach the disk: `immediate` (an event is on disk
     /// before it is sent) or `batched` (one fsync per batch window; a power failure can lose
-    /// the last window). See docs/durability.md.
+    /// the last window). On a shared store (PostgreSQL, Redis), when a notification's append
+    /// returns: `immediate` once stored, `batched` once its group commit is computed (it is
+    /// sent once stored either way). See docs/durability.md and docs/shared-stores.md.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Batched)]
     pub durability: DurabilityArg,
     /// The batch window in milliseconds for `--durability batched`.
@@ -223,12 +225,14 @@ pub(crate) async fn serve<H: Handler>(
         }
         StoreSpec::Postgres(url) => {
             let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
-            let store = forkless_store_postgres::connect(PgConfig::new(url.clone())).await.map_err(named)?;
+            let config = PgConfig { pipeline: args.pipeline(), ..PgConfig::new(url.clone()) };
+            let store = forkless_store_postgres::connect(config).await.map_err(named)?;
             serve_shared(serving, store, args, args.store.to_string()).await
         }
         StoreSpec::Redis(url) => {
             let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
-            let store = forkless_store_redis::connect(RedisConfig::new(url.clone())).await.map_err(named)?;
+            let config = RedisConfig { pipeline: args.pipeline(), ..RedisConfig::new(url.clone()) };
+            let store = forkless_store_redis::connect(config).await.map_err(named)?;
             let durability = store.database().durability();
             tracing::info!(store = %args.store, ?durability, "redis store connected");
             serve_shared(serving, store, args, format!("{} ({durability:?})", args.store)).await

@@ -50,6 +50,8 @@ pub(super) async fn usage_counts_retained_bytes_and_evictions<S: Store>(store: A
         };
         store.append(event).await.expect("append");
     }
+    let standalone2 = store.load(sid2).await.expect("load").expect("stored").value.standalone().id();
+    delivered(&*store, sid2, standalone2, 4).await;
     assert_eq!(
         store.usage().evicted_by_bytes - before.evicted_by_bytes,
         2,

@@ -1,30 +1,54 @@
-//! Group commit: every append of a node goes through one committer task, which takes every
-//! append waiting, computes them in order with the core on the records they advance (each
-//! on the one the append before it left), and stores them as one batch
-//! ([`Database::write_batch`]). An append returns once its batch is stored, so it is
-//! delivered then.
+//! Group commit: every append of a node goes through one committer task, which computes the
+//! appends waiting in order with the core, each on the record the append before it left, and
+//! stores them as one batch ([`Database::write_batch`]).
 //!
-//! A batch is computed on this node's cached records; if one moved (another node wrote it),
-//! the database refuses the whole batch naming it, and the batch is computed again with that
-//! session loaded fresh. A core refusal on a cached record is re-checked the same way, so an
-//! append is only ever refused on the database's own version.
+//! - **Pipelined.** While one batch is being stored, the committer computes the next on top of
+//!   it from what arrives meanwhile, so a stream's emitter does not wait a round trip per
+//!   event: an intermediate event's append (a notification, a progress report) is answered as
+//!   soon as it is computed, its id fixed then; its event is delivered once its batch is
+//!   stored (promise 3). A final event (a response, an answer) is answered once stored.
+//! - **Nothing delivered unstored, nothing stored twice.** A batch is computed on this node's
+//!   cached records. If one moved (another node wrote it), the database refuses the whole
+//!   batch, and it is computed again, with the one computed on top of it, on the database's
+//!   records: an intermediate event already answered may get another id then, which is why
+//!   the id such an append returns is provisional until its batch is stored. No client can
+//!   have seen it: events are delivered only once stored. If a write reports an error it may
+//!   still have stored the batch, so an event already answered is stored again only under the
+//!   id it was given; one that cannot be is dropped and counted
+//!   (`forkless_store_events_lost_total`), as a crash drops what it had not stored.
+//! - A core refusal on a cached record is re-checked on the database's own, so an append is
+//!   only ever refused on the database's version.
 //!
 //! It owns batching and the order of appends, not what an append does (the core's) or how a
 //! batch is stored (the [`Database`]'s).
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Weak;
 use std::sync::atomic::Ordering;
 
-use super::{Batch, BatchEvent, Committed, Database, Hints, Inner, SessionWrite, hint};
+use super::{Batch, By, Committed, Database, Hints, Inner, SessionWrite, hint};
 use crate::{Error, MAX_CAS_ATTEMPTS, Result, Version};
 use bytes::Bytes;
 use forkless_core::{
-    AppendTarget, EventId, EventKind, EvictedBy, IdHashBuilder, Limits, Seq, SessionId, SessionRecord,
-    StreamId, Timestamp,
+    AppendTarget, EventId, EventKind, IdHashBuilder, Limits, SessionId, StreamId, Timestamp,
 };
 use tokio::sync::{mpsc, oneshot};
+
+mod compute;
+use compute::{Computed, Outcome, Slot, Working};
+
+/// When a notification's append returns on a shared store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pipeline {
+    /// Once its batch is computed, its id fixed then (provisionally: see the module docs);
+    /// it is delivered once stored. A stream's emitter does not wait a round trip per event.
+    /// The default.
+    #[default]
+    On,
+    /// Once its batch is stored, as an answer's: one round trip per event and emitter, and
+    /// the id returned is the one it is stored under.
+    Off,
+}
 
 /// At most this many appends go in one transaction.
 const MAX_BATCH: usize = 1024;
@@ -38,47 +62,9 @@ pub(super) struct Job {
     pub(super) kind: EventKind,
     pub(super) now: Timestamp,
     pub(super) limits: Limits,
-    pub(super) reply: oneshot::Sender<Result<EventId>>,
-}
-
-/// Run the committer until the store is dropped.
-pub(super) async fn run<D: Database>(inner: Weak<Inner<D>>, mut rx: mpsc::UnboundedReceiver<Job>) {
-    while let Some(first) = rx.recv().await {
-        let mut jobs = vec![first];
-        while jobs.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
-            }
-        }
-        let Some(store) = inner.upgrade() else { return };
-        let results = store.commit(&jobs).await;
-        drop(store);
-        for (job, result) in jobs.into_iter().zip(results) {
-            let _ = job.reply.send(result);
-        }
-    }
-}
-
-/// A session as a batch advances it.
-struct Working {
-    version: Version,
-    start: SessionRecord,
-    end: SessionRecord,
-    appended: u64,
-    from_cache: bool,
-    /// Events of this batch not yet stored, by stream: (seq, size), oldest first.
-    pending: HashMap<StreamId, Vec<(Seq, u64)>, IdHashBuilder>,
-    /// Events the batch's retention evicted, by count and by bytes.
-    evicted: [u64; 2],
-}
-
-/// How one computation of a batch ended.
-enum Attempt {
-    /// Every append has its answer.
-    Done(Vec<Result<EventId>>),
-    /// This session's record must be loaded fresh and the batch computed again.
-    Again(SessionId),
+    /// Taken when the append is answered (before its batch is stored, for an intermediate
+    /// event).
+    pub(super) reply: Option<oneshot::Sender<Result<EventId>>>,
 }
 
 /// The same failure, for every append of a batch.
@@ -90,82 +76,125 @@ fn again(e: &Error) -> Error {
     }
 }
 
-impl<D: Database> Inner<D> {
-    async fn commit(&self, jobs: &[Job]) -> Vec<Result<EventId>> {
-        let mut fresh = HashSet::new();
-        for _ in 0..MAX_CAS_ATTEMPTS {
-            match self.attempt(jobs, &fresh).await {
-                Attempt::Done(results) => return results,
-                Attempt::Again(id) => {
-                    self.forget(id);
-                    fresh.insert(id);
-                }
+/// Run the committer until the store is dropped.
+pub(super) async fn run<D: Database>(inner: Weak<Inner<D>>, mut rx: mpsc::UnboundedReceiver<Job>) {
+    while let Some(first) = rx.recv().await {
+        let Some(store) = inner.upgrade() else { return };
+        let mut batch = Computed::default();
+        store.take(&mut batch, first, None).await;
+        while batch.open() {
+            match rx.try_recv() {
+                Ok(job) => store.take(&mut batch, job, None).await,
+                Err(_) => break,
             }
         }
-        jobs.iter().map(|_| Err(Error::Contended { attempts: MAX_CAS_ATTEMPTS })).collect()
+        store.pipeline(batch, &mut rx).await;
     }
+}
 
-    async fn attempt(&self, jobs: &[Job], fresh: &HashSet<SessionId>) -> Attempt {
-        let mut working: HashMap<SessionId, Working, IdHashBuilder> = HashMap::default();
-        let mut results: Vec<Result<EventId>> = Vec::with_capacity(jobs.len());
-        let mut events = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            let w = match working.entry(job.session) {
-                Entry::Occupied(o) => o.into_mut(),
-                Entry::Vacant(v) => {
-                    let from_cache = !fresh.contains(&job.session);
-                    match self.current(job.session, from_cache).await {
-                        Ok((version, record)) => v.insert(Working {
-                            version,
-                            start: record.clone(),
-                            end: record,
-                            appended: 0,
-                            from_cache,
-                            pending: HashMap::default(),
-                            evicted: [0; 2],
-                        }),
-                        Err(e) => {
-                            results.push(Err(e));
-                            continue;
-                        }
+impl<D: Database> Inner<D> {
+    /// Store `batch`, computing the next one on top of it from what arrives meanwhile, and
+    /// so on until nothing waits.
+    async fn pipeline(&self, mut batch: Computed, rx: &mut mpsc::UnboundedReceiver<Job>) {
+        loop {
+            if let Some(stale) = batch.stale {
+                return self.settle(batch.into_slots().collect(), HashSet::from([stale])).await;
+            }
+            let mut next = Computed::default();
+            let written = {
+                let write = self.write(&batch);
+                tokio::pin!(write);
+                loop {
+                    tokio::select! {
+                        biased;
+                        written = &mut write => break written,
+                        Some(job) = rx.recv(), if next.open() => self.take(&mut next, job, Some(&batch)).await,
                     }
                 }
             };
-            let size = job.payload.len() as u64;
-            let mut next = w.end.clone();
-            let id = match next.append(job.target, size, job.kind, job.now, &job.limits) {
-                Ok(id) => id,
-                Err(_) if w.from_cache => return Attempt::Again(job.session),
-                Err(e) => {
-                    results.push(Err(e.into()));
-                    continue;
+            match written {
+                Ok(Committed::All) => {
+                    self.stored(&batch);
+                    self.answer(batch.slots);
+                    if next.is_empty() {
+                        return;
+                    }
+                    batch = next;
                 }
-            };
-            let pending = w.pending.get(&id.stream).map_or(&[][..], Vec::as_slice);
-            match self.evict(&mut next, id, size, &job.limits, pending).await {
-                Ok(Some((by, n))) => w.evicted[usize::from(by == EvictedBy::StreamMaxBytes)] += n,
-                Ok(None) => {}
+                Ok(Committed::Moved(id)) => {
+                    let slots = batch.into_slots().chain(next.into_slots()).collect();
+                    return self.settle(slots, HashSet::from([id])).await;
+                }
                 Err(e) => {
-                    results.push(Err(e));
-                    continue;
+                    for id in batch.working.keys() {
+                        self.forget(*id);
+                    }
+                    // The write may have stored the batch. An append not yet answered is told
+                    // the error; one answered is stored again only under its id, so it is
+                    // never stored twice.
+                    let mut slots = Vec::new();
+                    for (mut slot, outcome) in batch.slots {
+                        match (slot.job.reply.take(), outcome) {
+                            (Some(reply), Outcome::Refused(own)) => drop(reply.send(Err(own))),
+                            (Some(reply), _) => drop(reply.send(Err(again(&e)))),
+                            (None, _) => slots.push(Slot { pinned: true, ..slot }),
+                        }
+                    }
+                    slots.extend(batch.waiting.into_iter().chain(next.into_slots()));
+                    return self.settle(slots, HashSet::new()).await;
                 }
             }
-            w.end = next;
-            w.appended += 1;
-            w.pending.entry(id.stream).or_default().push((id.seq, size));
-            events.push(BatchEvent {
-                session: job.session,
-                stream: id.stream,
-                seq: id.seq,
-                payload: job.payload.clone(),
-            });
-            results.push(Ok(id));
         }
-        if events.is_empty() {
-            return Attempt::Done(results);
+    }
+
+    /// Compute and store `slots` without pipelining, loading the `fresh` sessions from the
+    /// database, until they are stored or refused.
+    async fn settle(&self, mut slots: Vec<Slot>, mut fresh: HashSet<SessionId>) {
+        for _ in 0..MAX_CAS_ATTEMPTS {
+            let mut batch = Computed::default();
+            for slot in slots {
+                self.compute(&mut batch, slot, None, &fresh).await;
+            }
+            if let Some(stale) = batch.stale {
+                self.forget(stale);
+                fresh.insert(stale);
+                slots = batch.into_slots().collect();
+                continue;
+            }
+            match self.write(&batch).await {
+                Ok(Committed::All) => {
+                    self.stored(&batch);
+                    return self.answer(batch.slots);
+                }
+                Ok(Committed::Moved(id)) => {
+                    self.forget(id);
+                    fresh.insert(id);
+                    slots = batch.into_slots().collect();
+                }
+                Err(e) => {
+                    for id in batch.working.keys() {
+                        self.forget(*id);
+                    }
+                    let failed = batch.slots.into_iter().map(|(slot, outcome)| match outcome {
+                        Outcome::Stored(_) => (slot, Outcome::Refused(again(&e))),
+                        other => (slot, other),
+                    });
+                    return self.answer(failed.collect());
+                }
+            }
+        }
+        let contended =
+            slots.into_iter().map(|s| (s, Outcome::Refused(Error::Contended { attempts: MAX_CAS_ATTEMPTS })));
+        self.answer(contended.collect());
+    }
+
+    /// Store `batch` as one write, unless this node's lease may have lapsed.
+    async fn write(&self, batch: &Computed) -> Result<Committed> {
+        if batch.events.is_empty() {
+            return Ok(Committed::All);
         }
         let mut writes: Vec<(&SessionId, &Working)> =
-            working.iter().filter(|(_, w)| w.appended > 0).collect();
+            batch.working.iter().filter(|(_, w)| w.appended > 0).collect();
         // One lock order for every node: no two batches can deadlock on their sessions.
         writes.sort_by_key(|(id, _)| id.as_bytes());
         let hints: Vec<String> = match self.hints {
@@ -188,62 +217,67 @@ impl<D: Database> Inner<D> {
             })
             .collect();
         // The check closest to the write: a node whose lease may have lapsed writes nothing.
-        if let Err(e) = self.fence() {
-            return Attempt::Done(results.into_iter().map(|r| r.and(Err(again(&e)))).collect());
+        self.fence()?;
+        let written =
+            self.db.write_batch(Batch { sessions: &rows, events: &batch.events, hints: &hints }).await?;
+        if written == Committed::All {
+            self.hints_sent.fetch_add(hints.len() as u64, Ordering::Relaxed);
         }
-        match self.db.write_batch(Batch { sessions: &rows, events: &events, hints: &hints }).await {
-            Ok(Committed::All) => {
-                self.batches.fetch_add(1, Ordering::Relaxed);
-                self.hints_sent.fetch_add(hints.len() as u64, Ordering::Relaxed);
-                self.batched_events.fetch_add(events.len() as u64, Ordering::Relaxed);
-                for (_, w) in &writes {
-                    for (counter, n) in self.evicted.iter().zip(w.evicted) {
-                        counter.fetch_add(n, Ordering::Relaxed);
-                    }
-                    self.committed(Version::new(w.version.get() + w.appended), &w.start, &w.end);
-                }
-                Attempt::Done(results)
+        Ok(written)
+    }
+
+    /// After `batch` is stored: count it, cache its records and wake their watchers.
+    fn stored(&self, batch: &Computed) {
+        if batch.events.is_empty() {
+            return;
+        }
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.batched_events.fetch_add(batch.events.len() as u64, Ordering::Relaxed);
+        for w in batch.working.values().filter(|w| w.appended > 0) {
+            for (counter, n) in self.evicted.iter().zip(w.evicted) {
+                counter.fetch_add(n, Ordering::Relaxed);
             }
-            Ok(Committed::Moved(id)) => Attempt::Again(id),
-            Err(e) => {
-                for id in working.keys() {
-                    self.forget(*id);
-                }
-                Attempt::Done(results.into_iter().map(|r| r.and(Err(again(&e)))).collect())
-            }
+            self.committed(Version::new(w.version.get() + w.appended), &w.start, &w.end, By::Committer);
         }
     }
 
-    /// Retention after appending `id` (of `size` bytes) to `new`, with `pending` this batch's
-    /// earlier, not yet stored events of its stream: the core's plan, given the sizes of the
-    /// oldest retained events, fetched only when it is due and only as many as it may take.
-    async fn evict(
-        &self,
-        new: &mut SessionRecord,
-        id: EventId,
-        size: u64,
-        limits: &Limits,
-        pending: &[(Seq, u64)],
-    ) -> Result<Option<(EvictedBy, u64)>> {
-        let Some(by) = new.retention_due(id.stream, limits) else { return Ok(None) };
-        let (low, retained) =
-            new.stream(id.stream).map_or((Seq::FIRST, 0), |s| (s.low_water(), s.retained_events()));
-        let unstored: Vec<u64> =
-            pending.iter().filter(|(seq, _)| *seq >= low).map(|(_, size)| *size).chain([size]).collect();
-        let stored = retained.saturating_sub(unstored.len() as u64);
-        let mut want = retained.saturating_sub(limits.stream_max_events).max(1).min(stored);
-        loop {
-            let mut sizes = self.db.oldest_sizes(new.id(), id.stream, low, want).await?;
-            if want >= stored {
-                sizes.extend(&unstored);
+    /// Answer every append not answered yet; count the answered ones that were dropped.
+    fn answer(&self, slots: Vec<(Slot, Outcome)>) {
+        let (mut lost, mut why) = (0, None);
+        let mut settled: HashMap<SessionId, u64, IdHashBuilder> = HashMap::default();
+        for (slot, _) in slots.iter().filter(|(s, _)| s.given.is_some()) {
+            *settled.entry(slot.job.session).or_default() += 1;
+        }
+        for (mut slot, outcome) in slots {
+            let result = match outcome {
+                Outcome::Stored(id) => Ok(id),
+                Outcome::Refused(e) => Err(e),
+                Outcome::Lost(reason) => {
+                    lost += 1;
+                    why.get_or_insert(reason);
+                    continue;
+                }
+                Outcome::Moot => continue,
+            };
+            match (slot.job.reply.take(), result) {
+                (Some(reply), result) => drop(reply.send(result)),
+                (None, Err(e)) => {
+                    lost += 1;
+                    why.get_or_insert(e.to_string());
+                }
+                (None, Ok(_)) => {}
             }
-            let mut trial = new.clone();
-            let plan = trial.on_retention(id.stream, sizes, limits)?;
-            if trial.retention_due(id.stream, limits).is_none() || want >= stored {
-                *new = trial;
-                return Ok((plan.events > 0).then_some((plan.by.unwrap_or(by), plan.events as u64)));
-            }
-            want = (want * 2).min(stored);
+        }
+        if lost > 0 {
+            self.events_lost.fetch_add(lost, Ordering::Relaxed);
+            tracing::warn!(
+                events = lost,
+                why = why.unwrap_or_default(),
+                "events whose appends were answered before their batch was stored were not stored"
+            );
+        }
+        for (session, n) in settled {
+            self.unstored.settle(session, n);
         }
     }
 }

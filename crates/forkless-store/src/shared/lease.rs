@@ -17,8 +17,44 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::{Database, Inner};
+use super::{Database, Inner, SharedStore};
 use crate::{Error, Result};
+
+impl<D: Database> SharedStore<D> {
+    /// Hold `node`'s lease (refused with [`Error::LeaseLost`] while another live process
+    /// holds it), renewed until the returned lease is released or dropped. From then on every
+    /// operation of this store is refused once the lease may have lapsed.
+    /// `advertise` is the base URL other nodes send this node's sessions' requests to.
+    pub async fn hold_lease(
+        &self,
+        node: &str,
+        ttl: Duration,
+        advertise: Option<&str>,
+    ) -> Result<NodeLease<D>> {
+        let token = format!("{:016x}", {
+            use std::hash::{BuildHasher, RandomState};
+            RandomState::new().hash_one((std::process::id(), std::time::SystemTime::now()))
+        });
+        let started = Instant::now();
+        let op = LeaseOp::Acquire { node, token: &token, ttl, advertise };
+        if !self.inner.db.lease(op).await? {
+            return Err(Error::LeaseLost(format!("node id {node} is held by another live process")));
+        }
+        let state = Arc::new(LeaseState::new(started + ttl - margin(ttl)));
+        if self.inner.lease.set(Arc::clone(&state)).is_err() {
+            return Err(Error::LeaseLost("this store already holds a node lease".into()));
+        }
+        let _ = self.inner.node_id.set(node.to_owned());
+        let keeper = tokio::spawn(keep(
+            Arc::downgrade(&self.inner),
+            Arc::clone(&state),
+            node.to_owned(),
+            token.clone(),
+            ttl,
+        ));
+        Ok(NodeLease { inner: Arc::clone(&self.inner), state, node: node.to_owned(), token, keeper })
+    }
+}
 
 /// What a lease operation asks of the database, on its own clock.
 #[derive(Clone, Copy, Debug)]

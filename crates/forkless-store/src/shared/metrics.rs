@@ -33,6 +33,11 @@ pub(super) fn of<D: Database>(i: &Inner<D>) -> Vec<StoreMetric> {
             n(&i.listener_connects),
         ),
         counter(
+            "forkless_store_events_lost_total",
+            "Events answered before their batch was stored that a later write could not store under their ids (lost as in a crash, or stored by a write that reported an error).",
+            n(&i.events_lost),
+        ),
+        counter(
             "forkless_takeovers_total",
             "Sessions taken over from nodes whose lease lapsed.",
             n(&i.takeovers),

@@ -18,28 +18,28 @@
 //! It owns the cache, the committer and the watchers, not the data's layout, the queries or
 //! the hint channel (a backend's), nor any decision (the core's).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
-use forkless_core::{
-    EventId, IdHashBuilder, Schedule, Seq, SessionId, SessionRecord, StreamChange, StreamId, Timestamp,
-};
+use forkless_core::{EventId, Schedule, Seq, SessionId, SessionRecord, StreamChange, StreamId, Timestamp};
 use tokio::sync::mpsc;
 
 use crate::StoreMetric;
 
 use crate::{Append, Error, Reader, Result, Store, StoredEvent, StreamWatch, Usage, Version, Versioned};
 
+mod cache;
 mod commit;
 mod database;
 mod hub;
 mod lease;
 mod metrics;
 mod owners;
+mod unstored;
 
 pub use crate::Takeover;
+use cache::{By, Cache, Ticket};
+pub use commit::Pipeline;
 pub use database::{Batch, BatchEvent, Committed, Database, OwnerFacts, SessionWrite, Write, Written};
 use hub::Hub;
 pub use hub::{HintSink, Hints, unhex};
@@ -72,7 +72,11 @@ impl<D> Clone for SharedStore<D> {
 struct Inner<D> {
     db: D,
     /// The records this node last wrote or loaded, with their versions.
-    cache: Mutex<HashMap<SessionId, (Version, SessionRecord), IdHashBuilder>>,
+    cache: Cache,
+    /// Appends answered before their batch was stored, by session.
+    unstored: unstored::Unstored,
+    /// When a notification's append returns.
+    pipeline: Pipeline,
     hub: Hub,
     hints: Hints,
     node: String,
@@ -83,6 +87,8 @@ struct Inner<D> {
     batched_events: AtomicU64,
     /// Sessions claimed from lost nodes, hints sent and hints received.
     takeovers: AtomicU64,
+    /// Events whose appends were answered but that were never stored (see [`commit`]).
+    events_lost: AtomicU64,
     hints_sent: AtomicU64,
     hints_received: AtomicU64,
     /// Times the hint listener (re)connected and re-read what this node watches.
@@ -107,12 +113,15 @@ impl<D> Drop for Inner<D> {
 }
 
 impl<D: Database> SharedStore<D> {
-    /// A store on `db`, this node named `node` in its hints. Spawns the committer.
-    pub fn new(db: D, hints: Hints, node: String) -> Self {
+    /// A store on `db`, this node named `node` in its hints, its notifications' appends
+    /// returning as `pipeline` says. Spawns the committer.
+    pub fn new(db: D, hints: Hints, node: String, pipeline: Pipeline) -> Self {
         let (commits, queue) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
             db,
-            cache: Mutex::default(),
+            cache: Cache::default(),
+            unstored: unstored::Unstored::default(),
+            pipeline,
             hub: Hub::default(),
             hints,
             node,
@@ -121,6 +130,7 @@ impl<D: Database> SharedStore<D> {
             batches: AtomicU64::new(0),
             batched_events: AtomicU64::new(0),
             takeovers: AtomicU64::new(0),
+            events_lost: AtomicU64::new(0),
             hints_sent: AtomicU64::new(0),
             hints_received: AtomicU64::new(0),
             listener_connects: AtomicU64::new(0),
@@ -154,40 +164,6 @@ impl<D: Database> SharedStore<D> {
         self.inner.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task);
     }
 
-    /// Hold `node`'s lease (refused with [`Error::LeaseLost`] while another live process
-    /// holds it), renewed until the returned lease is released or dropped. From then on every
-    /// operation of this store is refused once the lease may have lapsed.
-    /// `advertise` is the base URL other nodes send this node's sessions' requests to.
-    pub async fn hold_lease(
-        &self,
-        node: &str,
-        ttl: Duration,
-        advertise: Option<&str>,
-    ) -> Result<NodeLease<D>> {
-        let token = format!("{:016x}", {
-            use std::hash::{BuildHasher, RandomState};
-            RandomState::new().hash_one((std::process::id(), std::time::SystemTime::now()))
-        });
-        let started = Instant::now();
-        let op = LeaseOp::Acquire { node, token: &token, ttl, advertise };
-        if !self.inner.db.lease(op).await? {
-            return Err(Error::LeaseLost(format!("node id {node} is held by another live process")));
-        }
-        let state = Arc::new(lease::LeaseState::new(started + ttl - lease::margin(ttl)));
-        if self.inner.lease.set(Arc::clone(&state)).is_err() {
-            return Err(Error::LeaseLost("this store already holds a node lease".into()));
-        }
-        let _ = self.inner.node_id.set(node.to_owned());
-        let keeper = tokio::spawn(lease::keep(
-            Arc::downgrade(&self.inner),
-            Arc::clone(&state),
-            node.to_owned(),
-            token.clone(),
-            ttl,
-        ));
-        Ok(NodeLease { inner: Arc::clone(&self.inner), state, node: node.to_owned(), token, keeper })
-    }
-
     /// This node's counters.
     pub fn stats(&self) -> SharedStats {
         SharedStats {
@@ -204,17 +180,11 @@ impl<D: Database> Inner<D> {
     }
 
     fn cached(&self, id: SessionId) -> Option<(Version, SessionRecord)> {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
-    }
-
-    fn remember(&self, version: Version, record: &SessionRecord) {
-        let mut record = record.clone();
-        record.mark_clean();
-        self.cache.lock().unwrap_or_else(|p| p.into_inner()).insert(record.id(), (version, record));
+        self.cache.get(id).map(|(version, record, _)| (version, record))
     }
 
     fn forget(&self, id: SessionId) {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        self.cache.forget(id);
     }
 
     fn retain(&self, before: u64, after: u64) {
@@ -234,8 +204,9 @@ impl<D: Database> Inner<D> {
         Some(hint(&self.node, new.id(), &streams))
     }
 
-    /// After a write from `old` to `new` is stored: cache it and wake this node's watchers.
-    fn committed(&self, version: Version, old: &SessionRecord, new: &SessionRecord) {
+    /// After a write from `old` to `new` is stored (`by` the committer or not): cache it and
+    /// wake this node's watchers.
+    fn committed(&self, version: Version, old: &SessionRecord, new: &SessionRecord, by: By) {
         self.retain(old.retained_bytes(), new.retained_bytes());
         for change in new.changes_since(old) {
             match change {
@@ -245,7 +216,7 @@ impl<D: Database> Inner<D> {
                 }
             }
         }
-        self.remember(version, new);
+        self.cache.put(version, new, by);
     }
 
     /// Re-read `keys` and wake their watchers (after a hint, or a listener's reconnect).
@@ -259,15 +230,16 @@ impl<D: Database> Inner<D> {
         }
     }
 
-    /// The record at its version: from the cache when `prefer_cache`, else from the database.
-    async fn current(&self, id: SessionId, prefer_cache: bool) -> Result<(Version, SessionRecord)> {
-        if prefer_cache && let Some(hit) = self.cached(id) {
+    /// The record at its version, with its cache ticket: from the cache when `prefer_cache`,
+    /// else from the database.
+    async fn current(&self, id: SessionId, prefer_cache: bool) -> Result<(Version, SessionRecord, Ticket)> {
+        if prefer_cache && let Some(hit) = self.cache.get(id) {
             return Ok(hit);
         }
         match self.db.load(id).await? {
             Some((version, record)) => {
-                self.remember(version, &record);
-                Ok((version, record))
+                let ticket = self.cache.put(version, &record, By::Other);
+                Ok((version, record, ticket))
             }
             None => {
                 self.forget(id);
@@ -286,14 +258,16 @@ impl<D: Database> Store for SharedStore<D> {
         self.inner.fence()?;
         self.inner.db.insert(&record, self.inner.node_id.get().map(String::as_str)).await?;
         self.inner.retain(0, record.retained_bytes());
-        self.inner.remember(Version::INITIAL, &record);
+        self.inner.cache.put(Version::INITIAL, &record, By::Other);
         Ok(Version::INITIAL)
     }
 
     async fn load(&self, id: SessionId) -> Result<Option<Versioned<SessionRecord>>> {
         self.inner.fence()?;
+        // This node's own appends first: a load reads every append that returned.
+        self.inner.unstored.settled(id).await;
         match self.inner.current(id, false).await {
-            Ok((version, value)) => Ok(Some(Versioned { version, value })),
+            Ok((version, value, _)) => Ok(Some(Versioned { version, value })),
             Err(Error::SessionUnknown) => Ok(None),
             Err(e) => Err(e),
         }
@@ -301,12 +275,14 @@ impl<D: Database> Store for SharedStore<D> {
 
     async fn compare_and_set(&self, expected: Version, record: SessionRecord) -> Result<Option<Version>> {
         self.inner.fence()?;
+        // After this node's own appends: an append that returned bumped the version.
+        self.inner.unstored.settled(record.id()).await;
         let inner = &self.inner;
         let id = record.id();
         let old = match inner.cached(id) {
             Some((version, old)) if version == expected => old,
             _ => {
-                let (version, old) = inner.current(id, false).await?;
+                let (version, old, _) = inner.current(id, false).await?;
                 if version != expected {
                     return Ok(None);
                 }
@@ -316,7 +292,7 @@ impl<D: Database> Store for SharedStore<D> {
         let hint = inner.hint(&old, &record);
         match inner.db.write(Write { expected, old: &old, new: &record, hint }).await {
             Ok(Written::Committed) => {
-                inner.committed(expected.next(), &old, &record);
+                inner.committed(expected.next(), &old, &record, By::Other);
                 Ok(Some(expected.next()))
             }
             Ok(Written::Moved) => {
@@ -334,7 +310,7 @@ impl<D: Database> Store for SharedStore<D> {
         self.inner.fence()?;
         let Append { session, target, payload, kind, now, limits } = event;
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let job = commit::Job { session, target, payload, kind, now, limits: *limits, reply };
+        let job = commit::Job { session, target, payload, kind, now, limits: *limits, reply: Some(reply) };
         self.inner.commits.send(job).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }

@@ -8,6 +8,7 @@ use forkless_core::{Config as CoreConfig, ResumeMode};
 use forkless_server::auth::{AuthConfig, JwksSource};
 use forkless_server::request_state::RequestStateKeys;
 use forkless_server::{AllowedOrigins, AnswerMode, ServerConfig};
+use forkless_store::shared::Pipeline;
 use forkless_store_redb::Durability;
 
 use super::{Answer, DurabilityArg, ServeArgs, StoreSpec};
@@ -21,6 +22,14 @@ impl ServeArgs {
             DurabilityArg::Batched => {
                 Durability::Batched { window: Duration::from_millis(self.batch_window) }
             }
+        }
+    }
+
+    /// When a notification's append returns on a shared store.
+    pub fn pipeline(&self) -> Pipeline {
+        match self.durability {
+            DurabilityArg::Immediate => Pipeline::Off,
+            DurabilityArg::Batched => Pipeline::On,
         }
     }
 

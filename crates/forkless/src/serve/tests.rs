@@ -25,6 +25,9 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(args.listen, "127.0.0.1:8080".parse().expect("addr"));
     assert_eq!(args.store, StoreSpec::Redb(None));
     assert_eq!(args.durability(), Durability::Batched { window: Duration::from_millis(5) });
+    assert_eq!(args.pipeline(), forkless_store::shared::Pipeline::On);
+    let immediate = parse(&["--durability", "immediate"]).expect("parses");
+    assert_eq!(immediate.pipeline(), forkless_store::shared::Pipeline::Off);
     assert_eq!(args.path, "/mcp");
     assert_eq!(args.answer, Answer::Sse);
     let config = args.server_config().expect("defaults are valid");

@@ -1,0 +1,251 @@
+//! Computing a batch: each append on the record the appends before it left, with the core,
+//! and the retention it makes due. It owns a batch as computed (its sessions, events and
+//! appends), not when batches are taken or stored (the committer's, in the parent module).
+
+use std::collections::HashMap;
+use std::collections::HashSet;
+use std::collections::hash_map::Entry;
+
+use forkless_core::{
+    EventId, EventKind, EvictedBy, IdHashBuilder, Limits, Seq, SessionId, SessionRecord, StreamId,
+};
+
+use super::{Job, MAX_BATCH, Pipeline};
+use crate::shared::{BatchEvent, Database, Inner, Ticket};
+use crate::{Error, Result, Version};
+
+/// An append in a batch.
+pub(super) struct Slot {
+    pub(super) job: Job,
+    /// The id it was answered with, if that was before its batch was stored.
+    pub(super) given: Option<EventId>,
+    /// Whether it may be stored only under that id: after a write that reported an error,
+    /// which may have stored it. Otherwise (its batch was refused whole) it is stored under
+    /// the id computed again, which no client has seen: nothing is delivered unstored.
+    pub(super) pinned: bool,
+}
+
+/// What became of an append in a computed batch.
+pub(super) enum Outcome {
+    /// Stored under this id once the batch is.
+    Stored(EventId),
+    /// Refused (the core's answer on the database's record, or the database's).
+    Refused(Error),
+    /// Answered, pinned to an id it can no longer be stored under: dropped (it may have been
+    /// stored by the write that reported an error).
+    Lost(String),
+    /// Answered, then refused because its session ended or its stream ended or was fenced
+    /// meanwhile: dropped with them (promise 7), as it would have been had it been stored.
+    Moot,
+}
+
+/// A session as a batch advances it.
+pub(super) struct Working {
+    pub(super) version: Version,
+    pub(super) start: SessionRecord,
+    pub(super) end: SessionRecord,
+    pub(super) appended: u64,
+    pub(super) from_cache: bool,
+    /// The cache ticket of the record it started from (see [`Ticket`]).
+    pub(super) ticket: Ticket,
+    /// Whether it started from a batch not yet stored: then nobody on this node may have
+    /// written the session since, or that batch and this one are stale.
+    pub(super) on_unstored: bool,
+    /// Events of this batch (and of the unstored batch it was computed on) not yet stored, by
+    /// stream: (seq, size), oldest first.
+    pub(super) pending: HashMap<StreamId, Vec<(Seq, u64)>, IdHashBuilder>,
+    /// Events the batch's retention evicted, by count and by bytes.
+    pub(super) evicted: [u64; 2],
+}
+
+impl Working {
+    fn new(version: Version, record: SessionRecord, ticket: Ticket, from_cache: bool) -> Self {
+        let start = record.clone();
+        Self {
+            version,
+            start,
+            end: record,
+            appended: 0,
+            from_cache,
+            ticket,
+            on_unstored: false,
+            pending: HashMap::default(),
+            evicted: [0; 2],
+        }
+    }
+
+    /// The session as the batch `before`, not yet stored, will leave it.
+    fn after(before: &Self) -> Self {
+        let version = Version::new(before.version.get() + before.appended);
+        Self {
+            pending: before.pending.clone(),
+            on_unstored: true,
+            ..Self::new(version, before.end.clone(), before.ticket, true)
+        }
+    }
+}
+
+/// A batch as computed: every session it advances, its events, and its appends in order.
+#[derive(Default)]
+pub(super) struct Computed {
+    pub(super) working: HashMap<SessionId, Working, IdHashBuilder>,
+    pub(super) events: Vec<BatchEvent>,
+    pub(super) slots: Vec<(Slot, Outcome)>,
+    /// A cached record this batch was computed on proved stale: it must be computed afresh
+    /// (its later appends wait unanswered in `waiting`).
+    pub(super) stale: Option<SessionId>,
+    pub(super) waiting: Vec<Slot>,
+}
+
+impl Computed {
+    /// Whether more appends may be computed into it.
+    pub(super) fn open(&self) -> bool {
+        self.stale.is_none() && self.slots.len() < MAX_BATCH
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.slots.is_empty() && self.waiting.is_empty()
+    }
+
+    /// Every append, in order, for computing again.
+    pub(super) fn into_slots(self) -> impl Iterator<Item = Slot> {
+        self.slots.into_iter().map(|(slot, _)| slot).chain(self.waiting)
+    }
+}
+
+impl<D: Database> Inner<D> {
+    /// Compute `job` into `batch` (computed on top of `base`, the batch being stored, if any).
+    pub(super) async fn take(&self, batch: &mut Computed, job: Job, base: Option<&Computed>) {
+        self.compute(batch, Slot { job, given: None, pinned: false }, base, &HashSet::new()).await;
+    }
+
+    /// Compute `slot` into `batch`, on the record the batch (or `base`) left, else the cached
+    /// one, else (for the `fresh` sessions) the database's. An intermediate event is answered
+    /// at once; one answered before must keep its id.
+    pub(super) async fn compute(
+        &self,
+        batch: &mut Computed,
+        mut slot: Slot,
+        base: Option<&Computed>,
+        fresh: &HashSet<SessionId>,
+    ) {
+        if batch.stale.is_some() {
+            return batch.waiting.push(slot);
+        }
+        let job = &slot.job;
+        let w = match batch.working.entry(job.session) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => match base.and_then(|b| b.working.get(&job.session)) {
+                Some(before) => v.insert(Working::after(before)),
+                None => {
+                    let from_cache = !fresh.contains(&job.session);
+                    match self.current(job.session, from_cache).await {
+                        Ok((version, record, ticket)) => {
+                            v.insert(Working::new(version, record, ticket, from_cache))
+                        }
+                        Err(e) => return batch.refuse(slot, e),
+                    }
+                }
+            },
+        };
+        // On a batch not yet stored: if this node wrote the session since (a compare-and-set),
+        // that batch is stale, and so is this one.
+        if w.on_unstored && self.cache.ticket(job.session) != Some(w.ticket) {
+            batch.stale = Some(job.session);
+            return batch.waiting.push(slot);
+        }
+        let size = job.payload.len() as u64;
+        let mut next = w.end.clone();
+        let id = match next.append(job.target, size, job.kind, job.now, &job.limits) {
+            Ok(id) => id,
+            Err(_) if w.from_cache => {
+                batch.stale = Some(job.session);
+                return batch.waiting.push(slot);
+            }
+            Err(e) => return batch.refuse(slot, e.into()),
+        };
+        if slot.pinned && slot.given != Some(id) {
+            let why = "its id may be stored already by a write that reported an error".to_owned();
+            return batch.slots.push((slot, Outcome::Lost(why)));
+        }
+        let pending = w.pending.get(&id.stream).map_or(&[][..], Vec::as_slice);
+        match self.evict(&mut next, id, size, &job.limits, pending).await {
+            Ok(Some((by, n))) => w.evicted[usize::from(by == EvictedBy::StreamMaxBytes)] += n,
+            Ok(None) => {}
+            Err(e) => return batch.refuse(slot, e),
+        }
+        w.end = next;
+        w.appended += 1;
+        w.pending.entry(id.stream).or_default().push((id.seq, size));
+        batch.events.push(BatchEvent {
+            session: job.session,
+            stream: id.stream,
+            seq: id.seq,
+            payload: job.payload.clone(),
+        });
+        if job.kind == EventKind::Intermediate
+            && self.pipeline == Pipeline::On
+            && let Some(reply) = slot.job.reply.take()
+        {
+            self.unstored.answered(slot.job.session);
+            let _ = reply.send(Ok(id));
+        }
+        if slot.job.reply.is_none() {
+            slot.given = Some(id);
+        }
+        batch.slots.push((slot, Outcome::Stored(id)));
+    }
+
+    /// Retention after appending `id` (of `size` bytes) to `new`, with `pending` the earlier,
+    /// not yet stored events of its stream: the core's plan, given the sizes of the oldest
+    /// retained events, fetched only when it is due and only as many as it may take.
+    async fn evict(
+        &self,
+        new: &mut SessionRecord,
+        id: EventId,
+        size: u64,
+        limits: &Limits,
+        pending: &[(Seq, u64)],
+    ) -> Result<Option<(EvictedBy, u64)>> {
+        let Some(by) = new.retention_due(id.stream, limits) else { return Ok(None) };
+        let (low, retained) =
+            new.stream(id.stream).map_or((Seq::FIRST, 0), |s| (s.low_water(), s.retained_events()));
+        let unstored: Vec<u64> =
+            pending.iter().filter(|(seq, _)| *seq >= low).map(|(_, size)| *size).chain([size]).collect();
+        let stored = retained.saturating_sub(unstored.len() as u64);
+        let mut want = retained.saturating_sub(limits.stream_max_events).max(1).min(stored);
+        loop {
+            let mut sizes = self.db.oldest_sizes(new.id(), id.stream, low, want).await?;
+            if want >= stored {
+                sizes.extend(&unstored);
+            }
+            let mut trial = new.clone();
+            let plan = trial.on_retention(id.stream, sizes, limits)?;
+            if trial.retention_due(id.stream, limits).is_none() || want >= stored {
+                *new = trial;
+                return Ok((plan.events > 0).then_some((plan.by.unwrap_or(by), plan.events as u64)));
+            }
+            want = (want * 2).min(stored);
+        }
+    }
+}
+
+impl Computed {
+    /// `slot` is refused with `e` (an append answered before is dropped: its stream was
+    /// fenced or its session ended meanwhile).
+    pub(super) fn refuse(&mut self, slot: Slot, e: Error) {
+        let moot = e.ended().is_some()
+            || matches!(
+                e,
+                Error::SessionUnknown
+                    | Error::StreamUnknown
+                    | Error::Core(forkless_core::Error::StreamFenced | forkless_core::Error::StreamCompleted)
+            );
+        let outcome = match slot.job.reply {
+            Some(_) => Outcome::Refused(e),
+            None if moot => Outcome::Moot,
+            None => Outcome::Lost(e.to_string()),
+        };
+        self.slots.push((slot, outcome));
+    }
+}
