@@ -8,9 +8,12 @@
 //!   or loaded, so appends on the node that serves a session read nothing; a stale entry costs
 //!   one refused write and a reload, never a wrong write, and a core refusal on a cached
 //!   record is re-checked on the database's own.
-//! - **Group commit.** One committer per node stores every append waiting, across sessions
-//!   and streams, as one batch ([`commit`]); an append returns once its batch is stored, so it
-//!   is delivered then (promise 3), and the database's commit is what a crash cannot take back.
+//! - **Group commit, pipelined.** One committer per node stores every append waiting, across
+//!   sessions and streams, as one batch ([`commit`]), computing the next while one is written;
+//!   an event is delivered once its batch is stored (promise 3), and the database's commit is
+//!   what a crash cannot take back. A final event's append returns then; a notification's
+//!   once computed (with [`Pipeline::On`]), and a load or compare-and-set on this node waits
+//!   for the session's appends that returned before it.
 //! - **Wake-ups.** Watchers on the writing node are woken after its write; watchers on other
 //!   nodes by a hint the database carries ([`hub`]), which makes them re-read: a hint may be
 //!   lost, so a backend's listener re-reads everything watched whenever it (re)connects.
