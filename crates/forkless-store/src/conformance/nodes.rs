@@ -149,6 +149,9 @@ async fn racing_resumes<S: Store + Clone>(a: S, b: S) {
             .unwrap();
     assert!(matches!(first, GetOutcome::Attached(_)));
     let id = emit(&a, &record, 1).await.unwrap();
+    // A client learns an id once its event is delivered, so stored: a load on node a waits
+    // for that (a notification's append may return before).
+    a.load(sid).await.unwrap();
     let lei = format!("{stream}.{}", id.seq);
     let mut epochs = BTreeSet::new();
     for round in 0..10u64 {
