@@ -18,6 +18,11 @@ pub(super) fn of<D: Database>(i: &Inner<D>) -> Vec<StoreMetric> {
             n(&i.batched_events),
         ),
         counter(
+            "forkless_store_reads_total",
+            "Stream reads sent to the database (writers' wake-ups, replays, inspections).",
+            n(&i.reads),
+        ),
+        counter(
             "forkless_store_hints_sent_total",
             "Writes that carried a hint for other nodes.",
             n(&i.hints_sent),

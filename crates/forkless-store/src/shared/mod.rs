@@ -88,6 +88,8 @@ struct Inner<D> {
     evicted: [AtomicU64; 2],
     batches: AtomicU64,
     batched_events: AtomicU64,
+    /// Stream reads sent to the database.
+    reads: AtomicU64,
     /// Sessions claimed from lost nodes, hints sent and hints received.
     takeovers: AtomicU64,
     /// Events whose appends were answered but that were never stored (see [`commit`]).
@@ -132,6 +134,7 @@ impl<D: Database> SharedStore<D> {
             evicted: Default::default(),
             batches: AtomicU64::new(0),
             batched_events: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
             takeovers: AtomicU64::new(0),
             events_lost: AtomicU64::new(0),
             hints_sent: AtomicU64::new(0),
@@ -327,6 +330,7 @@ impl<D: Database> Store for SharedStore<D> {
         reader: Reader,
     ) -> Result<Vec<StoredEvent>> {
         self.inner.fence()?;
+        self.inner.reads.fetch_add(1, Ordering::Relaxed);
         self.inner.db.read(session, stream, after, max, reader).await
     }
 
