@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Weak;
 use std::sync::atomic::Ordering;
 
-use super::{Batch, By, Committed, Database, Hints, Inner, SessionWrite, hint};
+use super::{Batch, Committed, Database, Hints, Inner, SessionWrite, hint};
 use crate::{Error, MAX_CAS_ATTEMPTS, Result, Version};
 use bytes::Bytes;
 use forkless_core::{
@@ -237,7 +237,7 @@ impl<D: Database> Inner<D> {
             for (counter, n) in self.evicted.iter().zip(w.evicted) {
                 counter.fetch_add(n, Ordering::Relaxed);
             }
-            self.committed(Version::new(w.version.get() + w.appended), &w.start, &w.end, By::Committer);
+            self.committed(Version::new(w.version.get() + w.appended), &w.start, &w.end);
         }
     }
 

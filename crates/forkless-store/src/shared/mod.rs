@@ -41,7 +41,7 @@ mod owners;
 mod unstored;
 
 pub use crate::Takeover;
-use cache::{By, Cache, Ticket};
+use cache::Cache;
 pub use commit::Pipeline;
 pub use database::{Batch, BatchEvent, Committed, Database, OwnerFacts, SessionWrite, Write, Written};
 use hub::Hub;
@@ -186,7 +186,7 @@ impl<D: Database> Inner<D> {
     }
 
     fn cached(&self, id: SessionId) -> Option<(Version, SessionRecord)> {
-        self.cache.get(id).map(|(version, record, _)| (version, record))
+        self.cache.get(id)
     }
 
     fn forget(&self, id: SessionId) {
@@ -210,9 +210,8 @@ impl<D: Database> Inner<D> {
         Some(hint(&self.node, new.id(), &streams))
     }
 
-    /// After a write from `old` to `new` is stored (`by` the committer or not): cache it and
-    /// wake this node's watchers.
-    fn committed(&self, version: Version, old: &SessionRecord, new: &SessionRecord, by: By) {
+    /// After a write from `old` to `new` is stored: cache it and wake this node's watchers.
+    fn committed(&self, version: Version, old: &SessionRecord, new: &SessionRecord) {
         self.retain(old.retained_bytes(), new.retained_bytes());
         for change in new.changes_since(old) {
             match change {
@@ -222,7 +221,7 @@ impl<D: Database> Inner<D> {
                 }
             }
         }
-        self.cache.put(version, new, by);
+        self.cache.put(version, new);
     }
 
     /// Re-read `keys` and wake their watchers (after a hint, or a listener's reconnect).
@@ -236,16 +235,15 @@ impl<D: Database> Inner<D> {
         }
     }
 
-    /// The record at its version, with its cache ticket: from the cache when `prefer_cache`,
-    /// else from the database.
-    async fn current(&self, id: SessionId, prefer_cache: bool) -> Result<(Version, SessionRecord, Ticket)> {
+    /// The record at its version: from the cache when `prefer_cache`, else from the database.
+    async fn current(&self, id: SessionId, prefer_cache: bool) -> Result<(Version, SessionRecord)> {
         if prefer_cache && let Some(hit) = self.cache.get(id) {
             return Ok(hit);
         }
         match self.db.load(id).await? {
             Some((version, record)) => {
-                let ticket = self.cache.put(version, &record, By::Other);
-                Ok((version, record, ticket))
+                self.cache.put(version, &record);
+                Ok((version, record))
             }
             None => {
                 self.forget(id);
@@ -264,7 +262,7 @@ impl<D: Database> Store for SharedStore<D> {
         self.inner.fence()?;
         self.inner.db.insert(&record, self.inner.node_id.get().map(String::as_str)).await?;
         self.inner.retain(0, record.retained_bytes());
-        self.inner.cache.put(Version::INITIAL, &record, By::Other);
+        self.inner.cache.put(Version::INITIAL, &record);
         Ok(Version::INITIAL)
     }
 
@@ -273,7 +271,7 @@ impl<D: Database> Store for SharedStore<D> {
         // This node's own appends first: a load reads every append that returned.
         self.inner.unstored.settled(id).await;
         match self.inner.current(id, false).await {
-            Ok((version, value, _)) => Ok(Some(Versioned { version, value })),
+            Ok((version, value)) => Ok(Some(Versioned { version, value })),
             Err(Error::SessionUnknown) => Ok(None),
             Err(e) => Err(e),
         }
@@ -288,7 +286,7 @@ impl<D: Database> Store for SharedStore<D> {
         let old = match inner.cached(id) {
             Some((version, old)) if version == expected => old,
             _ => {
-                let (version, old, _) = inner.current(id, false).await?;
+                let (version, old) = inner.current(id, false).await?;
                 if version != expected {
                     return Ok(None);
                 }
@@ -298,7 +296,7 @@ impl<D: Database> Store for SharedStore<D> {
         let hint = inner.hint(&old, &record);
         match inner.db.write(Write { expected, old: &old, new: &record, hint }).await {
             Ok(Written::Committed) => {
-                inner.committed(expected.next(), &old, &record, By::Other);
+                inner.committed(expected.next(), &old, &record);
                 Ok(Some(expected.next()))
             }
             Ok(Written::Moved) => {

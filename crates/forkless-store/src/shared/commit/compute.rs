@@ -11,7 +11,7 @@ use forkless_core::{
 };
 
 use super::{Job, MAX_BATCH, Pipeline};
-use crate::shared::{BatchEvent, Database, Inner, Ticket};
+use crate::shared::{BatchEvent, Database, Inner};
 use crate::{Error, Result, Version};
 
 /// An append in a batch.
@@ -46,11 +46,6 @@ pub(super) struct Working {
     pub(super) end: SessionRecord,
     pub(super) appended: u64,
     pub(super) from_cache: bool,
-    /// The cache ticket of the record it started from (see [`Ticket`]).
-    pub(super) ticket: Ticket,
-    /// Whether it started from a batch not yet stored: then nobody on this node may have
-    /// written the session since, or that batch and this one are stale.
-    pub(super) on_unstored: bool,
     /// Events of this batch (and of the unstored batch it was computed on) not yet stored, by
     /// stream: (seq, size), oldest first.
     pub(super) pending: HashMap<StreamId, Vec<(Seq, u64)>, IdHashBuilder>,
@@ -59,7 +54,7 @@ pub(super) struct Working {
 }
 
 impl Working {
-    fn new(version: Version, record: SessionRecord, ticket: Ticket, from_cache: bool) -> Self {
+    fn new(version: Version, record: SessionRecord, from_cache: bool) -> Self {
         let start = record.clone();
         Self {
             version,
@@ -67,8 +62,6 @@ impl Working {
             end: record,
             appended: 0,
             from_cache,
-            ticket,
-            on_unstored: false,
             pending: HashMap::default(),
             evicted: [0; 2],
         }
@@ -77,11 +70,7 @@ impl Working {
     /// The session as the batch `before`, not yet stored, will leave it.
     fn after(before: &Self) -> Self {
         let version = Version::new(before.version.get() + before.appended);
-        Self {
-            pending: before.pending.clone(),
-            on_unstored: true,
-            ..Self::new(version, before.end.clone(), before.ticket, true)
-        }
+        Self { pending: before.pending.clone(), ..Self::new(version, before.end.clone(), true) }
     }
 }
 
@@ -140,20 +129,12 @@ impl<D: Database> Inner<D> {
                 None => {
                     let from_cache = !fresh.contains(&job.session);
                     match self.current(job.session, from_cache).await {
-                        Ok((version, record, ticket)) => {
-                            v.insert(Working::new(version, record, ticket, from_cache))
-                        }
+                        Ok((version, record)) => v.insert(Working::new(version, record, from_cache)),
                         Err(e) => return batch.refuse(slot, e),
                     }
                 }
             },
         };
-        // On a batch not yet stored: if this node wrote the session since (a compare-and-set),
-        // that batch is stale, and so is this one.
-        if w.on_unstored && self.cache.ticket(job.session) != Some(w.ticket) {
-            batch.stale = Some(job.session);
-            return batch.waiting.push(slot);
-        }
         let size = job.payload.len() as u64;
         let mut next = w.end.clone();
         let id = match next.append(job.target, size, job.kind, job.now, &job.limits) {
