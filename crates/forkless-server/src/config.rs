@@ -113,6 +113,12 @@ pub struct ServerConfig {
     pub tombstone_ttl: Duration,
     /// Events read from the store per batch while delivering. Default 256.
     pub read_batch: usize,
+    /// How many times an SSE writer that finds new events yields to the runtime before it
+    /// reads them, while more keep arriving (it reads once two yields bring nothing new, or a
+    /// read batch is waiting): the events of one burst then leave in one write rather than
+    /// one each. A lone event waits two yields (microseconds when the server is idle). `0`
+    /// reads at once. Default 16.
+    pub gather_passes: u32,
     /// How long graceful shutdown waits for connections to finish after every SSE body was
     /// ended. Default 5 s.
     pub drain_timeout: Duration,
@@ -178,6 +184,7 @@ impl Default for ServerConfig {
             sweep_interval: Duration::from_secs(1),
             tombstone_ttl: Duration::from_secs(300),
             read_batch: 256,
+            gather_passes: 16,
             drain_timeout: Duration::from_secs(5),
             principal: None,
             auth: None,

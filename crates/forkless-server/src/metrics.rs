@@ -106,6 +106,9 @@ pub(crate) struct Metrics {
     pub(crate) header_timeouts: AtomicU64,
     pub(crate) body_timeouts: AtomicU64,
     pub(crate) idle_timeouts: AtomicU64,
+    /// Chunks of events SSE writers handed to their connections, and the events in them.
+    pub(crate) sse_writes: AtomicU64,
+    pub(crate) sse_events: AtomicU64,
     capacity_refusals: Labelled,
     forwarded: Labelled,
     errors: Labelled,
@@ -131,6 +134,8 @@ impl Default for Metrics {
             header_timeouts: AtomicU64::new(0),
             body_timeouts: AtomicU64::new(0),
             idle_timeouts: AtomicU64::new(0),
+            sse_writes: AtomicU64::new(0),
+            sse_events: AtomicU64::new(0),
             capacity_refusals: Labelled::default(),
             forwarded: Labelled::default(),
             errors: Labelled::default(),
@@ -251,6 +256,12 @@ impl Metrics {
             ),
             ("forkless_body_timeouts_total", "Requests refused by body_read_timeout.", &self.body_timeouts),
             ("forkless_idle_timeouts_total", "Connections closed by idle_timeout.", &self.idle_timeouts),
+            (
+                "forkless_sse_writes_total",
+                "Chunks of events SSE writers handed to their connections (one write each).",
+                &self.sse_writes,
+            ),
+            ("forkless_sse_events_written_total", "Events in those chunks.", &self.sse_events),
         ] {
             counter(&mut out, name, help, v);
         }

@@ -15,8 +15,11 @@
 //!  start ─▶ acquire the attachment lease: a displaced writer has stopped (≤ grace) ─▶ preamble
 //!  loop: epoch still ours, stream not fenced, lease not stalled, no shutdown?  else end
 //!        queued chunk?                   → yield it
-//!        cursor < delivered?             → read a batch from the cursor (the store checks our
-//!                                          epoch again), queue, advance
+//!        cursor < delivered?             → gather: while events keep arriving, up to
+//!                                          gather_passes yields to the runtime, so a burst
+//!                                          leaves in one write; then read a batch from the
+//!                                          cursor (the store checks our epoch again), queue,
+//!                                          advance
 //!        completed and cursor = delivered → end
 //!        wait: store signal | keep-alive timer | shutdown | poll_after (then retry: and end)
 //!  drop ─▶ release the lease; detach(stream, epoch) through the core (a stale epoch is fine)
@@ -39,6 +42,13 @@ use crate::dispatch::start_detached;
 use crate::metrics::Metrics;
 use crate::node::{AttachmentLease, Held};
 use crate::sse;
+
+/// Yields with nothing new after which a writer stops gathering a burst ([`Writer::gather`]).
+/// One is too few: an event travels through a few tasks (a backend's channel, the message
+/// layer, the store) before it is appended, so a burst's next event is often two yields
+/// behind the last (measured: with one, rmcp's progress bursts still left one event per
+/// write).
+const QUIET_PASSES: u32 = 2;
 
 /// What kind of preamble the body starts with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,6 +229,7 @@ impl<S: Store> Writer<S> {
             }
             self.signal = self.watch.mark_seen();
             if self.cursor < self.signal.delivered {
+                self.signal = self.gather(self.signal).await;
                 if let Err(why) = self.read_batch().await {
                     return self.finish(why);
                 }
@@ -244,6 +255,29 @@ impl<S: Store> Writer<S> {
                 }
             }
         }
+    }
+
+    /// Give a burst the chance to finish before reading it: up to `gather_passes` yields to
+    /// the runtime while events keep arriving, so one burst leaves in one write rather than
+    /// one write (and one wake-up of the client) per event. It stops after [`QUIET_PASSES`]
+    /// bring nothing new, once a read batch is waiting, or when the stream ends; it never
+    /// waits on a timer, so an idle server delivers a lone event within microseconds.
+    async fn gather(&mut self, mut sig: StreamSignal) -> StreamSignal {
+        let batch = u64::try_from(self.common.cfg.read_batch).unwrap_or(u64::MAX);
+        let mut quiet = 0;
+        for _ in 0..self.common.cfg.gather_passes {
+            if sig.end.is_some() || sig.delivered.get().saturating_sub(self.cursor.get()) >= batch {
+                break;
+            }
+            tokio::task::yield_now().await;
+            let now = self.watch.current();
+            quiet = if now == sig { quiet + 1 } else { 0 };
+            if quiet == QUIET_PASSES {
+                break;
+            }
+            sig = now;
+        }
+        sig
     }
 
     /// Acquire the attachment lease (any older writer of this stream has stopped, or `grace`
@@ -300,6 +334,8 @@ impl<S: Store> Writer<S> {
         // Fencing is still checked before every chunk, and a chunk holds only events the store
         // returned for this cursor.
         let size: usize = events.iter().map(|e| e.payload.len() + 80).sum();
+        Metrics::inc(&self.common.metrics.sse_writes);
+        Metrics::add(&self.common.metrics.sse_events, events.len() as u64);
         let mut chunk = BytesMut::with_capacity(size);
         for e in events {
             // The store promises gap-free reads; a gap would break the invariant, so refuse it.

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Sse, TestServer, guard};
+use common::{Sse, TestServer, counter, guard, metrics};
 use forkless_server::ServerConfig;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -25,19 +25,6 @@ async fn until_closed(tcp: &mut TcpStream) -> String {
     let mut out = Vec::new();
     let _ = guard("the server to close the connection", tcp.read_to_end(&mut out)).await;
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The value of an unlabelled counter in a `/metrics` text.
-fn counter(text: &str, name: &str) -> u64 {
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("{name} in {text}"));
-    line[name.len() + 1..].parse().unwrap()
-}
-
-async fn metrics(server: &TestServer) -> String {
-    reqwest::get(format!("{}/metrics", server.base())).await.unwrap().text().await.unwrap()
 }
 
 #[tokio::test]

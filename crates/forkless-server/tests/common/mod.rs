@@ -29,6 +29,20 @@ pub async fn guard<F: Future>(what: &str, f: F) -> F::Output {
     }
 }
 
+/// The value of an unlabelled counter in a `/metrics` text.
+pub fn counter(text: &str, name: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("{name} in {text}"));
+    line[name.len() + 1..].parse().unwrap()
+}
+
+/// The server's `/metrics` text.
+pub async fn metrics(server: &TestServer) -> String {
+    reqwest::get(format!("{}/metrics", server.base())).await.unwrap().text().await.unwrap()
+}
+
 /// A 2026-07-28 POST of `method`, its headers set (the body is the caller's).
 pub fn request_2026(server: &TestServer, method: &str) -> reqwest::RequestBuilder {
     reqwest::Client::new()
