@@ -39,13 +39,17 @@ fn fresh_dir() -> PathBuf {
     dir
 }
 
-/// Kills the example the script last started.
+/// Kills the example the script last started; then, unless the test failed (its output is
+/// worth reading then), removes the test's directory.
 struct Running(PathBuf);
 
 impl Drop for Running {
     fn drop(&mut self) {
         if let Ok(pid) = std::fs::read_to_string(self.0.join("pid")) {
             let _ = std::process::Command::new("kill").args(["-9", pid.trim()]).status();
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
         }
     }
 }
