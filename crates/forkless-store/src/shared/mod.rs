@@ -185,10 +185,6 @@ impl<D: Database> Inner<D> {
         self.lease.get().map_or(Ok(()), |l| l.check())
     }
 
-    fn cached(&self, id: SessionId) -> Option<(Version, SessionRecord)> {
-        self.cache.get(id)
-    }
-
     fn forget(&self, id: SessionId) {
         self.cache.forget(id);
     }
@@ -283,7 +279,7 @@ impl<D: Database> Store for SharedStore<D> {
         self.inner.unstored.settled(record.id()).await;
         let inner = &self.inner;
         let id = record.id();
-        let old = match inner.cached(id) {
+        let old = match inner.cache.get(id) {
             Some((version, old)) if version == expected => old,
             _ => {
                 let (version, old) = inner.current(id, false).await?;
@@ -345,7 +341,7 @@ impl<D: Database> Store for SharedStore<D> {
         let inner = &self.inner;
         let hint = (inner.hints == Hints::Notify).then(|| session_hint(&inner.node, id));
         inner.db.remove(id, hint).await?;
-        if let Some((_, record)) = inner.cached(id) {
+        if let Some((_, record)) = inner.cache.get(id) {
             inner.retain(record.retained_bytes(), 0);
         }
         inner.forget(id);
