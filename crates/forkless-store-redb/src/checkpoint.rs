@@ -234,7 +234,9 @@ fn apply(op: &Op, t: &mut Tables<'_>, events: &mut NewEvents) -> Result<(), redb
             t.sessions.insert(&session[..], &header[..])?;
         }
         Op::PutStream { prefix, stream, .. } => {
-            t.streams.insert(&prefix[..], &stream[..])?;
+            let mut row = Vec::with_capacity(80);
+            stream.encode_into(&mut row);
+            t.streams.insert(&prefix[..], &row[..])?;
         }
         Op::PutEvent { key, payload } => events.add(key, payload, &mut t.events)?,
         Op::Trim { prefix, low_water } => events.trim(prefix, *low_water),
@@ -323,8 +325,8 @@ mod tests {
             event(1, 1, 1),                                  // 0: its stream is dropped below
             Op::Trim { prefix: prefix(1, 1), low_water: 1 }, // 1: likewise
             event(1, 2, 1),                                  // 2: kept: stream 2 stays
-            Op::PutStream { prefix: prefix(1, 1), stream: vec![1], origin: Origin::Existing }, // 3: dropped below
-            Op::DropStream { prefix: prefix(1, 1) },                                           // 4
+            Op::PutStream { prefix: prefix(1, 1), stream: vec![1].into(), origin: Origin::Existing }, // 3: dropped below
+            Op::DropStream { prefix: prefix(1, 1) },                                                  // 4
             event(2, 1, 1), // 5: its session's events go below
             Op::DropEvents {
                 session: {
@@ -345,7 +347,8 @@ mod tests {
     /// deletion is skipped too. One that existed before keeps its deletion.
     #[test]
     fn a_stream_created_and_dropped_in_one_checkpoint_is_never_stored() {
-        let put = |stream, origin| Op::PutStream { prefix: prefix(1, stream), stream: vec![0], origin };
+        let put =
+            |stream, origin| Op::PutStream { prefix: prefix(1, stream), stream: vec![0].into(), origin };
         let ops = vec![
             put(1, Origin::New),
             event(1, 1, 1),

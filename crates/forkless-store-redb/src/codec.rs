@@ -55,7 +55,12 @@ pub(crate) fn encode_op(op: &Op, out: &mut Vec<u8>) {
                 Origin::New => 7,
             });
             w.bytes(prefix);
-            w.len_bytes(stream);
+            // `len:u32 stream`, the row encoded in place.
+            let at = w.0.len();
+            w.0.extend_from_slice(&[0; 4]);
+            stream.encode_into(&mut w.0);
+            let len = (w.0.len() - at - 4) as u32;
+            w.0[at..at + 4].copy_from_slice(&len.to_be_bytes());
         }
         Op::PutEvent { key, payload } => {
             w.u8(1);
@@ -102,7 +107,7 @@ fn decode_op(r: &mut Decoder<'_>) -> Result<Op, Error> {
         5 => Op::DropEvents { session: r.array()? },
         tag @ (6 | 7) => Op::PutStream {
             prefix: r.array()?,
-            stream: r.len_bytes()?.to_vec(),
+            stream: r.len_bytes()?.to_vec().into(),
             origin: if tag == 7 { Origin::New } else { Origin::Existing },
         },
         _ => return Err(Error::Corrupt("bad write tag".into())),

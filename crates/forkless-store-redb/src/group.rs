@@ -15,19 +15,30 @@
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use smallvec::SmallVec;
+
 use super::op::Op;
+
+/// One mutation's writes. An append to an existing stream, the most frequent mutation, writes
+/// its event and its stream's row: those travel inline, without an allocation that the
+/// writer thread would then free (a free across threads costs the allocator more).
+pub(crate) type Ops = SmallVec<[Op; 2]>;
 
 /// Acknowledges a write (or a barrier) once it is durable, or with the failure.
 pub(crate) type Ack = tokio::sync::oneshot::Sender<Result<(), String>>;
 
 #[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "nearly every message is `Ops`; boxing it would bring back an allocation per append"
+)]
 pub(crate) enum Msg {
     /// One mutation's writes, and the events it appended, delivered once they are durable.
     /// `waiter`: somebody waits for exactly these writes (an answer sent at once, or any
     /// write in immediate mode), so the group commits now rather than at the window's end.
     Ops {
-        ops: Vec<Op>,
-        deliver: Vec<EventId>,
+        ops: Ops,
+        deliver: SmallVec<[EventId; 1]>,
         waiter: Option<Ack>,
     },
     Barrier(Ack),

@@ -82,6 +82,8 @@ pub(crate) struct Writer {
     db: Database,
     log: Log,
     pending: Vec<Op>,
+    /// The group being written (kept between groups for its capacity).
+    group: Vec<Op>,
     /// When the oldest pending write was logged.
     pending_since: Option<Instant>,
     crash_hook: CrashHook,
@@ -122,6 +124,7 @@ impl Writer {
             db,
             log,
             pending: Vec::new(),
+            group: Vec::new(),
             pending_since: None,
             crash_hook: CrashHook::from_env(),
             sync_time: Duration::ZERO,
@@ -141,16 +144,15 @@ impl Writer {
     /// Make a batch durable: one log entry, one sync. A group too large for the log at all
     /// goes straight into redb with the pending writes (a checkpoint).
     fn write(&mut self, batch: &mut [Msg]) -> Result<(), String> {
-        let mut group: Vec<Op> = batch
-            .iter_mut()
-            .filter_map(|m| match m {
-                Msg::Ops { ops, .. } => Some(std::mem::take(ops)),
-                Msg::Barrier(_) => None,
-            })
-            .flatten()
-            .collect();
-        // A batch window of appends to one stream rewrites its header and stream row once
-        // per append; only the last of each goes to the log.
+        let mut group = std::mem::take(&mut self.group);
+        group.clear();
+        for msg in batch.iter_mut() {
+            if let Msg::Ops { ops, .. } = msg {
+                group.extend(ops.drain(..));
+            }
+        }
+        // A batch window of appends to one stream rewrites its stream row once per append;
+        // only the last of each goes to the log.
         let skip = superseded(&group);
         let mut skip = skip.into_iter();
         group.retain(|_| !skip.next().unwrap_or(false));
@@ -158,11 +160,19 @@ impl Writer {
         for op in &group {
             codec::encode_op(op, out);
         }
+        let written = self.log_group(&mut group);
+        self.group = group;
+        written
+    }
+
+    /// Log the encoded group (and move it to the pending writes), or checkpoint it straight
+    /// into redb when it is too large for the log.
+    fn log_group(&mut self, group: &mut Vec<Op>) -> Result<(), String> {
         if self.log.is_empty() {
             return Ok(());
         }
         if !self.log.fits_when_empty() {
-            self.pending.extend(group);
+            self.pending.append(group);
             return self.checkpoint();
         }
         if !self.log.fits() {
@@ -172,7 +182,7 @@ impl Writer {
         let started = Instant::now();
         self.log.append().map_err(|e| format!("writing the write-ahead log: {e}"))?;
         self.sync_time = (self.sync_time * 7 + started.elapsed()) / 8;
-        self.pending.extend(group);
+        self.pending.append(group);
         self.pending_since.get_or_insert_with(Instant::now);
         Ok(())
     }
@@ -218,6 +228,8 @@ pub(crate) fn run(
     };
     // How many waited on the last group: 0, 1, or more (then the next sync waits for company).
     let mut waited_on = 0;
+    // The messages of a group (kept between groups for its capacity).
+    let mut batch = Vec::new();
     loop {
         // In immediate mode, an emitter that waits for each append is back within tens of
         // microseconds: catching its next message awake spares this thread a sleep and the
@@ -226,7 +238,8 @@ pub(crate) fn run(
         if window.is_none()
             && let Some(msg) = poll_briefly(&rx, IMMEDIATE_POLL)
         {
-            waited_on = handle(&mut writer, &rx, msg, window, poison, settle, waited_on > 1);
+            batch.push(msg);
+            waited_on = handle(&mut writer, &rx, &mut batch, window, poison, settle, waited_on > 1);
             continue;
         }
         // Wait for work; with writes pending, no longer than until their checkpoint is due.
@@ -242,48 +255,48 @@ pub(crate) fn run(
             }
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        waited_on = handle(&mut writer, &rx, first, window, poison, settle, waited_on > 1);
+        batch.push(first);
+        waited_on = handle(&mut writer, &rx, &mut batch, window, poison, settle, waited_on > 1);
     }
     // Closing: checkpoint, so the next open has nothing to replay.
     writer.checkpoint_or_poison(poison);
 }
 
-/// Gather a group starting with `first`, write it with one sync, deliver its events,
-/// acknowledge its waiters, and checkpoint if one is due. `company`: several waited on the
-/// last group, so a sync somebody waits for holds back briefly for more. Returns how many
-/// waited on this one.
+/// Gather a group starting with the message in `batch`, write it with one sync, deliver its
+/// events, acknowledge its waiters, and checkpoint if one is due; `batch` is left empty.
+/// `company`: several waited on the last group, so a sync somebody waits for holds back
+/// briefly for more. Returns how many waited on this one.
 fn handle(
     writer: &mut Writer,
     rx: &Receiver<Msg>,
-    first: Msg,
+    batch: &mut Vec<Msg>,
     window: Option<Duration>,
     poison: &Poison,
     settle: &dyn Fn(Settled),
     company: bool,
 ) -> usize {
-    let mut batch = vec![first];
     match window {
         // Batched: gather until the window ends, unless somebody waits.
         Some(window) if !batch[0].is_urgent() => {
             // An event waits for the window, then for the sync and its delivery: the window
             // makes room for both, so an event is delivered within the window of its append.
             let early = (writer.sync_time + DELIVERY_ALLOWANCE).min(window / 2);
-            gather_window(rx, &mut batch, window - early);
+            gather_window(rx, batch, window - early);
         }
         // Immediate, or somebody waits: whatever is queued joins this group, and so does what
         // arrives while writes keep coming (that is what makes commits shared).
-        _ if company => gather_waiters(rx, &mut batch),
-        _ => drain_queued(rx, &mut batch),
+        _ if company => gather_waiters(rx, batch),
+        _ => drain_queued(rx, batch),
     }
     let result = if poison.check().is_err() {
         Err("store is poisoned by an earlier failure".to_owned())
     } else {
-        writer.write(&mut batch)
+        writer.write(batch)
     };
     fail_on(poison, result.clone());
-    let events = if result.is_ok() { coalesce(&batch) } else { Vec::new() };
+    let events = if result.is_ok() { coalesce(batch) } else { Vec::new() };
     let acks = batch
-        .into_iter()
+        .drain(..)
         .filter_map(|msg| match msg {
             Msg::Barrier(ack) | Msg::Ops { waiter: Some(ack), .. } => Some(ack),
             Msg::Ops { waiter: None, .. } => None,

@@ -227,8 +227,8 @@ impl RedbStore {
     /// [`Self::journal`], with `waiter` acknowledged once the mutation's writes are durable
     /// (it travels with them, so the writer commits their group at once).
     fn journal_for(&self, mut waiter: Option<Ack>) -> impl FnMut(Effect<'_>) + '_ {
-        let mut ops = Vec::new();
-        let mut deliver = Vec::new();
+        let mut ops = group::Ops::new();
+        let mut deliver = smallvec::SmallVec::new();
         move |effect| match effect {
             Effect::Record(r) => {
                 ops.push(put_header(r));
@@ -242,7 +242,8 @@ impl RedbStore {
                     key: codec::event_key(record.id(), id.stream, id.seq),
                     payload: payload.clone(),
                 });
-                ops.push(put_header(record));
+                // An append changes its stream's row, never the session's header (which holds
+                // no counters): the header stays as its last write left it.
                 if let Some(meta) = record.stream(id.stream) {
                     ops.push(put_stream(record.id(), meta, origin));
                 }
@@ -274,11 +275,7 @@ fn put_header(record: &SessionRecord) -> Op {
 }
 
 fn put_stream(session: SessionId, meta: &forkless_core::Stream, origin: Origin) -> Op {
-    Op::PutStream {
-        prefix: prefix(session, meta.id()),
-        stream: forkless_store::codec::encode_stream(meta),
-        origin,
-    }
+    Op::PutStream { prefix: prefix(session, meta.id()), stream: op::StreamRow::Seen(meta.clone()), origin }
 }
 
 fn prefix(session: SessionId, stream: StreamId) -> [u8; 28] {

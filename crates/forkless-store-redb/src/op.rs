@@ -17,7 +17,7 @@ pub(crate) enum Op {
     /// logged it created the stream.
     PutStream {
         prefix: [u8; 28],
-        stream: Vec<u8>,
+        stream: StreamRow,
         origin: Origin,
     },
     PutEvent {
@@ -41,4 +41,29 @@ pub(crate) enum Op {
     DropEvents {
         session: [u8; 16],
     },
+}
+
+/// A stream's row in a write: the stream as the write left it, encoded only when the row is
+/// written (so the rows that a later write of the same group rewrites, one per append, are
+/// never encoded), or the encoded row as a log entry holds it (read back at recovery).
+#[derive(Debug)]
+pub(crate) enum StreamRow {
+    Seen(forkless_core::Stream),
+    Encoded(Vec<u8>),
+}
+
+impl StreamRow {
+    /// Append the encoded row to `out`.
+    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
+        match self {
+            Self::Seen(stream) => forkless_store::codec::encode_stream_into(stream, out),
+            Self::Encoded(row) => out.extend_from_slice(row),
+        }
+    }
+}
+
+impl From<Vec<u8>> for StreamRow {
+    fn from(row: Vec<u8>) -> Self {
+        Self::Encoded(row)
+    }
 }

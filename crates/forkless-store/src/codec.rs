@@ -187,7 +187,15 @@ pub fn encode_header(record: &SessionRecord) -> Vec<u8> {
 
 /// Encode one stream's row.
 pub fn encode_stream(st: &Stream) -> Vec<u8> {
-    let mut w = Encoder(Vec::with_capacity(80));
+    let mut out = Vec::with_capacity(80);
+    encode_stream_into(st, &mut out);
+    out
+}
+
+/// Encode one stream's row at the end of `out` (a store that writes many rows into one
+/// buffer, without a vector per row).
+pub fn encode_stream_into(st: &Stream, out: &mut Vec<u8>) {
+    let mut w = Encoder(std::mem::take(out));
     w.bytes(st.id().as_bytes());
     w.u8(match st.kind() {
         StreamKind::Standalone => 0,
@@ -218,7 +226,7 @@ pub fn encode_stream(st: &Stream) -> Vec<u8> {
             });
         }
     }
-    w.0
+    *out = w.0;
 }
 
 /// The parts of a decoded stream, before the store checks them against the events it holds.
