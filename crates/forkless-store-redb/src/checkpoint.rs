@@ -118,8 +118,9 @@ const CHUNK_BYTES: usize = 64 << 10;
 /// per append.
 #[derive(Default)]
 struct NewEvents {
-    open: std::collections::HashMap<[u8; 28], Chunk>,
-    trims: std::collections::HashMap<[u8; 28], u64>,
+    // Keyed by session and stream id, CSPRNG ids: no need for SipHash.
+    open: std::collections::HashMap<[u8; 28], Chunk, forkless_core::IdHashBuilder>,
+    trims: std::collections::HashMap<[u8; 28], u64, forkless_core::IdHashBuilder>,
 }
 
 /// Consecutive events of one stream, keyed by the first one's event key.

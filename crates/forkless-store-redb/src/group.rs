@@ -12,11 +12,12 @@
 //! This module owns the gathering policy and the settling; the writing is
 //! [`super::journal`]'s, the storing [`super::checkpoint`]'s.
 
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
+use super::inbox::Inbox;
 use super::op::Op;
 
 /// One mutation's writes. An append to an existing stream, the most frequent mutation, writes
@@ -66,12 +67,12 @@ pub(crate) const IMMEDIATE_POLL: Duration = Duration::from_micros(200);
 
 /// The next message if one arrives within `within`. Polls, yielding the CPU between polls,
 /// so another thread that wants the core gets it.
-pub(crate) fn poll_briefly(rx: &Receiver<Msg>, within: Duration) -> Option<Msg> {
+pub(crate) fn poll_briefly(rx: &Inbox, within: Duration) -> Option<Msg> {
     let until = Instant::now() + within;
     loop {
         match rx.try_recv() {
             Ok(msg) => return Some(msg),
-            Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() < until => std::thread::yield_now(),
+            Err(TryRecvError::Empty) if Instant::now() < until => std::thread::yield_now(),
             Err(_) => return None,
         }
     }
@@ -132,35 +133,28 @@ pub(crate) const GROUP_QUIET: Duration = Duration::from_micros(60);
 /// (at most [`GROUP_GATHER`] in all), yielding the CPU between polls so the threads producing
 /// them can run. Concurrent requests then share one sync instead of paying one each (a sync
 /// costs the kernel tens of microseconds of CPU). A lone waiter does not wait for company.
-pub(crate) fn gather_waiters(rx: &Receiver<Msg>, batch: &mut Vec<Msg>) {
+pub(crate) fn gather_waiters(rx: &Inbox, batch: &mut Vec<Msg>) {
     drain_queued(rx, batch);
     let start = Instant::now();
     let mut last = start;
     while batch.len() < MAX_BATCH {
-        match rx.try_recv() {
-            Ok(m) => {
-                batch.push(m);
-                last = Instant::now();
-            }
-            Err(std::sync::mpsc::TryRecvError::Empty) => {
+        match rx.drain_into(batch, MAX_BATCH - batch.len()) {
+            Ok(0) => {
                 let now = Instant::now();
                 if now - last >= GROUP_QUIET || now - start >= GROUP_GATHER {
                     return;
                 }
                 std::thread::yield_now();
             }
-            Err(std::sync::mpsc::TryRecvError::Disconnected) => return,
+            Ok(_) => last = Instant::now(),
+            Err(_) => return,
         }
     }
 }
 
 /// Move whatever is queued now into `batch` (up to [`MAX_BATCH`]), without waiting.
-pub(crate) fn drain_queued(rx: &Receiver<Msg>, batch: &mut Vec<Msg>) {
-    while batch.len() < MAX_BATCH
-        && let Ok(m) = rx.try_recv()
-    {
-        batch.push(m);
-    }
+pub(crate) fn drain_queued(rx: &Inbox, batch: &mut Vec<Msg>) {
+    let _ = rx.drain_into(batch, MAX_BATCH.saturating_sub(batch.len()));
 }
 
 /// Gather messages into `batch` until `window` has passed since now, somebody waits (a
@@ -169,25 +163,15 @@ pub(crate) fn drain_queued(rx: &Receiver<Msg>, batch: &mut Vec<Msg>) {
 /// server, waking per append cost two context switches per event. A waiter that arrives
 /// during a window waits at most [`BATCH_POLL`], and whatever is queued behind it joins the
 /// group (concurrent waiters share one sync).
-pub(crate) fn gather_window(rx: &Receiver<Msg>, batch: &mut Vec<Msg>, window: Duration) {
+pub(crate) fn gather_window(rx: &Inbox, batch: &mut Vec<Msg>, window: Duration) {
     let deadline = Instant::now() + window;
     loop {
-        loop {
-            match rx.try_recv() {
-                Ok(m) if m.is_urgent() => {
-                    batch.push(m);
-                    drain_queued(rx, batch);
-                    return;
-                }
-                Ok(m) => {
-                    batch.push(m);
-                    if batch.len() >= MAX_BATCH {
-                        return;
-                    }
-                }
-                Err(std::sync::mpsc::TryRecvError::Empty) => break,
-                Err(std::sync::mpsc::TryRecvError::Disconnected) => return,
-            }
+        let from = batch.len();
+        if rx.drain_into(batch, MAX_BATCH.saturating_sub(from)).is_err()
+            || batch.len() >= MAX_BATCH
+            || batch[from..].iter().any(Msg::is_urgent)
+        {
+            return;
         }
         let now = Instant::now();
         if now >= deadline {

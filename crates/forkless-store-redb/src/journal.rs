@@ -14,7 +14,7 @@
 //! closes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use redb::Database;
@@ -26,6 +26,7 @@ use super::group::{
     DELIVERY_ALLOWANCE, IMMEDIATE_POLL, Msg, Settled, coalesce, drain_queued, gather_waiters, gather_window,
     poll_briefly,
 };
+use super::inbox::Inbox;
 use super::op::Op;
 use super::wal::Log;
 
@@ -217,7 +218,7 @@ impl Writer {
 
 pub(crate) fn run(
     mut writer: Writer,
-    rx: Receiver<Msg>,
+    rx: &Inbox,
     durability: Durability,
     poison: &Poison,
     settle: &dyn Fn(Settled),
@@ -236,15 +237,15 @@ pub(crate) fn run(
         // wake-up that follows, which on an idle virtual CPU costs about as much as a sync.
         // (Polling after batched groups that had waiters measured no gain: not done.)
         if window.is_none()
-            && let Some(msg) = poll_briefly(&rx, IMMEDIATE_POLL)
+            && let Some(msg) = poll_briefly(rx, IMMEDIATE_POLL)
         {
             batch.push(msg);
-            waited_on = handle(&mut writer, &rx, &mut batch, window, poison, settle, waited_on > 1);
+            waited_on = handle(&mut writer, rx, &mut batch, window, poison, settle, waited_on > 1);
             continue;
         }
         // Wait for work; with writes pending, no longer than until their checkpoint is due.
         let first = match writer.checkpoint_due() {
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            None => rx.recv(),
             Some(due) => rx.recv_timeout(due.saturating_duration_since(Instant::now())),
         };
         let first = match first {
@@ -256,7 +257,7 @@ pub(crate) fn run(
             Err(RecvTimeoutError::Disconnected) => break,
         };
         batch.push(first);
-        waited_on = handle(&mut writer, &rx, &mut batch, window, poison, settle, waited_on > 1);
+        waited_on = handle(&mut writer, rx, &mut batch, window, poison, settle, waited_on > 1);
     }
     // Closing: checkpoint, so the next open has nothing to replay.
     writer.checkpoint_or_poison(poison);
@@ -268,7 +269,7 @@ pub(crate) fn run(
 /// briefly for more. Returns how many waited on this one.
 fn handle(
     writer: &mut Writer,
-    rx: &Receiver<Msg>,
+    rx: &Inbox,
     batch: &mut Vec<Msg>,
     window: Option<Duration>,
     poison: &Poison,

@@ -36,6 +36,7 @@
 mod checkpoint;
 mod codec;
 mod group;
+mod inbox;
 mod journal;
 mod op;
 mod open;
@@ -43,7 +44,6 @@ pub use open::LostFiles;
 mod recovery;
 mod wal;
 
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -123,19 +123,16 @@ struct Inner {
     /// Listen notifications: this process is the only node.
     bulletin: forkless_store::Bulletin,
     poison: Arc<Poison>,
-    // A Mutex only so `Inner` is Sync on every toolchain; sends happen under the engine's
-    // session lock, so this lock is never contended across sessions for long. `None` once
-    // closing.
-    tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    /// The writer thread's queue (closed once closing). Sends happen under the engine's
+    /// session lock, in mutation order.
+    inbox: Arc<inbox::Inbox>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Drop for Inner {
     /// Close the queue and wait for the writer to commit what is queued and release the file.
     fn drop(&mut self) {
-        if let Ok(mut tx) = self.tx.lock() {
-            tx.take();
-        }
+        self.inbox.close();
         if let Some(writer) = self.writer.lock().ok().and_then(|mut w| w.take()) {
             let _ = writer.join();
         }
@@ -177,12 +174,9 @@ impl RedbStore {
     }
 
     fn send(&self, msg: Msg) {
-        if let Ok(tx) = self.inner.tx.lock()
-            && let Some(tx) = tx.as_ref()
-        {
-            // A closed channel means the writer died; the barrier then reports it.
-            let _ = tx.send(msg);
-        }
+        // A closed inbox means the store is closing; a waiter dropped unsent then asks a
+        // barrier, which reports it.
+        let _ = self.inner.inbox.send(msg);
     }
 
     async fn barrier(&self) -> Result<()> {

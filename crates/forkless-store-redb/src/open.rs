@@ -5,7 +5,6 @@
 //! reads back is [`crate::recovery`]'s, what the writer thread does is [`crate::journal`]'s.
 
 use std::path::Path;
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use forkless_core::Timestamp;
@@ -15,6 +14,7 @@ use redb::{Database, ReadableDatabase};
 
 use crate::checkpoint::META;
 use crate::group::Settled;
+use crate::inbox::Inbox;
 use crate::journal::{self, Poison};
 use crate::recovery::{check_format, holds_state, log_path, refuse_other_format, replay};
 use crate::wal::{LOG_MIN_SIZE, Tail};
@@ -179,7 +179,7 @@ impl RedbStore {
             ),
             Tail::Clean => {}
         }
-        let (tx, rx) = mpsc::channel();
+        let inbox = Arc::new(Inbox::default());
         let poison = Arc::new(Poison::default());
         let engine = Arc::new(Engine::default());
         let store = Self {
@@ -190,7 +190,7 @@ impl RedbStore {
                 spent: forkless_store::Ledger::default(),
                 bulletin: forkless_store::Bulletin::default(),
                 poison: Arc::clone(&poison),
-                tx: Mutex::new(Some(tx)),
+                inbox: Arc::clone(&inbox),
                 writer: Mutex::new(None),
             }),
         };
@@ -208,7 +208,7 @@ impl RedbStore {
                     }
                     None => settled.apply(|e| engine.deliver(e.session, e.event.stream, e.event.seq)),
                 };
-                journal::run(writer, rx, durability, &poison, &settle);
+                journal::run(writer, &inbox, durability, &poison, &settle);
             })
             .map_err(|e| Error::Backend(format!("spawning the writer thread: {e}")))?;
         if let Ok(mut w) = store.inner.writer.lock() {
