@@ -1,54 +1,96 @@
 //! How the writer thread forms a group of writes, and what a group's sync settles.
 //!
-//! Every mutation's effects arrive as one [`Msg::Ops`] sent while the session lock is held,
-//! so the queue is in mutation order and every log entry covers a prefix of it. A write that
-//! somebody waits on (an answer sent at once, any write in immediate mode) or a
-//! [`Msg::Barrier`] commits its group at once, with everything queued by then; otherwise a
-//! batched writer gathers for the batch window. After the sync, the group's events are
-//! delivered (the engine makes them visible to readers and wakes their writers), and only
+//! Every mutation's effects join the inbox's queued [`Group`] in one step taken while the
+//! session lock is held, so the queue is in mutation order and every log entry covers a
+//! prefix of it. A write that somebody waits on (an answer sent at once, any write in
+//! immediate mode) or a barrier commits its group at once, with everything queued by then;
+//! otherwise a batched writer gathers for the batch window. After the sync, the group's events
+//! are delivered (the engine makes them visible to readers and wakes their writers), and only
 //! then are its waiters acknowledged: one [`Settled`], applied on a task of the async runtime
 //! when there is one, so a group costs one wake-up across threads, not one per waiter.
 //!
-//! This module owns the gathering policy and the settling; the writing is
-//! [`super::journal`]'s, the storing [`super::checkpoint`]'s.
+//! This module owns the gathering policy and the settling; the queue is [`super::inbox`]'s,
+//! the writing [`super::journal`]'s, the storing [`super::checkpoint`]'s.
 
-use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::inbox::Inbox;
+use super::inbox::{Inbox, Queued};
 use super::op::Op;
 
-/// One mutation's writes. An append to an existing stream, the most frequent mutation, writes
-/// its event and its stream's row: those travel inline, without an allocation that the
-/// writer thread would then free (a free across threads costs the allocator more).
+/// One mutation's writes, as its journal collects them. An append to an existing stream, the
+/// most frequent mutation, writes its event and its stream's row: those stay inline, without
+/// an allocation per append.
 pub(crate) type Ops = SmallVec<[Op; 2]>;
 
 /// Acknowledges a write (or a barrier) once it is durable, or with the failure.
 pub(crate) type Ack = tokio::sync::oneshot::Sender<Result<(), String>>;
 
-#[derive(Debug)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "nearly every message is `Ops`; boxing it would bring back an allocation per append"
-)]
-pub(crate) enum Msg {
-    /// One mutation's writes, and the events it appended, delivered once they are durable.
-    /// `waiter`: somebody waits for exactly these writes (an answer sent at once, or any
-    /// write in immediate mode), so the group commits now rather than at the window's end.
-    Ops {
-        ops: Ops,
-        deliver: SmallVec<[EventId; 1]>,
-        waiter: Option<Ack>,
-    },
-    Barrier(Ack),
+/// Writes on their way to one log entry: those of every mutation queued or gathered so far,
+/// in mutation order, the events they appended (delivered once durable) and the waiters to
+/// acknowledge then. The inbox fills one while the writer thread writes another, and the two
+/// trade places when the writer takes the queue, so neither allocates once warm.
+#[derive(Debug, Default)]
+pub(crate) struct Group {
+    pub(crate) ops: Vec<Op>,
+    pub(crate) deliver: Vec<EventId>,
+    pub(crate) acks: Vec<Ack>,
+    /// Mutations and barriers in the group.
+    pub(crate) messages: usize,
 }
 
-impl Msg {
-    /// Whether somebody waits on this message: its group commits at once.
+impl Group {
+    /// One mutation's writes and appended events; `waiter`: somebody waits for exactly these
+    /// writes (an answer sent at once, or any write in immediate mode; with no writes, a
+    /// barrier), so the group commits now rather than at the window's end.
+    pub(crate) fn add(
+        &mut self,
+        ops: impl IntoIterator<Item = Op>,
+        deliver: impl IntoIterator<Item = EventId>,
+        waiter: Option<Ack>,
+    ) {
+        self.ops.extend(ops);
+        self.deliver.extend(deliver);
+        self.acks.extend(waiter);
+        self.messages += 1;
+    }
+
+    /// Move everything in `other` to the end of this group, leaving `other` empty.
+    pub(crate) fn take_from(&mut self, other: &mut Self) {
+        if self.messages == 0 {
+            self.ops.clear();
+            self.deliver.clear();
+            self.acks.clear();
+            std::mem::swap(self, other);
+            return;
+        }
+        self.ops.append(&mut other.ops);
+        self.deliver.append(&mut other.deliver);
+        self.acks.append(&mut other.acks);
+        self.messages += std::mem::take(&mut other.messages);
+    }
+
+    /// Whether nothing joined the group.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.messages == 0
+    }
+
+    /// Whether somebody waits on the group: it commits at once.
     pub(crate) fn is_urgent(&self) -> bool {
-        matches!(self, Self::Barrier(_) | Self::Ops { waiter: Some(_), .. })
+        !self.acks.is_empty()
+    }
+
+    /// Empty the group for the next one. Its buffers keep their capacity, up to what a busy
+    /// store's groups use: a burst should not keep its memory for the life of the store.
+    pub(crate) fn clear(&mut self) {
+        const KEEP: usize = 16 << 10;
+        self.ops.clear();
+        self.ops.shrink_to(KEEP);
+        self.deliver.clear();
+        self.deliver.shrink_to(KEEP);
+        self.acks.clear();
+        self.messages = 0;
     }
 }
 
@@ -59,21 +101,22 @@ pub(crate) struct EventId {
     pub(crate) event: forkless_core::EventId,
 }
 
-/// Most messages folded into one log entry; bounds commit latency under a flood.
+/// A batched group stops gathering once it holds this many mutations; bounds commit latency
+/// under a flood.
 pub(crate) const MAX_BATCH: usize = 8192;
 
 /// How long the writer polls for the next message before it sleeps, in immediate mode.
 pub(crate) const IMMEDIATE_POLL: Duration = Duration::from_micros(200);
 
-/// The next message if one arrives within `within`. Polls, yielding the CPU between polls,
-/// so another thread that wants the core gets it.
-pub(crate) fn poll_briefly(rx: &Inbox, within: Duration) -> Option<Msg> {
+/// Whether a message arrives within `within`. Polls, yielding the CPU between polls, so
+/// another thread that wants the core gets it.
+pub(crate) fn poll_briefly(rx: &Inbox, within: Duration) -> bool {
     let until = Instant::now() + within;
     loop {
-        match rx.try_recv() {
-            Ok(msg) => return Some(msg),
-            Err(TryRecvError::Empty) if Instant::now() < until => std::thread::yield_now(),
-            Err(_) => return None,
+        match rx.queued() {
+            Queued::Some => return true,
+            Queued::Empty if Instant::now() < until => std::thread::yield_now(),
+            Queued::Empty | Queued::Closed => return false,
         }
     }
 }
@@ -107,15 +150,23 @@ impl Settled {
 
 /// A durable group's events to deliver: each stream up to its last event in the group, once
 /// (a window of appends to one stream wakes its writer once, not once per event).
-pub(crate) fn coalesce(batch: &[Msg]) -> Vec<EventId> {
+pub(crate) fn coalesce(events: &[EventId]) -> Vec<EventId> {
+    type Index = std::collections::HashMap<
+        (forkless_core::SessionId, forkless_core::StreamId),
+        usize,
+        forkless_core::IdHashBuilder,
+    >;
     let mut last: Vec<EventId> = Vec::new();
-    for msg in batch {
-        let Msg::Ops { deliver: events, .. } = msg else { continue };
-        for e in events {
-            let same = |l: &EventId| l.session == e.session && l.event.stream == e.event.stream;
-            match last.iter_mut().rev().find(|l| same(l)) {
-                Some(l) => l.event = l.event.max(e.event),
-                None => last.push(*e),
+    let mut index = Index::default();
+    for e in events {
+        match index.entry((e.session, e.event.stream)) {
+            std::collections::hash_map::Entry::Occupied(at) => {
+                let l = &mut last[*at.get()];
+                l.event = l.event.max(e.event);
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(last.len());
+                last.push(*e);
             }
         }
     }
@@ -133,12 +184,11 @@ pub(crate) const GROUP_QUIET: Duration = Duration::from_micros(60);
 /// (at most [`GROUP_GATHER`] in all), yielding the CPU between polls so the threads producing
 /// them can run. Concurrent requests then share one sync instead of paying one each (a sync
 /// costs the kernel tens of microseconds of CPU). A lone waiter does not wait for company.
-pub(crate) fn gather_waiters(rx: &Inbox, batch: &mut Vec<Msg>) {
-    drain_queued(rx, batch);
+pub(crate) fn gather_waiters(rx: &Inbox, group: &mut Group) {
     let start = Instant::now();
     let mut last = start;
-    while batch.len() < MAX_BATCH {
-        match rx.drain_into(batch, MAX_BATCH - batch.len()) {
+    loop {
+        match rx.take_into(group) {
             Ok(0) => {
                 let now = Instant::now();
                 if now - last >= GROUP_QUIET || now - start >= GROUP_GATHER {
@@ -152,25 +202,16 @@ pub(crate) fn gather_waiters(rx: &Inbox, batch: &mut Vec<Msg>) {
     }
 }
 
-/// Move whatever is queued now into `batch` (up to [`MAX_BATCH`]), without waiting.
-pub(crate) fn drain_queued(rx: &Inbox, batch: &mut Vec<Msg>) {
-    let _ = rx.drain_into(batch, MAX_BATCH.saturating_sub(batch.len()));
-}
-
-/// Gather messages into `batch` until `window` has passed since now, somebody waits (a
-/// barrier, or writes with a waiter) or the batch is full. The thread sleeps between drains
-/// instead of waiting on the queue, so an append never wakes it: on a core shared with the
-/// server, waking per append cost two context switches per event. A waiter that arrives
-/// during a window waits at most [`BATCH_POLL`], and whatever is queued behind it joins the
-/// group (concurrent waiters share one sync).
-pub(crate) fn gather_window(rx: &Inbox, batch: &mut Vec<Msg>, window: Duration) {
+/// Gather into `group` until `window` has passed since now, somebody waits (a barrier, or
+/// writes with a waiter) or the group holds [`MAX_BATCH`] mutations. The thread sleeps
+/// between takes instead of waiting on the inbox, so an append never wakes it: on a core
+/// shared with the server, waking per append cost two context switches per event. A waiter
+/// that arrives during a window waits at most [`BATCH_POLL`], and whatever is queued with it
+/// joins the group (concurrent waiters share one sync).
+pub(crate) fn gather_window(rx: &Inbox, group: &mut Group, window: Duration) {
     let deadline = Instant::now() + window;
     loop {
-        let from = batch.len();
-        if rx.drain_into(batch, MAX_BATCH.saturating_sub(from)).is_err()
-            || batch.len() >= MAX_BATCH
-            || batch[from..].iter().any(Msg::is_urgent)
-        {
+        if rx.take_into(group).is_err() || group.messages >= MAX_BATCH || group.is_urgent() {
             return;
         }
         let now = Instant::now();

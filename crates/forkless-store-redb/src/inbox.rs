@@ -1,27 +1,23 @@
 //! The writer thread's inbox: the queue on which every mutation's writes travel to the writer
 //! thread, in the order they were made.
 //!
-//! A ring buffer behind a mutex, not a channel: a message carries a mutation's writes inline
-//! (a few hundred bytes), and `std::sync::mpsc` allocates and zeroes a block for every 31 of
-//! them, which the writer thread then frees; the ring keeps its capacity, so a message costs a
-//! copy in and a copy out. A sender wakes the writer only when it waits on the inbox (the
-//! writer's sleep within a batch window is a timed sleep, so an append never wakes it). The
-//! error types are `std::sync::mpsc`'s, with the same meaning: `Disconnected` once the inbox
-//! is closed and everything sent before has been received.
+//! A [`Group`] behind a mutex, not a channel of messages: a sender appends its writes to the
+//! queued group, and the writer takes the whole queue at once by trading it for the group it
+//! has just written (empty, its buffers kept), so once warm nothing is allocated and every
+//! write is copied once on its way in. (`std::sync::mpsc` allocated and zeroed a block for
+//! every 31 messages, which the writer thread then freed, and copied each message out again.)
+//! A sender wakes the writer only when it waits on the inbox; the writer's sleep within a
+//! batch window is a timed sleep, so an append never wakes it.
 //!
-//! It owns the queue and its closing; what a message is and how the writer groups messages is
+//! It owns the queue and its closing; what a group is and how the writer gathers one is
 //! [`super::group`]'s.
 
-use std::collections::VecDeque;
-use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::group::Msg;
-
-/// Capacity an empty inbox gives back, beyond which it shrinks: a burst may queue many
-/// messages, and the ring should not keep that memory for the life of the store.
-const KEEP: usize = 4096;
+use super::group::{Ack, EventId, Group};
+use super::op::Op;
 
 #[derive(Debug, Default)]
 pub(crate) struct Inbox {
@@ -29,13 +25,22 @@ pub(crate) struct Inbox {
     arrived: Condvar,
 }
 
-/// The inbox no longer takes messages: the store is closing.
+/// The inbox no longer takes writes: the store is closing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Closed;
 
+/// What the inbox holds, as [`Inbox::queued`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Queued {
+    Some,
+    Empty,
+    /// Empty and closed: nothing will come.
+    Closed,
+}
+
 #[derive(Debug, Default)]
 struct State {
-    queue: VecDeque<Msg>,
+    queued: Group,
     closed: bool,
     /// The writer waits on `arrived`: a sender must notify it.
     waiting: bool,
@@ -47,14 +52,20 @@ impl Inbox {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Queue `msg`, unless the inbox is closed (then `msg` is dropped, and with it any waiter
-    /// it carried: the waiting side sees its acknowledgement dropped unsent).
-    pub(crate) fn send(&self, msg: Msg) -> Result<(), Closed> {
+    /// Queue one mutation's writes (see [`Group::add`]), unless the inbox is closed: then they
+    /// are dropped, and with them the waiter, whose side sees its acknowledgement dropped
+    /// unsent.
+    pub(crate) fn send(
+        &self,
+        ops: impl IntoIterator<Item = Op>,
+        deliver: impl IntoIterator<Item = EventId>,
+        waiter: Option<Ack>,
+    ) -> Result<(), Closed> {
         let mut state = self.lock();
         if state.closed {
             return Err(Closed);
         }
-        state.queue.push_back(msg);
+        state.queued.add(ops, deliver, waiter);
         let wake = state.waiting;
         drop(state);
         if wake {
@@ -63,47 +74,40 @@ impl Inbox {
         Ok(())
     }
 
-    /// Refuse further messages; the writer still receives those already queued.
+    /// Refuse further writes; the writer still takes those already queued.
     pub(crate) fn close(&self) {
         self.lock().closed = true;
         self.arrived.notify_all();
     }
 
-    /// The next message, if one is queued.
-    pub(crate) fn try_recv(&self) -> Result<Msg, TryRecvError> {
+    /// Whether anything is queued.
+    pub(crate) fn queued(&self) -> Queued {
+        let state = self.lock();
+        match (state.queued.is_empty(), state.closed) {
+            (false, _) => Queued::Some,
+            (true, false) => Queued::Empty,
+            (true, true) => Queued::Closed,
+        }
+    }
+
+    /// Move everything queued to the end of `group`; returns how many mutations moved.
+    /// `Err(Closed)` once the inbox is closed and empty.
+    pub(crate) fn take_into(&self, group: &mut Group) -> Result<usize, Closed> {
         let mut state = self.lock();
-        Self::pop(&mut state).ok_or(if state.closed {
-            TryRecvError::Disconnected
-        } else {
-            TryRecvError::Empty
-        })
+        let n = state.queued.messages;
+        if n == 0 && state.closed {
+            return Err(Closed);
+        }
+        group.take_from(&mut state.queued);
+        Ok(n)
     }
 
-    /// Move up to `max` queued messages to the end of `batch`, under one lock; returns how
-    /// many moved. `Err` once the inbox is closed and empty.
-    pub(crate) fn drain_into(&self, batch: &mut Vec<Msg>, max: usize) -> Result<usize, TryRecvError> {
-        let mut state = self.lock();
-        let n = state.queue.len().min(max);
-        batch.extend(state.queue.drain(..n));
-        Self::shrink(&mut state);
-        if n == 0 && state.closed { Err(TryRecvError::Disconnected) } else { Ok(n) }
-    }
-
-    /// The next message, waiting for one as long as it takes.
-    pub(crate) fn recv(&self) -> Result<Msg, RecvTimeoutError> {
-        self.recv_until(None)
-    }
-
-    /// The next message, waiting for one at most `timeout`.
-    pub(crate) fn recv_timeout(&self, timeout: Duration) -> Result<Msg, RecvTimeoutError> {
-        self.recv_until(Some(Instant::now() + timeout))
-    }
-
-    fn recv_until(&self, deadline: Option<Instant>) -> Result<Msg, RecvTimeoutError> {
+    /// Wait until something is queued (`Ok`), at most until `deadline` if one is given.
+    pub(crate) fn wait(&self, deadline: Option<Instant>) -> Result<(), RecvTimeoutError> {
         let mut state = self.lock();
         loop {
-            if let Some(msg) = Self::pop(&mut state) {
-                return Ok(msg);
+            if !state.queued.is_empty() {
+                return Ok(());
             }
             if state.closed {
                 return Err(RecvTimeoutError::Disconnected);
@@ -127,88 +131,95 @@ impl Inbox {
             state.waiting = false;
         }
     }
-
-    fn pop(state: &mut State) -> Option<Msg> {
-        let msg = state.queue.pop_front();
-        Self::shrink(state);
-        msg
-    }
-
-    fn shrink(state: &mut State) {
-        if state.queue.is_empty() && state.queue.capacity() > KEEP {
-            state.queue.shrink_to(KEEP);
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
+    use std::time::Duration;
 
-    fn barrier() -> (Msg, tokio::sync::oneshot::Receiver<Result<(), String>>) {
+    type Done = tokio::sync::oneshot::Receiver<Result<(), String>>;
+
+    fn barrier(inbox: &Inbox) -> Result<Done, Closed> {
         let (ack, done) = tokio::sync::oneshot::channel();
-        (Msg::Barrier(ack), done)
+        inbox.send([], [], Some(ack)).map(|()| done)
     }
 
-    /// Tell messages apart by acknowledging them with their number.
-    fn number(msg: Msg, n: usize) {
-        let Msg::Barrier(ack) = msg else { panic!("not a barrier") };
-        let _ = ack.send(Err(n.to_string()));
+    fn trim(low_water: u64) -> Op {
+        Op::Trim { prefix: [1; 28], low_water }
+    }
+
+    fn low_waters(group: &Group) -> Vec<u64> {
+        group.ops.iter().map(|op| if let Op::Trim { low_water, .. } = op { *low_water } else { 0 }).collect()
     }
 
     #[test]
-    fn messages_arrive_in_order_and_closing_delivers_what_was_queued_first() {
+    fn writes_arrive_in_order_and_closing_leaves_what_was_queued_to_take() {
         let inbox = Inbox::default();
-        let mut done = Vec::new();
-        for _ in 0..3 {
-            let (msg, rx) = barrier();
-            inbox.send(msg).unwrap();
-            done.push(rx);
-        }
+        let mut group = Group::default();
+        inbox.send([trim(1), trim(2)], [], None).unwrap();
+        assert_eq!(inbox.take_into(&mut group), Ok(1));
+        inbox.send([trim(3)], [], None).unwrap();
+        let mut done = barrier(&inbox).unwrap();
+        assert_eq!(inbox.queued(), Queued::Some);
         inbox.close();
-        let (refused, mut dropped) = barrier();
-        assert_eq!(inbox.send(refused), Err(Closed), "a closed inbox refuses");
-        assert!(dropped.try_recv().is_err(), "and drops the waiter it carried");
-        number(inbox.try_recv().unwrap(), 0);
-        let mut batch = Vec::new();
-        assert_eq!(inbox.drain_into(&mut batch, 1), Ok(1));
-        number(batch.pop().unwrap(), 1);
-        number(inbox.recv().unwrap(), 2);
-        assert_eq!(inbox.try_recv().err(), Some(TryRecvError::Disconnected));
-        assert_eq!(inbox.drain_into(&mut batch, 10), Err(TryRecvError::Disconnected));
-        assert_eq!(inbox.recv().err(), Some(RecvTimeoutError::Disconnected));
-        for (n, mut rx) in done.into_iter().enumerate() {
-            assert_eq!(rx.try_recv().unwrap(), Err(n.to_string()));
+        assert_eq!(inbox.send([trim(4)], [], None), Err(Closed), "a closed inbox refuses");
+        assert!(barrier(&inbox).is_err());
+        assert_eq!(inbox.take_into(&mut group), Ok(2), "what was queued before closing");
+        assert_eq!(low_waters(&group), vec![1, 2, 3]);
+        assert_eq!((group.messages, group.is_urgent()), (3, true));
+        for ack in group.acks.drain(..) {
+            let _ = ack.send(Ok(()));
         }
+        assert_eq!(done.try_recv().unwrap(), Ok(()));
+        assert_eq!(inbox.queued(), Queued::Closed);
+        assert_eq!(inbox.take_into(&mut group), Err(Closed));
+        assert_eq!(inbox.wait(None), Err(RecvTimeoutError::Disconnected));
+    }
+
+    #[test]
+    fn a_taken_group_trades_places_with_the_empty_one() {
+        let inbox = Inbox::default();
+        let mut group = Group::default();
+        group.ops.reserve(64);
+        let spare = group.ops.as_ptr();
+        inbox.send([trim(1)], [], None).unwrap();
+        inbox.take_into(&mut group).unwrap();
+        group.clear();
+        // The writer's emptied buffer went to the inbox, and comes back with the next writes.
+        inbox.send([trim(2)], [], None).unwrap();
+        inbox.take_into(&mut group).unwrap();
+        assert_eq!(group.ops.as_ptr(), spare);
+        assert_eq!(low_waters(&group), vec![2]);
     }
 
     #[test]
     fn an_empty_inbox_times_out_and_a_waiting_writer_is_woken() {
         let inbox = Arc::new(Inbox::default());
-        assert_eq!(inbox.try_recv().err(), Some(TryRecvError::Empty));
-        assert_eq!(inbox.recv_timeout(Duration::from_millis(1)).err(), Some(RecvTimeoutError::Timeout));
+        assert_eq!(inbox.queued(), Queued::Empty);
+        let soon = Instant::now() + Duration::from_millis(1);
+        assert_eq!(inbox.wait(Some(soon)), Err(RecvTimeoutError::Timeout));
         let writer = {
             let inbox = Arc::clone(&inbox);
-            std::thread::spawn(move || inbox.recv().map(|msg| number(msg, 7)))
+            std::thread::spawn(move || inbox.wait(None))
         };
         // Wait until the writer sleeps on the inbox, so the send must wake it.
         while !inbox.lock().waiting {
             std::thread::yield_now();
         }
-        let (msg, mut rx) = barrier();
-        inbox.send(msg).unwrap();
-        writer.join().unwrap().unwrap();
-        assert_eq!(rx.try_recv().unwrap(), Err("7".to_owned()));
+        inbox.send([trim(1)], [], None).unwrap();
+        assert_eq!(writer.join().unwrap(), Ok(()));
+        inbox.take_into(&mut Group::default()).unwrap();
         // Closing wakes a writer waiting on an empty inbox.
         let writer = {
             let inbox = Arc::clone(&inbox);
-            std::thread::spawn(move || inbox.recv().err())
+            std::thread::spawn(move || inbox.wait(None))
         };
         while !inbox.lock().waiting {
             std::thread::yield_now();
         }
         inbox.close();
-        assert_eq!(writer.join().unwrap(), Some(RecvTimeoutError::Disconnected));
+        assert_eq!(writer.join().unwrap(), Err(RecvTimeoutError::Disconnected));
     }
 }

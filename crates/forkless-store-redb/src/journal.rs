@@ -23,8 +23,7 @@ use super::Durability;
 use super::checkpoint::{commit, superseded};
 use super::codec;
 use super::group::{
-    DELIVERY_ALLOWANCE, IMMEDIATE_POLL, Msg, Settled, coalesce, drain_queued, gather_waiters, gather_window,
-    poll_briefly,
+    DELIVERY_ALLOWANCE, Group, IMMEDIATE_POLL, Settled, coalesce, gather_waiters, gather_window, poll_briefly,
 };
 use super::inbox::Inbox;
 use super::op::Op;
@@ -83,8 +82,6 @@ pub(crate) struct Writer {
     db: Database,
     log: Log,
     pending: Vec<Op>,
-    /// The group being written (kept between groups for its capacity).
-    group: Vec<Op>,
     /// When the oldest pending write was logged.
     pending_since: Option<Instant>,
     crash_hook: CrashHook,
@@ -125,7 +122,6 @@ impl Writer {
             db,
             log,
             pending: Vec::new(),
-            group: Vec::new(),
             pending_since: None,
             crash_hook: CrashHook::from_env(),
             sync_time: Duration::ZERO,
@@ -144,26 +140,18 @@ impl Writer {
 
     /// Make a batch durable: one log entry, one sync. A group too large for the log at all
     /// goes straight into redb with the pending writes (a checkpoint).
-    fn write(&mut self, batch: &mut [Msg]) -> Result<(), String> {
-        let mut group = std::mem::take(&mut self.group);
-        group.clear();
-        for msg in batch.iter_mut() {
-            if let Msg::Ops { ops, .. } = msg {
-                group.extend(ops.drain(..));
-            }
-        }
+    fn write(&mut self, group: &mut Group) -> Result<(), String> {
+        let ops = &mut group.ops;
         // A batch window of appends to one stream rewrites its stream row once per append;
         // only the last of each goes to the log.
-        let skip = superseded(&group);
+        let skip = superseded(ops);
         let mut skip = skip.into_iter();
-        group.retain(|_| !skip.next().unwrap_or(false));
+        ops.retain(|_| !skip.next().unwrap_or(false));
         let out = self.log.begin();
-        for op in &group {
+        for op in ops.iter() {
             codec::encode_op(op, out);
         }
-        let written = self.log_group(&mut group);
-        self.group = group;
-        written
+        self.log_group(ops)
     }
 
     /// Log the encoded group (and move it to the pending writes), or checkpoint it straight
@@ -229,80 +217,68 @@ pub(crate) fn run(
     };
     // How many waited on the last group: 0, 1, or more (then the next sync waits for company).
     let mut waited_on = 0;
-    // The messages of a group (kept between groups for its capacity).
-    let mut batch = Vec::new();
+    // The group being written (kept between groups for its buffers).
+    let mut group = Group::default();
     loop {
         // In immediate mode, an emitter that waits for each append is back within tens of
         // microseconds: catching its next message awake spares this thread a sleep and the
         // wake-up that follows, which on an idle virtual CPU costs about as much as a sync.
         // (Polling after batched groups that had waiters measured no gain: not done.)
-        if window.is_none()
-            && let Some(msg) = poll_briefly(rx, IMMEDIATE_POLL)
-        {
-            batch.push(msg);
-            waited_on = handle(&mut writer, rx, &mut batch, window, poison, settle, waited_on > 1);
+        if window.is_none() && poll_briefly(rx, IMMEDIATE_POLL) {
+            waited_on = handle(&mut writer, rx, &mut group, window, poison, settle, waited_on > 1);
             continue;
         }
         // Wait for work; with writes pending, no longer than until their checkpoint is due.
-        let first = match writer.checkpoint_due() {
-            None => rx.recv(),
-            Some(due) => rx.recv_timeout(due.saturating_duration_since(Instant::now())),
-        };
-        let first = match first {
-            Ok(first) => first,
+        match rx.wait(writer.checkpoint_due()) {
+            Ok(()) => {}
             Err(RecvTimeoutError::Timeout) => {
                 writer.checkpoint_or_poison(poison);
                 continue;
             }
             Err(RecvTimeoutError::Disconnected) => break,
-        };
-        batch.push(first);
-        waited_on = handle(&mut writer, rx, &mut batch, window, poison, settle, waited_on > 1);
+        }
+        waited_on = handle(&mut writer, rx, &mut group, window, poison, settle, waited_on > 1);
     }
     // Closing: checkpoint, so the next open has nothing to replay.
     writer.checkpoint_or_poison(poison);
 }
 
-/// Gather a group starting with the message in `batch`, write it with one sync, deliver its
-/// events, acknowledge its waiters, and checkpoint if one is due; `batch` is left empty.
-/// `company`: several waited on the last group, so a sync somebody waits for holds back
-/// briefly for more. Returns how many waited on this one.
+/// Gather a group from what is queued, write it with one sync, deliver its events, acknowledge
+/// its waiters, and checkpoint if one is due; `group` is left empty. `company`: several waited
+/// on the last group, so a sync somebody waits for holds back briefly for more. Returns how
+/// many waited on this one.
 fn handle(
     writer: &mut Writer,
     rx: &Inbox,
-    batch: &mut Vec<Msg>,
+    group: &mut Group,
     window: Option<Duration>,
     poison: &Poison,
     settle: &dyn Fn(Settled),
     company: bool,
 ) -> usize {
+    let _ = rx.take_into(group);
     match window {
         // Batched: gather until the window ends, unless somebody waits.
-        Some(window) if !batch[0].is_urgent() => {
+        Some(window) if !group.is_urgent() => {
             // An event waits for the window, then for the sync and its delivery: the window
             // makes room for both, so an event is delivered within the window of its append.
             let early = (writer.sync_time + DELIVERY_ALLOWANCE).min(window / 2);
-            gather_window(rx, batch, window - early);
+            gather_window(rx, group, window - early);
         }
-        // Immediate, or somebody waits: whatever is queued joins this group, and so does what
+        // Immediate, or somebody waits: whatever is queued joined this group, and so does what
         // arrives while writes keep coming (that is what makes commits shared).
-        _ if company => gather_waiters(rx, batch),
-        _ => drain_queued(rx, batch),
+        _ if company => gather_waiters(rx, group),
+        _ => {}
     }
     let result = if poison.check().is_err() {
         Err("store is poisoned by an earlier failure".to_owned())
     } else {
-        writer.write(batch)
+        writer.write(group)
     };
     fail_on(poison, result.clone());
-    let events = if result.is_ok() { coalesce(batch) } else { Vec::new() };
-    let acks = batch
-        .drain(..)
-        .filter_map(|msg| match msg {
-            Msg::Barrier(ack) | Msg::Ops { waiter: Some(ack), .. } => Some(ack),
-            Msg::Ops { waiter: None, .. } => None,
-        })
-        .collect::<Vec<_>>();
+    let events = if result.is_ok() { coalesce(&group.deliver) } else { Vec::new() };
+    let acks = std::mem::take(&mut group.acks);
+    group.clear();
     let waited_on = acks.len();
     settle(Settled { events, acks, result });
     if writer.checkpoint_due().is_some_and(|due| due <= Instant::now()) {

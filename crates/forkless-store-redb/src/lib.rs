@@ -49,7 +49,7 @@ use std::time::Duration;
 
 use forkless_core::{AppendTarget, EventId, EventKind, Seq, SessionId, SessionRecord, StreamId, Timestamp};
 
-use self::group::{Ack, Msg};
+use self::group::Ack;
 use self::journal::Poison;
 use self::op::Op;
 use forkless_store::engine::{Effect, Engine, Origin};
@@ -173,15 +173,11 @@ impl RedbStore {
         self.inner.poison.check().map_err(Error::Poisoned)
     }
 
-    fn send(&self, msg: Msg) {
-        // A closed inbox means the store is closing; a waiter dropped unsent then asks a
-        // barrier, which reports it.
-        let _ = self.inner.inbox.send(msg);
-    }
-
     async fn barrier(&self) -> Result<()> {
         let (ack, done) = tokio::sync::oneshot::channel();
-        self.send(Msg::Barrier(ack));
+        // A closed inbox (the store is closing) drops the acknowledgement unsent, which
+        // `durable` reports.
+        let _ = self.inner.inbox.send([], [], Some(ack));
         durable(done).await
     }
 
@@ -222,7 +218,7 @@ impl RedbStore {
     /// (it travels with them, so the writer commits their group at once).
     fn journal_for(&self, mut waiter: Option<Ack>) -> impl FnMut(Effect<'_>) + '_ {
         let mut ops = group::Ops::new();
-        let mut deliver = smallvec::SmallVec::new();
+        let mut deliver = smallvec::SmallVec::<[group::EventId; 1]>::new();
         move |effect| match effect {
             Effect::Record(r) => {
                 ops.push(put_header(r));
@@ -253,11 +249,10 @@ impl RedbStore {
             }
             Effect::DropSession(session) => ops.push(Op::DropSession { session: *session.as_bytes() }),
             Effect::End => {
-                if !ops.is_empty() {
-                    let (ops, deliver) = (std::mem::take(&mut ops), std::mem::take(&mut deliver));
-                    self.send(Msg::Ops { ops, deliver, waiter: waiter.take() });
-                } else if let Some(ack) = waiter.take() {
-                    self.send(Msg::Barrier(ack));
+                if !ops.is_empty() || waiter.is_some() {
+                    // Closed: the store is closing; a waiter dropped unsent then asks a barrier,
+                    // which reports it.
+                    let _ = self.inner.inbox.send(ops.drain(..), deliver.drain(..), waiter.take());
                 }
             }
         }
