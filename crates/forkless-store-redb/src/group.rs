@@ -126,7 +126,7 @@ pub(crate) fn poll_briefly(rx: &Inbox, within: Duration) -> bool {
 /// the runtime and on to the connections' writers.
 pub(crate) const DELIVERY_ALLOWANCE: Duration = Duration::from_micros(800);
 
-/// How often a batched writer drains its queue while a window is open.
+/// How often a batched writer takes its queue while a window is open.
 pub(crate) const BATCH_POLL: Duration = Duration::from_millis(1);
 
 /// What a group's sync settled: the events to deliver (empty if it failed) and the waiters to
