@@ -161,11 +161,25 @@ impl<S: Store, H: Handler> App<S, H> {
     /// Where the store says `id`'s owner is, decided; a forward is remembered.
     async fn resolve(&self, id: SessionId, arrival: Arrival) -> Result<Step, Error> {
         let owner = self.common.store.owner(id).await?;
-        let step = decide(owner, arrival, self.common.restorable)?;
+        let step = match decide(owner, arrival, self.common.restorable) {
+            // An ended session has nothing left to run on its owner: any node answers it (404
+            // with its end reason), whichever node ended it and whether or not that node can
+            // be reached. (A node that advertises no address may take a lost node's session
+            // over and end it; refusing it as unavailable would send its client retrying a
+            // 503 forever.)
+            Err(Error::OwnerUnavailable { .. }) if self.has_ended(id).await? => Step::Serve,
+            step => step?,
+        };
         if let Step::Forward { node, base } = &step {
             self.common.routes.put(id, node, base);
         }
         Ok(step)
+    }
+
+    /// Whether the store holds `id` as ended.
+    async fn has_ended(&self, id: SessionId) -> Result<bool, Error> {
+        let record = self.common.store.load(id).await?;
+        Ok(record.is_some_and(|r| r.value.session().ended().is_some()))
     }
 
     /// Serve here, taking a lapsed owner's session over first if `step` says so.
