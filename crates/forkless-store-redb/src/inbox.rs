@@ -80,6 +80,19 @@ impl Inbox {
         self.arrived.notify_all();
     }
 
+    /// Close, and drop whatever is still queued, waiters with it (their side sees the
+    /// acknowledgement dropped unsent, an error, instead of waiting forever): what the writer
+    /// thread does as it exits, also when it unwinds from a panic.
+    pub(crate) fn shut(&self) {
+        let queued = {
+            let mut state = self.lock();
+            state.closed = true;
+            std::mem::take(&mut state.queued)
+        };
+        self.arrived.notify_all();
+        drop(queued);
+    }
+
     /// Whether anything is queued.
     pub(crate) fn queued(&self) -> Queued {
         let state = self.lock();
@@ -176,6 +189,16 @@ mod tests {
         assert_eq!(inbox.queued(), Queued::Closed);
         assert_eq!(inbox.take_into(&mut group), Err(Closed));
         assert_eq!(inbox.wait(None), Err(RecvTimeoutError::Disconnected));
+    }
+
+    #[test]
+    fn shutting_drops_the_queued_waiters_so_none_waits_forever() {
+        let inbox = Inbox::default();
+        let mut done = barrier(&inbox).unwrap();
+        inbox.shut();
+        assert!(matches!(done.try_recv(), Err(tokio::sync::oneshot::error::TryRecvError::Closed)));
+        assert_eq!(inbox.queued(), Queued::Closed);
+        assert!(barrier(&inbox).is_err(), "a shut inbox refuses");
     }
 
     #[test]

@@ -208,6 +208,14 @@ impl RedbStore {
                     }
                     None => settled.apply(|e| engine.deliver(e.session, e.event.stream, e.event.seq)),
                 };
+                // However the thread ends (a panic included), nobody may wait on the inbox.
+                struct Shut<'a>(&'a Inbox);
+                impl Drop for Shut<'_> {
+                    fn drop(&mut self) {
+                        self.0.shut();
+                    }
+                }
+                let _shut = Shut(&inbox);
                 journal::run(writer, &inbox, durability, &poison, &settle);
             })
             .map_err(|e| Error::Backend(format!("spawning the writer thread: {e}")))?;
