@@ -1,7 +1,7 @@
 //! The statements of one group commit: every session a batch of appends advanced, moved
 //! from the version the batch was computed on to its last in one statement
-//! (`forkless_advance_many`), their changed streams, and every event, each kind of row in
-//! one statement over arrays. Sent as one pipeline: a batch costs one round trip and one
+//! (`forkless_advance_many`), their changed streams, and every event in chunks (a stream's
+//! events of the batch in one row), each kind of row in one statement over arrays. Sent as one pipeline: a batch costs one round trip and one
 //! commit (one WAL flush), however many events and sessions it holds.
 //!
 //! It owns these statements, not which appends form a batch or what they write (see
@@ -23,15 +23,17 @@ const DROP_STREAMS: &str = "DELETE FROM forkless_streams s USING unnest($1::byte
 const UPSERT_STREAMS: &str = "INSERT INTO forkless_streams (session, stream, meta) \
      SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[]) \
      ON CONFLICT (session, stream) DO UPDATE SET meta = EXCLUDED.meta";
-const INSERT_EVENTS: &str = "INSERT INTO forkless_events (session, stream, seq, payload) \
-     SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bigint[], $4::bytea[])";
-const TRIM: &str = "DELETE FROM forkless_events e USING unnest($1::bytea[], $2::bytea[], $3::bigint[]) AS t(se, st, low) \
-     WHERE e.session = t.se AND e.stream = t.st AND e.seq < t.low";
+const INSERT_CHUNKS: &str = "INSERT INTO forkless_chunks (session, stream, last, first, events) \
+     SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[])";
+/// Chunks wholly below the low-water mark go; the one straddling it stays (reads skip what
+/// lies below the mark).
+const TRIM: &str = "DELETE FROM forkless_chunks c USING unnest($1::bytea[], $2::bytea[], $3::bigint[]) AS t(se, st, low) \
+     WHERE c.session = t.se AND c.stream = t.st AND c.last < t.low";
 const NOTIFY: &str = "SELECT pg_notify('forkless', h) FROM unnest($1::text[]) AS h";
 
 /// Write a batch in one transaction.
 pub(crate) async fn write(client: &Client, batch: Batch<'_>) -> Result<Committed> {
-    let Batch { sessions, events, hints } = batch;
+    let Batch { sessions, chunks, hints } = batch;
     let mut ids = Vec::with_capacity(sessions.len());
     let (mut expected, mut next, mut headers) = (Vec::new(), Vec::new(), Vec::new());
     let mut wakes: [Vec<Option<i64>>; 4] = Default::default();
@@ -60,16 +62,16 @@ pub(crate) async fn write(client: &Client, batch: Batch<'_>) -> Result<Committed
         }
         ids.push(id);
     }
-    let session_ids: Vec<[u8; 16]> = events.iter().map(|e| *e.session.as_bytes()).collect();
-    let ev_sessions: Vec<&[u8]> = session_ids.iter().map(|s| s.as_slice()).collect();
-    let ev_streams: Vec<Vec<u8>> = events.iter().map(|e| e.stream.as_bytes().to_vec()).collect();
-    let ev_seqs: Vec<i64> = events.iter().map(|e| e.seq.get() as i64).collect();
-    let ev_payloads: Vec<&[u8]> = events.iter().map(|e| &e.payload[..]).collect();
+    let c_sessions: Vec<&[u8]> = chunks.iter().map(|c| c.session.as_bytes().as_slice()).collect();
+    let c_streams: Vec<&[u8]> = chunks.iter().map(|c| c.stream.as_bytes().as_slice()).collect();
+    let c_lasts: Vec<i64> = chunks.iter().map(|c| c.last.get() as i64).collect();
+    let c_firsts: Vec<i64> = chunks.iter().map(|c| c.first.get() as i64).collect();
+    let c_events: Vec<&[u8]> = chunks.iter().map(|c| c.events.as_slice()).collect();
     let prepare = |sql| client.prepare_cached(sql);
     let advance = prepare(ADVANCE_MANY).await.map_err(backend)?;
     let drop_streams = prepare(DROP_STREAMS).await.map_err(backend)?;
     let upsert = prepare(UPSERT_STREAMS).await.map_err(backend)?;
-    let insert = prepare(INSERT_EVENTS).await.map_err(backend)?;
+    let insert = prepare(INSERT_CHUNKS).await.map_err(backend)?;
     let trim = prepare(TRIM).await.map_err(backend)?;
     let notify = prepare(NOTIFY).await.map_err(backend)?;
     // Prepared statements are sent on their first poll: the pipeline goes out in order.
@@ -84,8 +86,8 @@ pub(crate) async fn write(client: &Client, batch: Batch<'_>) -> Result<Committed
     if !upserts.sessions.is_empty() {
         steps.push(run(client, &upsert, vec![&upserts.sessions, &upserts.streams, &upserts.metas]));
     }
-    if !events.is_empty() {
-        steps.push(run(client, &insert, vec![&ev_sessions, &ev_streams, &ev_seqs, &ev_payloads]));
+    if !chunks.is_empty() {
+        steps.push(run(client, &insert, vec![&c_sessions, &c_streams, &c_lasts, &c_firsts, &c_events]));
     }
     if !trims.sessions.is_empty() {
         steps.push(run(client, &trim, vec![&trims.sessions, &trims.streams, &trims.lows]));

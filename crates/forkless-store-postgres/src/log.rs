@@ -1,5 +1,5 @@
 //! Reading what the database committed: a stream's events after a cursor (fenced where they
-//! are read), the sizes retention asks for, one stream's metadata, and the sessions due for a
+//! are read, decoded from the chunks that hold them), the sizes retention asks for, one stream's metadata, and the sessions due for a
 //! sweep. Every read is one statement, so what it checks and what it returns come from one
 //! snapshot.
 //!
@@ -9,10 +9,14 @@
 use bytes::Bytes;
 use deadpool_postgres::ClientWrapper as Client;
 use forkless_core::{Schedule, Seq, SessionId, Stream, StreamId, Timestamp};
-use forkless_store::codec::decode_stream;
-use forkless_store::{Error, Reader, Result, StoredEvent, check_read};
+use forkless_store::codec::{decode_stream, push_chunk_events, push_chunk_sizes};
+use forkless_store::{Error, Reader, Result, StoredEvent, check_continuation, check_read};
 
 use crate::rows::{backend, millis};
+
+/// A read returns at most this many events, whatever it asks for (a writer asks for a few
+/// hundred).
+const MAX_READ: usize = 1 << 20;
 
 /// Up to `max` committed events of `stream` after `after`, as `reader`.
 pub(crate) async fn read(
@@ -23,35 +27,32 @@ pub(crate) async fn read(
     max: usize,
     reader: Reader,
 ) -> Result<Vec<StoredEvent>> {
+    // The chunks holding events after the cursor, up to the `max`-th: those ending after it
+    // and starting at or before `after + max`, in order.
     let stmt = client
         .prepare_cached(
-            "SELECT st.meta, e.seq, e.payload FROM forkless_streams st LEFT JOIN LATERAL \
-             (SELECT seq, payload FROM forkless_events ev WHERE ev.session = st.session AND ev.stream = st.stream \
-              AND ev.seq > $3 ORDER BY ev.seq LIMIT $4) e ON true \
+            "SELECT st.meta, c.first, c.events FROM forkless_streams st LEFT JOIN LATERAL \
+             (SELECT first, events FROM forkless_chunks ch WHERE ch.session = st.session AND ch.stream = st.stream \
+              AND ch.last > $3 AND ch.first <= $3 + $4 ORDER BY ch.last LIMIT $4) c ON true \
              WHERE st.session = $1 AND st.stream = $2",
         )
         .await
         .map_err(backend)?;
     let (s, st) = (session.as_bytes().as_slice(), stream.as_bytes().as_slice());
     let after_n = after.get() as i64;
-    let limit = i64::try_from(max).unwrap_or(i64::MAX);
+    let max = max.min(MAX_READ);
+    let limit = max as i64;
     let rows = client.query(&stmt, &[&s, &st, &after_n, &limit]).await.map_err(backend)?;
     let Some(first) = rows.first() else { return Err(absent(client, session).await) };
     let meta = decode_stream(first.get::<_, &[u8]>(0))?.build();
     check_read(&meta, after, reader)?;
-    let mut events = Vec::with_capacity(rows.len());
+    let mut events = Vec::with_capacity(max.min(256));
     for row in &rows {
-        let Some(seq) = row.get::<_, Option<i64>>(1) else { break };
-        let payload: &[u8] = row.get(2);
-        events.push(StoredEvent { seq: Seq::new(seq as u64), payload: Bytes::copy_from_slice(payload) });
+        let Some(first) = row.get::<_, Option<i64>>(1) else { break };
+        let chunk = Bytes::copy_from_slice(row.get::<_, &[u8]>(2));
+        push_chunk_events(Seq::new(first as u64), &chunk, after, max, &mut events)?;
     }
-    // The log is contiguous from the low-water mark, so what follows the cursor starts at
-    // its next seq; anything else is a damaged log, refused rather than sent with a gap.
-    if let Some(e) = events.first()
-        && e.seq != after.next().max(meta.low_water())
-    {
-        return Err(Error::Corrupt(format!("stream log has a gap before seq {}", e.seq)));
-    }
+    check_continuation(&meta, after, &events)?;
     Ok(events)
 }
 
@@ -91,16 +92,22 @@ pub(crate) async fn oldest_sizes(
 ) -> Result<Vec<u64>> {
     let stmt = client
         .prepare_cached(
-            "SELECT octet_length(payload)::bigint FROM forkless_events WHERE session = $1 AND stream = $2 \
-             AND seq >= $4 ORDER BY seq LIMIT $3",
+            "SELECT first, events FROM forkless_chunks WHERE session = $1 AND stream = $2 \
+             AND last >= $4 ORDER BY last LIMIT $3",
         )
         .await
         .map_err(backend)?;
     let (s, st) = (session.as_bytes().as_slice(), stream.as_bytes().as_slice());
-    let n = i64::try_from(n).unwrap_or(i64::MAX);
-    let from = from.get() as i64;
-    let rows = client.query(&stmt, &[&s, &st, &n, &from]).await.map_err(backend)?;
-    Ok(rows.iter().map(|r| r.get::<_, i64>(0) as u64).collect())
+    let want = usize::try_from(n).unwrap_or(usize::MAX);
+    let limit = i64::try_from(n).unwrap_or(i64::MAX);
+    let from_n = from.get() as i64;
+    let rows = client.query(&stmt, &[&s, &st, &limit, &from_n]).await.map_err(backend)?;
+    let mut sizes = Vec::new();
+    for row in &rows {
+        let first = Seq::new(row.get::<_, i64>(0) as u64);
+        push_chunk_sizes(first, row.get::<_, &[u8]>(1), from, want, &mut sizes)?;
+    }
+    Ok(sizes)
 }
 
 /// The sessions due at `now`: four index range scans, one per [`forkless_core::Wake`] anchor.

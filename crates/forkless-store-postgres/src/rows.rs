@@ -110,9 +110,9 @@ pub(crate) fn run<'a>(
 
 const ADVANCE: &str = "SELECT forkless_advance($1, $2, $3, $4, $5, $6, $7)";
 const DROP_STREAMS: &str = "DELETE FROM forkless_streams WHERE session = $1 AND stream = ANY($2)";
-const TRIM: &str = "DELETE FROM forkless_events e USING unnest($2::bytea[], $3::bigint[]) AS t(s, low) \
-     WHERE e.session = $1 AND e.stream = t.s AND e.seq < t.low";
-const DROP_EVENTS: &str = "DELETE FROM forkless_events WHERE session = $1";
+const TRIM: &str = "DELETE FROM forkless_chunks c USING unnest($2::bytea[], $3::bigint[]) AS t(s, low) \
+     WHERE c.session = $1 AND c.stream = t.s AND c.last < t.low";
+const DROP_EVENTS: &str = "DELETE FROM forkless_chunks WHERE session = $1";
 const NOTIFY: &str = "SELECT pg_notify('forkless', $1)";
 
 /// Apply `w` in one transaction, sent as one pipeline.

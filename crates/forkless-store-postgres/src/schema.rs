@@ -6,12 +6,15 @@
 //! forkless_schema   (version, name)                                   one row per migration applied
 //! forkless_sessions (id, version, header, wake_liveness, wake_stream_idle, wake_activity, wake_ended, owner)
 //! forkless_streams  (session, stream, meta)                           one row per stream
-//! forkless_events   (session, stream, seq, payload)                   one row per retained event
+//! forkless_chunks   (session, stream, last, first, events)            one row per chunk of retained events
 //! forkless_nodes    (node, token, expires_at, advertise)              one row per node lease
 //! forkless_spent    (key, until_ms)                                   one row per one-time key spent
 //! ```
 //!
-//! `header` and `meta` are [`forkless_store::codec`] rows; the four `wake_*` columns are a
+//! `header` and `meta` are [`forkless_store::codec`] rows, and `events` a chunk of that codec:
+//! the consecutive events `first ..= last` of one stream that one group commit stored (up to
+//! 256 events), keyed by its last event so "the events after a cursor" is one index range
+//! from the chunk holding the next one (migration 7; before it, one row per event); the four `wake_*` columns are a
 //! record's [`Wake`](forkless_core::Wake) anchors in milliseconds, each indexed, so "due at
 //! `now`" is four index range scans. Streams cascade from their session and events from their
 //! stream, so dropping either drops what it held. `forkless_advance` is the compare-and-set:
@@ -36,6 +39,7 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
     ("session owners", V4),
     ("advertised node addresses", V5),
     ("spent one-time keys", V6),
+    ("events stored in chunks", V7),
 ];
 
 /// The schema version this build writes.
@@ -131,8 +135,29 @@ CREATE TABLE forkless_spent (key bytea PRIMARY KEY, until_ms bigint NOT NULL);
 CREATE INDEX forkless_spent_until ON forkless_spent (until_ms);
 "#;
 
+const V7: &str = r#"
+CREATE TABLE forkless_chunks (
+    session bytea NOT NULL,
+    stream bytea NOT NULL,
+    last bigint NOT NULL,
+    first bigint NOT NULL,
+    events bytea NOT NULL,
+    PRIMARY KEY (session, stream, last),
+    FOREIGN KEY (session, stream) REFERENCES forkless_streams (session, stream) ON DELETE CASCADE
+);
+INSERT INTO forkless_chunks (session, stream, last, first, events)
+    SELECT session, stream, seq, seq, int4send(octet_length(payload)) || payload FROM forkless_events;
+DROP TABLE forkless_events;
+"#;
+
 /// Bring the database to [`SCHEMA_VERSION`], or refuse one that is newer.
 pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
+    migrate_to(client, SCHEMA_VERSION).await
+}
+
+/// Bring the database to schema version `target` (at most [`SCHEMA_VERSION`]: tests make a
+/// database as an older build left it), or refuse one newer than this build knows.
+pub(crate) async fn migrate_to(client: &mut Client, target: i32) -> Result<()> {
     let txn = client.transaction().await.map_err(backend)?;
     txn.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).await.map_err(backend)?;
     txn.batch_execute(
@@ -154,7 +179,8 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
             name.unwrap_or_default()
         )));
     }
-    for (i, (name, sql)) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+    let target = usize::try_from(target.min(SCHEMA_VERSION)).unwrap_or(0);
+    for (i, (name, sql)) in MIGRATIONS.iter().enumerate().take(target).skip(found as usize) {
         let version = i as i32 + 1;
         txn.batch_execute(sql).await.map_err(backend)?;
         txn.execute("INSERT INTO forkless_schema (version, name) VALUES ($1, $2)", &[&version, name])

@@ -31,6 +31,15 @@ impl TestDb {
             .expect("drop");
     }
 
+    /// Apply the schema's migrations up to `version` only: the database as a build of that
+    /// schema version left it.
+    pub async fn migrate_to(&self, version: i32) {
+        let (mut client, conn) =
+            tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await.expect("connect");
+        tokio::spawn(conn);
+        crate::schema::migrate_to(&mut client, version).await.expect("migrate");
+    }
+
     /// A store on this database (hints off unless asked: one node).
     pub async fn store(&self, hints: Hints) -> PgStore {
         let mut cfg = PgConfig::new(&self.url);

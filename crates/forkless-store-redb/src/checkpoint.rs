@@ -102,12 +102,6 @@ pub(crate) fn superseded(ops: &[Op]) -> Vec<bool> {
     skip
 }
 
-/// Most events in one stored row.
-const CHUNK_EVENTS: usize = 256;
-
-/// Most payload bytes in one stored row (a larger event gets a row of its own).
-const CHUNK_BYTES: usize = 64 << 10;
-
 /// A checkpoint's new events, gathered per stream into rows of consecutive events: one B-tree
 /// insert per row instead of one per event (inserting each event was most of a checkpoint's
 /// cost, and the checkpoint shares the server's CPU).
@@ -142,7 +136,7 @@ impl NewEvents {
         prefix.copy_from_slice(&key[..28]);
         let seq = u64::from_be_bytes(key[28..].try_into().unwrap_or_default());
         if let Some(chunk) = self.open.get_mut(&prefix) {
-            let fits = chunk.count < CHUNK_EVENTS && chunk.bytes.len() + payload.len() <= CHUNK_BYTES;
+            let fits = forkless_store::codec::chunk_has_room(chunk.count, chunk.bytes.len(), payload.len());
             if chunk.next_seq == seq && fits {
                 codec::put_chunk_event(&mut chunk.bytes, payload);
                 chunk.count += 1;

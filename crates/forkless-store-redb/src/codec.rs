@@ -38,7 +38,8 @@ pub(crate) const FORMAT_VERSION: u64 = 4;
 pub(crate) const MIGRATES_FROM: u64 = 3;
 
 mod keys;
-pub(crate) use keys::{chunk_events, event_key, put_chunk_event, split_event_key};
+pub(crate) use forkless_store::codec::{chunk_events, put_chunk_event};
+pub(crate) use keys::{event_key, split_event_key};
 
 /// Append one write to a log entry's payload.
 pub(crate) fn encode_op(op: &Op, out: &mut Vec<u8>) {

@@ -2,8 +2,10 @@
 //! and a group commit are each one call, so each is atomic and one round trip.
 //!
 //! It owns the encoding of a write into the script's keys and arguments, not the script.
+//! A chunk's events are copied once, into the command: an argument borrows them until then.
 
 use std::collections::HashMap;
+use std::io::Write as _;
 
 use forkless_core::{Seq, SessionId, SessionRecord, StreamChange, StreamId, Wake};
 use forkless_store::Version;
@@ -11,13 +13,43 @@ use forkless_store::codec::{encode_header, encode_stream};
 
 use crate::keys::{Keys, hex};
 
+/// One argument of an `APPLY` call.
+#[derive(Debug)]
+pub(crate) enum Arg<'a> {
+    /// Bytes of its own.
+    Bytes(Vec<u8>),
+    /// A chunk's set member, written straight into the command: the seq of its first event,
+    /// then the chunk.
+    Member(Seq, &'a [u8]),
+}
+
+impl From<Vec<u8>> for Arg<'_> {
+    fn from(bytes: Vec<u8>) -> Self {
+        Self::Bytes(bytes)
+    }
+}
+
+impl redis::ToRedisArgs for Arg<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        match self {
+            Self::Bytes(b) => out.write_arg(b),
+            Self::Member(first, chunk) => {
+                let mut w = out.writer_for_next_arg();
+                // Writing to the command's buffer cannot fail.
+                let _ = w.write_all(&first.get().to_be_bytes());
+                let _ = w.write_all(chunk);
+            }
+        }
+    }
+}
+
 /// One call of `APPLY` being built.
 #[derive(Debug)]
 pub(crate) struct Apply<'k> {
     keys: &'k Keys,
     names: Vec<String>,
     index: HashMap<String, usize>,
-    args: Vec<Vec<u8>>,
+    args: Vec<Arg<'k>>,
     /// Which session each block is, in order.
     pub(crate) sessions: Vec<SessionId>,
 }
@@ -25,29 +57,26 @@ pub(crate) struct Apply<'k> {
 /// What one session's block does besides its header and due indexes, kept by kind so the
 /// script applies them in a safe order: rows, drops, events, trims, whole logs, hints.
 #[derive(Debug, Default)]
-pub(crate) struct Ops {
-    puts: Vec<Vec<u8>>,
-    drops: Vec<Vec<u8>>,
-    events: Vec<Vec<u8>>,
-    trims: Vec<Vec<u8>>,
-    clears: Vec<Vec<u8>>,
-    hints: Vec<Vec<u8>>,
+pub(crate) struct Ops<'a> {
+    puts: Vec<Arg<'a>>,
+    drops: Vec<Arg<'a>>,
+    events: Vec<Arg<'a>>,
+    trims: Vec<Arg<'a>>,
+    clears: Vec<Arg<'a>>,
+    hints: Vec<Arg<'a>>,
 }
 
-fn text(s: impl ToString) -> Vec<u8> {
-    s.to_string().into_bytes()
+fn text<'a>(s: impl ToString) -> Arg<'a> {
+    Arg::Bytes(s.to_string().into_bytes())
 }
 
-fn wake(w: &Wake) -> [Vec<u8>; 4] {
-    [w.liveness, w.stream_idle, w.activity, w.ended].map(|t| t.map_or_else(Vec::new, |t| text(t.as_millis())))
+fn word<'a>(w: &[u8]) -> Arg<'a> {
+    Arg::Bytes(w.to_vec())
 }
 
-/// An event's zset member: its seq (so members are unique) and its payload.
-pub(crate) fn member(seq: Seq, payload: &[u8]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(8 + payload.len());
-    m.extend_from_slice(&seq.get().to_be_bytes());
-    m.extend_from_slice(payload);
-    m
+fn wake<'a>(w: &Wake) -> [Arg<'a>; 4] {
+    [w.liveness, w.stream_idle, w.activity, w.ended]
+        .map(|t| t.map_or_else(|| word(b""), |t| text(t.as_millis())))
 }
 
 impl<'k> Apply<'k> {
@@ -57,7 +86,7 @@ impl<'k> Apply<'k> {
             names: Vec::new(),
             index: HashMap::new(),
             // The gate and the session count, set by `under_boot` and `finish`.
-            args: vec![Vec::new(), Vec::new()],
+            args: vec![word(b""), word(b"")],
             sessions: Vec::new(),
         };
         this.key(keys.sessions());
@@ -78,17 +107,17 @@ impl<'k> Apply<'k> {
         self.names.len()
     }
 
-    fn events_key(&mut self, session: SessionId, stream: StreamId) -> Vec<u8> {
+    fn events_key(&mut self, session: SessionId, stream: StreamId) -> Arg<'k> {
         text(self.key(self.keys.events(session, stream)))
     }
 
     /// The ops that take `old`'s streams to `new`'s (every stream, for a new session); an
     /// ended `new` drops every log.
-    pub(crate) fn changes(&mut self, old: Option<&SessionRecord>, new: &SessionRecord) -> Ops {
+    pub(crate) fn changes(&mut self, old: Option<&SessionRecord>, new: &SessionRecord) -> Ops<'k> {
         let mut ops = Ops::default();
         let session = new.id();
         let put = |ops: &mut Ops, meta: &forkless_core::Stream| {
-            ops.puts.extend([b"U".to_vec(), text(hex(meta.id().as_bytes())), encode_stream(meta)]);
+            ops.puts.extend([word(b"U"), text(hex(meta.id().as_bytes())), encode_stream(meta).into()]);
         };
         match old {
             None => new.streams().for_each(|s| put(&mut ops, s)),
@@ -97,7 +126,7 @@ impl<'k> Apply<'k> {
                     let (low_before, meta) = match change {
                         StreamChange::Removed(_) => {
                             let key = self.events_key(session, change.id());
-                            ops.drops.extend([b"D".to_vec(), text(hex(change.id().as_bytes())), key]);
+                            ops.drops.extend([word(b"D"), text(hex(change.id().as_bytes())), key]);
                             continue;
                         }
                         StreamChange::Added(meta) => (Seq::FIRST, meta),
@@ -106,7 +135,7 @@ impl<'k> Apply<'k> {
                     put(&mut ops, meta);
                     if meta.low_water() > low_before {
                         let key = self.events_key(session, meta.id());
-                        ops.trims.extend([b"T".to_vec(), key, text(meta.low_water().get())]);
+                        ops.trims.extend([word(b"T"), key, text(meta.low_water().get())]);
                     }
                 }
             }
@@ -114,34 +143,27 @@ impl<'k> Apply<'k> {
         if new.session().ended().is_some() {
             for stream in new.streams().map(forkless_core::Stream::id) {
                 let key = self.events_key(session, stream);
-                ops.clears.extend([b"X".to_vec(), key]);
+                ops.clears.extend([word(b"X"), key]);
             }
         }
         ops
     }
 
-    /// Add an event to `ops`.
-    pub(crate) fn event(
-        &mut self,
-        ops: &mut Ops,
-        session: SessionId,
-        stream: StreamId,
-        seq: Seq,
-        payload: &[u8],
-    ) {
-        let key = self.events_key(session, stream);
-        ops.events.extend([b"E".to_vec(), key, text(seq.get()), member(seq, payload)]);
+    /// Add a chunk of events to `ops`, scored by its last event.
+    pub(crate) fn chunk(&mut self, ops: &mut Ops<'k>, chunk: &'k forkless_store::shared::Chunk) {
+        let key = self.events_key(chunk.session, chunk.stream);
+        ops.events.extend([word(b"E"), key, text(chunk.last.get()), Arg::Member(chunk.first, &chunk.events)]);
     }
 
     /// Make `node` the owner of the session of `ops`.
-    pub(crate) fn owner(&mut self, ops: &mut Ops, node: &str) {
+    pub(crate) fn owner(&mut self, ops: &mut Ops<'k>, node: &str) {
         let key = text(self.key(self.keys.owner(node)));
-        ops.hints.extend([b"O".to_vec(), key, text(node)]);
+        ops.hints.extend([word(b"O"), key, text(node)]);
     }
 
     /// Publish `hint` on the store's channel with `ops`.
-    pub(crate) fn hint(&self, ops: &mut Ops, hint: &str) {
-        ops.hints.extend([b"P".to_vec(), text(self.keys.hints()), text(hint)]);
+    pub(crate) fn hint(&self, ops: &mut Ops<'k>, hint: &str) {
+        ops.hints.extend([word(b"P"), text(self.keys.hints()), text(hint)]);
     }
 
     /// A session's block: stored at `expected` (`None`: must not exist) and moving to `next`.
@@ -150,24 +172,27 @@ impl<'k> Apply<'k> {
         expected: Option<Version>,
         next: Version,
         record: &SessionRecord,
-        ops: Ops,
+        ops: Ops<'k>,
     ) {
         let id = record.id();
         let rec = text(self.key(self.keys.record(id)));
         let st = text(self.key(self.keys.streams(id)));
-        let expected = expected.map_or_else(Vec::new, |v| text(v.get()));
-        let ops: Vec<Vec<u8>> = [ops.puts, ops.drops, ops.events, ops.trims, ops.clears, ops.hints].concat();
+        let expected = expected.map_or_else(|| word(b""), |v| text(v.get()));
+        let Ops { puts, drops, events, trims, clears, hints } = ops;
+        let count = [&puts, &drops, &events, &trims, &clears, &hints].iter().map(|o| o.len()).sum::<usize>();
         self.args.extend([
             rec,
             st,
             expected,
             text(next.get()),
-            encode_header(record),
-            id.as_bytes().to_vec(),
+            encode_header(record).into(),
+            word(id.as_bytes()),
         ]);
         self.args.extend(wake(&record.wake()));
-        self.args.push(text(ops.len()));
-        self.args.extend(ops);
+        self.args.push(text(count));
+        for op in [puts, drops, events, trims, clears, hints] {
+            self.args.extend(op);
+        }
         self.sessions.push(id);
     }
 
@@ -177,7 +202,7 @@ impl<'k> Apply<'k> {
     }
 
     /// The call's keys and arguments.
-    pub(crate) fn finish(mut self) -> (Vec<String>, Vec<Vec<u8>>, Vec<SessionId>) {
+    pub(crate) fn finish(mut self) -> (Vec<String>, Vec<Arg<'k>>, Vec<SessionId>) {
         self.args[1] = text(self.sessions.len());
         (self.names, self.args, self.sessions)
     }

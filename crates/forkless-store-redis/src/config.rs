@@ -1,6 +1,8 @@
-//! What a Redis store is configured with ([`RedisConfig`], [`AfterRestart`]) and what the
-//! Redis it connects to vouches for ([`Durability`], read with `CONFIG GET`).
+//! What a Redis store is configured with ([`RedisConfig`], [`AfterRestart`]), what the
+//! Redis it connects to vouches for ([`Durability`], read with `CONFIG GET`), and whether the
+//! data under its prefix is laid out as this build writes it ([`check_layout`]).
 
+use forkless_store::{Error, Result};
 use redis::aio::ConnectionManager;
 
 use crate::{Hints, Pipeline};
@@ -81,5 +83,38 @@ pub(crate) async fn durability(mut conn: ConnectionManager) -> Durability {
         (Some(_), Some(f)) if f == "always" => Durability::Always,
         (Some(_), Some(_)) => Durability::EverySecond,
         _ => Durability::Unknown,
+    }
+}
+
+/// Refuse data under the store's prefix that another layout wrote (an older build's, one
+/// event per set member; or a newer build's), naming it, so it is never misread; stamp an
+/// empty store with this build's layout.
+pub(crate) async fn check_layout(mut conn: ConnectionManager, keys: &crate::keys::Keys) -> Result<()> {
+    let reply: Vec<redis::Value> = redis::Script::new(crate::scripts::LAYOUT)
+        .key(keys.layout())
+        .key(keys.sessions())
+        .arg(crate::keys::LAYOUT)
+        .invoke_async(&mut conn)
+        .await
+        .map_err(crate::backend)?;
+    let code: i64 =
+        reply.first().map(redis::from_redis_value_ref).transpose().map_err(crate::parse)?.unwrap_or(-2);
+    let found: Option<String> =
+        reply.get(1).map(redis::from_redis_value_ref).transpose().map_err(crate::parse)?;
+    match code {
+        1 => Ok(()),
+        0 => Err(Error::Corrupt(format!(
+            "redis: the data under this prefix is laid out as \"{}\", not \"{}\" as this build \
+             writes it (a newer build's?); run that build, or use another prefix",
+            found.unwrap_or_default(),
+            crate::keys::LAYOUT
+        ))),
+        _ => Err(Error::Corrupt(
+            "redis: the sessions under this prefix were written by an earlier forkless build \
+             (one event per set member, before events were kept in chunks), which this build \
+             does not read; let them end under that build, delete the prefix's keys, or use \
+             another prefix"
+                .into(),
+        )),
     }
 }

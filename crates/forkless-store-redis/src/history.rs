@@ -48,15 +48,22 @@ impl Redis {
 
     async fn call_once(&self, apply: Apply<'_>) -> Result<Applied> {
         let (names, args, sessions) = apply.finish();
-        let mut invocation = self.apply.prepare_invoke();
-        for name in &names {
-            invocation.key(name);
-        }
+        // The command is built here rather than through a script invocation, which would copy
+        // every argument twice more on its way to the connection.
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.apply.get_hash()).arg(names.len()).arg(&names);
         for arg in &args {
-            invocation.arg(arg.as_slice());
+            cmd.arg(arg);
         }
-        let (code, at): (i64, usize) =
-            invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
+        let mut conn = self.conn.clone();
+        let reply: redis::RedisResult<(i64, usize)> = match cmd.query_async(&mut conn).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.apply.load_async(&mut conn).await.map_err(backend)?;
+                cmd.query_async(&mut conn).await
+            }
+            reply => reply,
+        };
+        let (code, at) = reply.map_err(backend)?;
         let session = |at: usize| sessions.get(at.wrapping_sub(1)).copied();
         match (code, session(at)) {
             (1, _) => Ok(Applied::All),

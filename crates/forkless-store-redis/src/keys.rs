@@ -5,10 +5,11 @@
 //! ```text
 //! P:{S}:rec          hash  v → version, h → header (forkless_store::codec)
 //! P:{S}:st           hash  <stream hex> → stream row (forkless_store::codec)
-//! P:{S}:e:<stream>   zset  score seq, member seq:u64be ++ payload
+//! P:{S}:c:<stream>   zset  score last seq, member first seq:u64be ++ chunk (forkless_store::codec)
 //! P:sessions         set   session ids
 //! P:due:<anchor>     zset  score millis, member session id   (liveness, stream_idle, activity, ended)
 //! P:hints            pub/sub channel of hints
+//! P:layout           how this store lays its data out (`LAYOUT`), checked on connect
 //! P:run              the Redis boot (run_id) under which the store's history is vouched for
 //! P:node:<name>      a node's lease: its holder's token, expiring with the lease
 //! P:owner:<name>     set   the sessions node <name> owns (their rec's `o` names it too)
@@ -25,10 +26,16 @@ pub(crate) struct Keys {
     prefix: String,
 }
 
+/// The layout this build writes: events in chunks of consecutive events (before it, one zset
+/// member per event under `P:{S}:e:<stream>`, a layout this build refuses, see `crate::connect`).
+pub(crate) const LAYOUT: &str = "chunks-1";
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        out.push_str(&format!("{b:02x}"));
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
     }
     out
 }
@@ -48,7 +55,7 @@ impl Keys {
     }
     /// The prefix of a session's event keys (a stream's hex id completes one).
     pub(crate) fn events_base(&self, session: SessionId) -> String {
-        format!("{}:e:", self.tag(session))
+        format!("{}:c:", self.tag(session))
     }
     pub(crate) fn events(&self, session: SessionId, stream: StreamId) -> String {
         format!("{}{}", self.events_base(session), hex(stream.as_bytes()))
@@ -59,6 +66,9 @@ impl Keys {
     /// The due indexes, in the order of `Wake`'s fields.
     pub(crate) fn due(&self) -> [String; 4] {
         ["liveness", "stream_idle", "activity", "ended"].map(|a| format!("{}:due:{a}", self.prefix))
+    }
+    pub(crate) fn layout(&self) -> String {
+        format!("{}:layout", self.prefix)
     }
     pub(crate) fn run(&self) -> String {
         format!("{}:run", self.prefix)

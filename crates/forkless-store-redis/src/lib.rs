@@ -39,9 +39,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
-use forkless_store::codec::{decode_header, decode_stream};
+use forkless_store::codec::{decode_header, decode_stream, push_chunk_events, push_chunk_sizes};
 use forkless_store::shared::{Batch, Committed, Database, LeaseOp, SharedStore, Write, Written};
-use forkless_store::{Error, Reader, Result, StoredEvent, Version, check_read};
+use forkless_store::{Error, Reader, Result, StoredEvent, Version, check_continuation, check_read};
 use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 
@@ -63,6 +63,9 @@ pub use forkless_store::shared::{Hints, Pipeline};
 use history::Applied;
 use keys::{Keys, hex};
 
+/// A read returns at most this many events, whatever it asks for.
+const MAX_READ: usize = 1 << 20;
+
 /// The Redis store.
 pub type RedisStore = SharedStore<Redis>;
 
@@ -79,6 +82,7 @@ pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
         );
     }
     let keys = Keys::new(&config.prefix);
+    config::check_layout(conn.clone(), &keys).await?;
     let redis = Redis {
         conn,
         keys: keys.clone(),
@@ -161,11 +165,11 @@ pub(crate) fn ids(members: Vec<Vec<u8>>) -> Result<Vec<SessionId>> {
         .collect()
 }
 
-fn event(member: &[u8]) -> Result<StoredEvent> {
-    let (seq, payload) =
-        member.split_at_checked(8).ok_or_else(|| Error::Corrupt("short event member".into()))?;
-    let seq = Seq::new(u64::from_be_bytes(seq.try_into().unwrap_or_default()));
-    Ok(StoredEvent { seq, payload: Bytes::copy_from_slice(payload) })
+/// A chunk's member split into the seq of its first event and the chunk.
+fn chunk(member: Vec<u8>) -> Result<(Seq, Bytes)> {
+    let first = member.first_chunk::<8>().ok_or_else(|| Error::Corrupt("short chunk member".into()))?;
+    let first = Seq::new(u64::from_be_bytes(*first));
+    Ok((first, Bytes::from(member).slice(8..)))
 }
 
 impl Database for Redis {
@@ -224,8 +228,8 @@ impl Database for Redis {
             for (i, w) in batch.sessions.iter().enumerate() {
                 let id = w.end.id();
                 let mut ops = apply.changes(Some(w.start), w.end);
-                for e in batch.events.iter().filter(|e| e.session == id) {
-                    apply.event(&mut ops, id, e.stream, e.seq, &e.payload);
+                for chunk in batch.chunks.iter().filter(|c| c.session == id) {
+                    apply.chunk(&mut ops, chunk);
                 }
                 if let Some(hint) = batch.hints.get(i) {
                     apply.hint(&mut ops, hint);
@@ -248,6 +252,7 @@ impl Database for Redis {
         from: Seq,
         n: u64,
     ) -> Result<Vec<u64>> {
+        // The chunks ending at or after `from`: at most `n` of them hold the `n` events wanted.
         let members: Vec<Vec<u8>> = redis::cmd("ZRANGEBYSCORE")
             .arg(self.keys.events(session, stream))
             .arg(from.get())
@@ -258,7 +263,13 @@ impl Database for Redis {
             .query_async(&mut self.conn.clone())
             .await
             .map_err(backend)?;
-        Ok(members.iter().map(|m| m.len().saturating_sub(8) as u64).collect())
+        let want = usize::try_from(n).unwrap_or(usize::MAX);
+        let mut sizes = Vec::new();
+        for m in members {
+            let (first, events) = chunk(m)?;
+            push_chunk_sizes(first, &events, from, want, &mut sizes)?;
+        }
+        Ok(sizes)
     }
 
     async fn read(
@@ -271,8 +282,10 @@ impl Database for Redis {
     ) -> Result<Vec<StoredEvent>> {
         let mut invocation = self.read.key(self.keys.record(session));
         invocation.key(self.keys.streams(session)).key(self.keys.events(session, stream));
-        invocation.arg(hex(stream.as_bytes())).arg(after.get()).arg(max);
-        let reply: Vec<Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
+        let max = max.min(MAX_READ);
+        let upto = after.get().saturating_add(max as u64);
+        invocation.arg(hex(stream.as_bytes())).arg(after.get()).arg(upto);
+        let mut reply: Vec<Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
         let code: i64 =
             reply.first().map(redis::from_redis_value_ref).transpose().map_err(parse)?.unwrap_or(0);
         match code {
@@ -280,19 +293,19 @@ impl Database for Redis {
             -2 => return Err(Error::StreamUnknown),
             _ => {}
         }
-        let (Some(row), Some(members)) = (reply.get(1), reply.get(2)) else {
+        let (Some(members), Some(row)) = (reply.pop(), reply.pop()) else {
             return Err(Error::Backend("redis: short reply from the read script".into()));
         };
-        let row: Vec<u8> = redis::from_redis_value_ref(row).map_err(parse)?;
-        let members: Vec<Vec<u8>> = redis::from_redis_value_ref(members).map_err(parse)?;
+        let row: Vec<u8> = redis::from_redis_value(row).map_err(parse)?;
+        let members: Vec<Vec<u8>> = redis::from_redis_value(members).map_err(parse)?;
         let meta = decode_stream(&row)?.build();
         check_read(&meta, after, reader)?;
-        let events = members.iter().map(|m| event(m)).collect::<Result<Vec<_>>>()?;
-        if let Some(e) = events.first()
-            && e.seq != after.next().max(meta.low_water())
-        {
-            return Err(Error::Corrupt(format!("stream log has a gap before seq {}", e.seq)));
+        let mut events = Vec::with_capacity(max.min(256));
+        for m in members {
+            let (first, c) = chunk(m)?;
+            push_chunk_events(first, &c, after, max, &mut events)?;
         }
+        check_continuation(&meta, after, &events)?;
         Ok(events)
     }
 

@@ -12,8 +12,8 @@
 //! ARGV: gate ('' | run id), count, then per session: rec stkey expected next header sid wake*4 nops op*
 //! op  : U <stream hex> <row>      put a stream row
 //!     | D <stream hex> <key#>     drop a stream row and its events key
-//!     | E <key#> <seq> <member>   add an event
-//!     | T <key#> <low>            drop events below low
+//!     | E <key#> <last> <member>  add a chunk of events (member: first seq ++ chunk)
+//!     | T <key#> <low>            drop the chunks whose events all lie below low
 //!     | X <key#>                  drop an events key
 //!     | P <channel> <message>     publish a hint
 //!     | O <key#> <node>           make node the owner (and add the session to its owner set)
@@ -82,16 +82,33 @@ if not vh[1] then return false end
 return {vh[1], vh[2], redis.call('HVALS', KEYS[2])}
 "#;
 
-/// A stream's row and its events after a cursor, at one instant: `{1, row, members}`,
-/// `{-2}` (unknown stream) or `{-1}` (unknown session). KEYS: rec, st, events; ARGV: stream
-/// hex, after, max.
+/// A stream's row and the chunks holding its events after a cursor up to a bound, at one
+/// instant: `{1, row, members}`, `{-2}` (unknown stream) or `{-1}` (unknown session). Chunks
+/// are scored by their last event: those ending after the cursor up to the bound, and the one
+/// ending past the bound, which may start within it. KEYS: rec, st, events; ARGV: stream hex,
+/// after, bound.
 pub(crate) const READ: &str = r#"
 local row = redis.call('HGET', KEYS[2], ARGV[1])
 if not row then
   if redis.call('EXISTS', KEYS[1]) == 1 then return {-2} end
   return {-1}
 end
-return {1, row, redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[2], '+inf', 'LIMIT', 0, tonumber(ARGV[3]))}
+local chunks = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[2], ARGV[3])
+local more = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[3], '+inf', 'LIMIT', 0, 1)
+if more[1] then chunks[#chunks + 1] = more[1] end
+return {1, row, chunks}
+"#;
+
+/// Check the layout this store's data was written in: `1` it is `ARGV[1]` (or the store was
+/// empty and is stamped so now), `0` another layout (`{0, layout}`), `-1` sessions written
+/// before layouts were stamped. KEYS: layout key, sessions set.
+pub(crate) const LAYOUT: &str = r#"
+local found = redis.call('GET', KEYS[1])
+if found == ARGV[1] then return {1} end
+if found then return {0, found} end
+if redis.call('SCARD', KEYS[2]) > 0 then return {-1} end
+redis.call('SET', KEYS[1], ARGV[1])
+return {1}
 "#;
 
 /// Forget a session: its keys, its place in the session and owner sets and the due indexes;

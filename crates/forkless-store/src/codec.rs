@@ -15,7 +15,9 @@
 //! opt_bytes: 0 | 1 len:u32 bytes
 //! ```
 //!
-//! It owns the bytes of one header and one stream, not where a store keeps them, how it
+//! Events are kept in chunks of consecutive events of one stream ([`chunk_events`]).
+//!
+//! It owns the bytes of one header, one stream and one chunk, not where a store keeps them, how it
 //! keys events or what format version a store's files carry.
 
 use forkless_core::{
@@ -25,6 +27,12 @@ use forkless_core::{
 };
 
 use crate::Error;
+
+mod chunk;
+pub use chunk::{
+    MAX_CHUNK_BYTES, MAX_CHUNK_EVENTS, chunk_events, chunk_has_room, chunk_last, push_chunk_events,
+    push_chunk_sizes, put_chunk_event,
+};
 
 fn corrupt(what: &str) -> Error {
     Error::Corrupt(format!("undecodable session record: {what}"))

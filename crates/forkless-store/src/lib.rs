@@ -101,7 +101,7 @@ pub use faulty::{Fault, FaultyStore};
 pub use forkless_core::Orphan;
 pub use memory::MemoryStore;
 pub use owner::{Owner, Takeover};
-pub use read::check_read;
+pub use read::{check_continuation, check_read};
 pub use spend::{Ledger, SpendKey, Spent};
 
 /// The version of a stored [`SessionRecord`], bumped by every successful write.

@@ -4,7 +4,7 @@
 
 use forkless_core::{Seq, Stream};
 
-use crate::{Error, Reader, Result};
+use crate::{Error, Reader, Result, StoredEvent};
 
 /// Whether `reader` may read `stream`'s events after `after`, given the stream's metadata as
 /// the same read sees it: a writer only while its epoch is current and the stream unfenced,
@@ -21,6 +21,21 @@ pub fn check_read(stream: &Stream, after: Seq, reader: Reader) -> Result<()> {
     let low_water = stream.low_water();
     if after.next() < low_water {
         return Err(Error::Evicted { low_water });
+    }
+    Ok(())
+}
+
+/// Whether `events`, read after `after` from `stream` (as the same read saw its metadata), are
+/// the gap-free continuation a read promises: the first right after the cursor (or at the
+/// low-water mark), each the one after the last. Anything else is a damaged log, refused rather
+/// than sent with a gap.
+pub fn check_continuation(stream: &Stream, after: Seq, events: &[StoredEvent]) -> Result<()> {
+    let mut expected = after.next().max(stream.low_water());
+    for e in events {
+        if e.seq != expected {
+            return Err(Error::Corrupt(format!("stream log has a gap before seq {}", e.seq)));
+        }
+        expected = expected.next();
     }
     Ok(())
 }

@@ -1,8 +1,8 @@
-//! Event keys and rows of consecutive events: how events are laid out in table `events`.
+//! Event keys: how rows of consecutive events (chunks, `forkless_store::codec`) are keyed in
+//! table `events`.
 
 use forkless_core::{Seq, SessionId, StreamId};
 use forkless_store::Error;
-use forkless_store::codec::Decoder;
 
 fn corrupt(what: &str) -> Error {
     Error::Corrupt(format!("undecodable event key or row: {what}"))
@@ -15,24 +15,6 @@ pub(crate) fn event_key(session: SessionId, stream: StreamId, seq: Seq) -> [u8; 
     k[16..28].copy_from_slice(stream.as_bytes());
     k[28..].copy_from_slice(&seq.get().to_be_bytes());
     k
-}
-
-/// Append one event to a stored row of consecutive events (`len:u32 payload`, repeated; the
-/// row's key names its first event).
-pub(crate) fn put_chunk_event(row: &mut Vec<u8>, payload: &[u8]) {
-    row.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    row.extend_from_slice(payload);
-}
-
-/// The events of a stored row whose first event has seq `first`.
-pub(crate) fn chunk_events(first: Seq, row: &[u8]) -> Result<Vec<(Seq, &[u8])>, Error> {
-    let mut r = Decoder(row);
-    let mut out = Vec::new();
-    while !r.0.is_empty() {
-        let seq = Seq::new(first.get() + out.len() as u64);
-        out.push((seq, r.len_bytes()?));
-    }
-    Ok(out)
 }
 
 /// Split an event key.

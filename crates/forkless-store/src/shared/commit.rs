@@ -218,8 +218,8 @@ impl<D: Database> Inner<D> {
             .collect();
         // The check closest to the write: a node whose lease may have lapsed writes nothing.
         self.fence()?;
-        let written =
-            self.db.write_batch(Batch { sessions: &rows, events: &batch.events, hints: &hints }).await?;
+        let chunks = batch.chunks();
+        let written = self.db.write_batch(Batch { sessions: &rows, chunks: &chunks, hints: &hints }).await?;
         if written == Committed::All {
             self.hints_sent.fetch_add(hints.len() as u64, Ordering::Relaxed);
         }

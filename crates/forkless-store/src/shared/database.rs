@@ -4,7 +4,6 @@
 
 use core::future::Future;
 
-use bytes::Bytes;
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
 
 use super::LeaseOp;
@@ -46,27 +45,31 @@ pub struct SessionWrite<'a> {
     pub end: &'a SessionRecord,
 }
 
-/// One event of a batch.
+/// Consecutive events of one stream that a batch stores, as one row: a chunk in the
+/// encoding of [`crate::codec::chunk_events`], at most [`crate::codec::MAX_CHUNK_EVENTS`]
+/// events and, unless one event alone is larger, [`crate::codec::MAX_CHUNK_BYTES`] bytes.
 #[derive(Debug)]
-pub struct BatchEvent {
+pub struct Chunk {
     /// Its session.
     pub session: SessionId,
     /// Its stream.
     pub stream: StreamId,
-    /// Its seq.
-    pub seq: Seq,
-    /// Its payload.
-    pub payload: Bytes,
+    /// The seq of its first event.
+    pub first: Seq,
+    /// The seq of its last event.
+    pub last: Seq,
+    /// The events.
+    pub events: Vec<u8>,
 }
 
 /// A group commit: every session it advances (in one order, by id, so batches on two nodes
-/// lock sessions alike), every event, and the hints for other nodes.
+/// lock sessions alike), every event in chunks, and the hints for other nodes.
 #[derive(Debug)]
 pub struct Batch<'a> {
     /// The sessions, sorted by id.
     pub sessions: &'a [SessionWrite<'a>],
-    /// The events, in the order they were appended.
-    pub events: &'a [BatchEvent],
+    /// The events, in chunks; a stream's chunks in order.
+    pub chunks: &'a [Chunk],
     /// One hint per session that changed, if hints are on.
     pub hints: &'a [String],
 }
@@ -102,7 +105,8 @@ pub trait Database: Send + Sync + 'static {
     fn write(&self, write: Write<'_>) -> impl Future<Output = Result<Written>> + Send;
     /// Store a batch of appends, all of it or nothing.
     fn write_batch(&self, batch: Batch<'_>) -> impl Future<Output = Result<Committed>> + Send;
-    /// Payload sizes of the oldest `n` stored events of a stream from `from` on, oldest first.
+    /// Payload sizes of the oldest `n` stored events of a stream from `from` on, oldest first
+    /// (a store keeps events in chunks: [`crate::codec::push_chunk_sizes`]).
     fn oldest_sizes(
         &self,
         session: SessionId,

@@ -43,7 +43,7 @@ mod unstored;
 pub use crate::Takeover;
 use cache::Cache;
 pub use commit::Pipeline;
-pub use database::{Batch, BatchEvent, Committed, Database, OwnerFacts, SessionWrite, Write, Written};
+pub use database::{Batch, Chunk, Committed, Database, OwnerFacts, SessionWrite, Write, Written};
 use hub::Hub;
 pub use hub::{HintSink, Hints, unhex};
 use hub::{hint, session_hint};

@@ -11,7 +11,8 @@ use forkless_core::{
 };
 
 use super::{Job, MAX_BATCH, Pipeline};
-use crate::shared::{BatchEvent, Database, Inner};
+use crate::codec::{chunk_has_room, put_chunk_event};
+use crate::shared::{Chunk, Database, Inner};
 use crate::{Error, Result, Version};
 
 /// An append in a batch.
@@ -37,6 +38,15 @@ pub(super) enum Outcome {
     /// Answered, then refused because its session ended or its stream ended or was fenced
     /// meanwhile: dropped with them (promise 7), as it would have been had it been stored.
     Moot,
+}
+
+/// One event of a batch.
+#[derive(Debug)]
+pub(super) struct BatchEvent {
+    pub(super) session: SessionId,
+    pub(super) stream: StreamId,
+    pub(super) seq: Seq,
+    pub(super) payload: bytes::Bytes,
 }
 
 /// A session as a batch advances it.
@@ -94,6 +104,30 @@ impl Computed {
 
     pub(super) fn is_empty(&self) -> bool {
         self.slots.is_empty() && self.waiting.is_empty()
+    }
+
+    /// The batch's events as the chunks a database stores: a stream's consecutive events in
+    /// one chunk while it has room, chunks in the order their first events were appended.
+    pub(super) fn chunks(&self) -> Vec<Chunk> {
+        let mut chunks: Vec<Chunk> = Vec::new();
+        let mut open: HashMap<(SessionId, StreamId), (usize, usize), IdHashBuilder> = HashMap::default();
+        for e in &self.events {
+            let key = (e.session, e.stream);
+            if let Some(&(at, count)) = open.get(&key) {
+                let c = &mut chunks[at];
+                if c.last.next() == e.seq && chunk_has_room(count, c.events.len(), e.payload.len()) {
+                    put_chunk_event(&mut c.events, &e.payload);
+                    c.last = e.seq;
+                    open.insert(key, (at, count + 1));
+                    continue;
+                }
+            }
+            let mut events = Vec::with_capacity(e.payload.len() + 4);
+            put_chunk_event(&mut events, &e.payload);
+            open.insert(key, (chunks.len(), 1));
+            chunks.push(Chunk { session: e.session, stream: e.stream, first: e.seq, last: e.seq, events });
+        }
+        chunks
     }
 
     /// Every append, in order, for computing again.
@@ -228,5 +262,60 @@ impl Computed {
             None => Outcome::Lost(e.to_string()),
         };
         self.slots.push((slot, outcome));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{MAX_CHUNK_EVENTS, chunk_events};
+
+    fn event(session: u8, stream: u8, seq: u64, payload: &'static [u8]) -> BatchEvent {
+        BatchEvent {
+            session: SessionId::from_bytes([session; 16]),
+            stream: StreamId::from_bytes([stream; 12]),
+            seq: Seq::new(seq),
+            payload: bytes::Bytes::from_static(payload),
+        }
+    }
+
+    #[test]
+    fn a_batch_stores_each_streams_consecutive_events_in_one_chunk() {
+        let mut batch = Computed::default();
+        batch.events.extend([
+            event(1, 1, 1, b"a"),
+            event(1, 2, 5, b"x"),
+            event(1, 1, 2, b"b"),
+            event(2, 1, 9, b"other session"),
+            event(1, 1, 3, b"c"),
+            // Not the next seq of its stream (never made by one batch): a chunk of its own.
+            event(1, 1, 7, b"g"),
+        ]);
+        for seq in 1..=(MAX_CHUNK_EVENTS as u64 + 10) {
+            batch.events.push(event(3, 3, seq, b"n"));
+        }
+        let chunks = batch.chunks();
+        let shape: Vec<(u8, u8, u64, u64)> = chunks
+            .iter()
+            .map(|c| (c.session.as_bytes()[0], c.stream.as_bytes()[0], c.first.get(), c.last.get()))
+            .collect();
+        let big = MAX_CHUNK_EVENTS as u64;
+        assert_eq!(
+            shape,
+            [
+                (1, 1, 1, 3),
+                (1, 2, 5, 5),
+                (2, 1, 9, 9),
+                (1, 1, 7, 7),
+                (3, 3, 1, big),
+                (3, 3, big + 1, big + 10)
+            ]
+        );
+        let first = chunk_events(chunks[0].first, &chunks[0].events).unwrap();
+        assert_eq!(first, [(Seq::new(1), &b"a"[..]), (Seq::new(2), &b"b"[..]), (Seq::new(3), &b"c"[..])]);
+        for c in &chunks {
+            let n = chunk_events(c.first, &c.events).unwrap().len() as u64;
+            assert_eq!(c.last.get() - c.first.get() + 1, n, "a chunk's bounds name exactly its events");
+        }
     }
 }
