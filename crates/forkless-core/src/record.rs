@@ -167,7 +167,8 @@ impl SessionRecord {
     }
 
     /// Append an event of `size` bytes; a [`EventKind::Final`] one completes its stream.
-    /// Sequence assignment and the fencing/ended checks happen in this one step.
+    /// Sequence assignment and the fencing/ended checks happen in this one step, and a refusal
+    /// leaves the record as it was (stores compute appends on their working copy in place).
     pub fn append(
         &mut self,
         target: AppendTarget,

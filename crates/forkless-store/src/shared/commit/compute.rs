@@ -170,10 +170,15 @@ impl<D: Database> Inner<D> {
             },
         };
         let size = job.payload.len() as u64;
-        let mut next = w.end.clone();
-        let id = match next.append(job.target, size, job.kind, job.now, &job.limits) {
+        // The core leaves a record as it was when it refuses an append, so an append is
+        // computed on the batch's record itself; only one that may yet be dropped after its
+        // id is known (a pinned one) is computed on a copy.
+        let from_cache = w.from_cache;
+        let mut copy = slot.pinned.then(|| w.end.clone());
+        let record = copy.as_mut().unwrap_or(&mut w.end);
+        let id = match record.append(job.target, size, job.kind, job.now, &job.limits) {
             Ok(id) => id,
-            Err(_) if w.from_cache => {
+            Err(_) if from_cache => {
                 batch.stale = Some(job.session);
                 return batch.waiting.push(slot);
             }
@@ -184,12 +189,20 @@ impl<D: Database> Inner<D> {
             return batch.slots.push((slot, Outcome::Lost(why)));
         }
         let pending = w.pending.get(&id.stream).map_or(&[][..], Vec::as_slice);
-        match self.evict(&mut next, id, size, &job.limits, pending).await {
+        match self.evict(record, id, size, &job.limits, pending).await {
             Ok(Some((by, n))) => w.evicted[usize::from(by == EvictedBy::StreamMaxBytes)] += n,
             Ok(None) => {}
-            Err(e) => return batch.refuse(slot, e),
+            Err(e) if slot.pinned => return batch.refuse(slot, e),
+            // The append is in the batch's record already: the batch is computed again, on the
+            // database's record, where retention is asked for again.
+            Err(_) => {
+                batch.stale = Some(job.session);
+                return batch.waiting.push(slot);
+            }
         }
-        w.end = next;
+        if let Some(copy) = copy {
+            w.end = copy;
+        }
         w.appended += 1;
         w.pending.entry(id.stream).or_default().push((id.seq, size));
         batch.events.push(BatchEvent {
