@@ -160,18 +160,31 @@ pub async fn serve_forkless(listen: SocketAddr, answer: AnswerMode, store: Store
             run(store, config, listen).await
         }
         StoreKind::Redis(url) => {
-            let store = forkless_store_redis::connect(forkless_store_redis::RedisConfig::new(url))
-                .await
-                .map_err(|e| Error::Server(format!("redis: {e}")))?;
+            let mut cfg = forkless_store_redis::RedisConfig::new(url);
+            cfg.tail = tail_config();
+            let store =
+                forkless_store_redis::connect(cfg).await.map_err(|e| Error::Server(format!("redis: {e}")))?;
             run(store, config, listen).await
         }
         StoreKind::Postgres(url) => {
-            let store = forkless_store_postgres::connect(forkless_store_postgres::PgConfig::new(url))
+            let mut cfg = forkless_store_postgres::PgConfig::new(url);
+            cfg.tail = tail_config();
+            let store = forkless_store_postgres::connect(cfg)
                 .await
                 .map_err(|e| Error::Server(format!("postgres: {e}")))?;
             run(store, config, listen).await
         }
     }
+}
+
+/// The shared stores' tails as configured, or as `FORKLESS_BENCH_TAIL_MS` says (for A/B
+/// profiling only; `0` turns them off, as the suite never does).
+fn tail_config() -> forkless_store::shared::TailConfig {
+    let mut tail = forkless_store::shared::TailConfig::default();
+    if let Some(ms) = std::env::var("FORKLESS_BENCH_TAIL_MS").ok().and_then(|v| v.parse().ok()) {
+        tail.lease = std::time::Duration::from_millis(ms);
+    }
+    tail
 }
 
 fn forkless_now() -> forkless_core::Timestamp {

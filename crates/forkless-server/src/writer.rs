@@ -12,7 +12,8 @@
 //! released the attachment, so it goes out with a length and no writer runs.
 //!
 //! ```text
-//!  start ─▶ acquire the attachment lease: a displaced writer has stopped (≤ grace) ─▶ preamble
+//!  start ─▶ acquire the attachment lease: a displaced writer has stopped (≤ grace), and one on
+//!           another node can no longer read (the store's handover) ─▶ preamble
 //!  loop: epoch still ours, stream not fenced, lease not stalled, no shutdown?  else end
 //!        queued chunk?                   → yield it
 //!        cursor < delivered?             → gather: while events keep arriving, up to
@@ -83,6 +84,7 @@ pub(crate) fn body<S: Store>(
     }
     let now = Instant::now();
     let keep_alive = common.cfg.core.keep_alive;
+    let handover = grant.displaced.then(|| now + common.store.handover());
     let writer = Writer {
         guard: DetachGuard {
             common: common.clone(),
@@ -102,6 +104,7 @@ pub(crate) fn body<S: Store>(
         wrote_since_renew: false,
         keep_alive,
         poll_deadline: opts.poll_after.map(|d| now + d),
+        handover,
         opts,
         span,
     };
@@ -158,6 +161,9 @@ struct Writer<S: Store> {
     wrote_since_renew: bool,
     keep_alive: Duration,
     poll_deadline: Option<Instant>,
+    /// A live attachment was displaced: write nothing before this instant, by when a displaced
+    /// writer on another node can no longer read (see [`Store::handover`]).
+    handover: Option<Instant>,
     opts: WriterOptions,
     span: tracing::Span,
 }
@@ -286,8 +292,14 @@ impl<S: Store> Writer<S> {
         self.phase = Phase::Serving;
         let held = Held { session: self.session(), stream: self.stream(), epoch: self.epoch() };
         let acquire = self.common.attachments.acquire(held, self.common.cfg.core.grace);
+        let until = self.handover;
+        let handover = async move {
+            if let Some(at) = until {
+                tokio::time::sleep_until(at).await;
+            }
+        };
         tokio::select! {
-            lease = acquire => self.guard.lease = Some(lease),
+            (lease, ()) = async { tokio::join!(acquire, handover) } => self.guard.lease = Some(lease),
             () = self.common.shutdown.cancelled() => {
                 self.phase = Phase::Finished;
                 return;

@@ -43,7 +43,7 @@ pub mod schema;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use forkless_store::shared::{Hints, Pipeline};
+pub use forkless_store::shared::{Hints, Pipeline, TailConfig};
 use rows::backend;
 
 /// How to reach the database and how to behave on it.
@@ -60,12 +60,22 @@ pub struct PgConfig {
     /// When a notification's append returns (default [`Pipeline::On`]: once its batch is
     /// computed).
     pub pipeline: Pipeline,
+    /// How this node serves its own writers what it just committed (default
+    /// [`TailConfig::default`]; [`TailConfig::OFF`] reads everything from the database).
+    pub tail: TailConfig,
 }
 
 impl PgConfig {
     /// The defaults for `url`.
     pub fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into(), pool_size: 16, hints: Hints::Notify, node: None, pipeline: Pipeline::On }
+        Self {
+            url: url.into(),
+            pool_size: 16,
+            hints: Hints::Notify,
+            node: None,
+            pipeline: Pipeline::On,
+            tail: TailConfig::default(),
+        }
     }
 }
 
@@ -89,7 +99,7 @@ pub async fn connect(config: PgConfig) -> Result<PgStore> {
         .build()
         .map_err(|e| Error::Backend(format!("postgres pool: {e}")))?;
     let node = config.node.unwrap_or_else(random_node);
-    let store = SharedStore::new(Postgres { pool }, config.hints, node, config.pipeline);
+    let store = SharedStore::new(Postgres { pool }, config.hints, node, config.pipeline, config.tail);
     if config.hints == Hints::Notify {
         store.own_task(tokio::spawn(listener::listen(store.hint_sink(), pg)));
     }

@@ -5,7 +5,7 @@
 use forkless_store::{Error, Result};
 use redis::aio::ConnectionManager;
 
-use crate::{Hints, Pipeline};
+use crate::{Hints, Pipeline, TailConfig};
 
 /// How to reach Redis and how to behave on it.
 #[derive(Clone, Debug)]
@@ -24,6 +24,9 @@ pub struct RedisConfig {
     /// When a notification's append returns (default [`Pipeline::On`]: once its batch is
     /// computed).
     pub pipeline: Pipeline,
+    /// How this node serves its own writers what it just committed (default
+    /// [`TailConfig::default`]; [`TailConfig::OFF`] reads everything from Redis).
+    pub tail: TailConfig,
 }
 
 /// What a store makes of a Redis that restarted since its history was last vouched for
@@ -57,6 +60,7 @@ impl RedisConfig {
             node: None,
             after_restart: AfterRestart::Verify,
             pipeline: Pipeline::On,
+            tail: TailConfig::default(),
         }
     }
 }

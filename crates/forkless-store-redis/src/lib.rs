@@ -59,7 +59,7 @@ pub mod testing;
 use apply::Apply;
 use config::durability;
 pub use config::{AfterRestart, Durability, RedisConfig};
-pub use forkless_store::shared::{Hints, Pipeline};
+pub use forkless_store::shared::{Hints, Pipeline, TailConfig};
 use history::Applied;
 use keys::{Keys, hex};
 
@@ -99,7 +99,7 @@ pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
     };
     redis.vouch().await?;
     let node = config.node.unwrap_or_else(random_node);
-    let store = SharedStore::new(redis, config.hints, node, config.pipeline);
+    let store = SharedStore::new(redis, config.hints, node, config.pipeline, config.tail);
     if config.hints == Hints::Notify {
         store.own_task(tokio::spawn(listener::listen(store.hint_sink(), client, keys.hints())));
     }

@@ -171,6 +171,10 @@ impl<S: Store> Store for FaultyStore<S> {
         self.inner.subscribe()
     }
 
+    fn handover(&self) -> core::time::Duration {
+        self.inner.handover()
+    }
+
     async fn owner(&self, session: SessionId) -> Result<crate::Owner> {
         self.inner.owner(session).await
     }

@@ -40,7 +40,11 @@
 //!    dropped some of them. A writer reads as [`Reader::Attached`] with the epoch it was
 //!    granted: once another attachment took over or the stream was fenced, the read is
 //!    refused with [`forkless_core::Error::StaleEpoch`] or
-//!    [`forkless_core::Error::StreamFenced`], whatever the writer has or has not noticed.
+//!    [`forkless_core::Error::StreamFenced`], whatever the writer has or has not noticed. On a
+//!    store shared by many nodes, a node serves its own writers from what it just committed
+//!    (its tail), checked against its own copy of the record: a takeover by another node
+//!    reaches that copy within [`Store::handover`], and a writer that displaced a live
+//!    attachment waits that long before it writes, so at most one writer delivers at a time.
 //! 6. **Wake-ups without polling.** [`Store::watch`] hands out a [`StreamWatch`] that wakes on
 //!    every delivery, attach (epoch change), completion and fence of its stream.
 //! 7. **Ended sessions drop their events.** Once a record is written in the ended state its
@@ -367,6 +371,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// The listen notifications published from now on, on any node (promise 10).
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Bytes>;
+
+    /// How long a writer that displaced a live attachment waits before it writes: the most a
+    /// displaced writer on another node may go on reading what its own node committed
+    /// (promise 5). A store of one process: zero (its fence is immediate).
+    fn handover(&self) -> core::time::Duration {
+        core::time::Duration::ZERO
+    }
 
     /// Which node serves `session`'s handler ([`Owner`]); at most one round trip. A store of
     /// one process: always [`Owner::Here`].

@@ -407,8 +407,11 @@ pub(super) async fn reads_are_fenced_by_epoch<S: Store>(store: Arc<S>) {
         }
     };
     let first = get(None, 200).await;
+    // Watched here, as a writer's stream is (a shared store serves its own writers from what
+    // it just committed: those reads are fenced too).
+    let mut watch = store.watch(sid, s).await.expect("watch");
     emit(&*store, sid, AppendTarget::Standalone, 1).await.unwrap();
-    delivered(&*store, sid, s, 1).await;
+    super::until_delivered(&mut watch, Seq::new(1)).await;
     assert_eq!(seqs(&store.read(sid, s, Seq::PRIMING, 10, Reader::Attached(first)).await.unwrap()), vec![1]);
     // A resume takes the stream over: the first writer's reads are refused from now on, by the
     // store itself, whatever that writer has noticed.

@@ -28,6 +28,7 @@ pub const NODE_CHECKS: &[&str] = &[
     "a_session_names_its_owner_and_its_address",
     "a_key_spent_on_one_node_is_spent_on_every_node",
     "a_notice_published_on_one_node_reaches_every_node_once",
+    "a_writer_displaced_by_another_node_reads_nothing_after_the_handover",
 ];
 
 /// Run one two-node check by name on nodes `a` and `b` of one fresh, empty database.
@@ -44,6 +45,7 @@ pub async fn run_nodes<D: Database>(name: &str, a: SharedStore<D>, b: SharedStor
         "a_session_names_its_owner_and_its_address" => owners_named(a, b).await,
         "a_key_spent_on_one_node_is_spent_on_every_node" => spent_everywhere(a, b).await,
         "a_notice_published_on_one_node_reaches_every_node_once" => notices(a, b).await,
+        "a_writer_displaced_by_another_node_reads_nothing_after_the_handover" => handover(a, b).await,
         other => panic!("no two-node check named {other}"),
     }
 }
@@ -60,7 +62,8 @@ macro_rules! store_node_tests {
             a_node_id_is_leased_to_one_process_at_a_time, a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing,
             a_renewed_lease_outlives_its_time_to_live, a_lost_nodes_sessions_are_taken_over_once,
             a_session_names_its_owner_and_its_address, a_key_spent_on_one_node_is_spent_on_every_node,
-            a_notice_published_on_one_node_reaches_every_node_once);
+            a_notice_published_on_one_node_reaches_every_node_once,
+            a_writer_displaced_by_another_node_reads_nothing_after_the_handover);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -349,4 +352,48 @@ async fn notices<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     b.publish(second.clone()).await.expect("publish on b");
     assert_eq!(next_notice(&mut on_a).await, second, "the next on a is b's, not a second copy of its own");
     assert_eq!(next_notice(&mut on_b).await, second);
+}
+
+/// A node serves its own writer from what it just committed (its tail), and that read is
+/// fenced across nodes too: once another node took the stream over from a live attachment,
+/// the displaced writer reads nothing after the store's handover, and the new writer was told
+/// to wait that long before it writes (promise 5).
+async fn handover<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
+    let record = created(&a, 65).await;
+    let (sid, stream) = (record.id(), record.standalone().id());
+    let attach = |store: SharedStore<D>, lei: Option<String>, seed: u64| async move {
+        let req = GetRequest { last_event_id: lei.as_deref(), stream_token: None };
+        let (out, _) = transact(&store, sid, |r| r.on_get(&req, T0, &cfg(), &mut SeededEntropy::new(seed)))
+            .await
+            .unwrap();
+        match out {
+            GetOutcome::Attached(g) => g,
+            other => panic!("not attached: {other:?}"),
+        }
+    };
+    let first = attach(a.clone(), None, 10).await;
+    let mut watch = a.watch(sid, stream).await.unwrap();
+    for n in 1..=3 {
+        emit(&a, &record, n).await.unwrap();
+    }
+    super::until_delivered(&mut watch, Seq::new(3)).await;
+    let tail_reads = |s: &SharedStore<D>| {
+        s.metrics().iter().find(|m| m.name == "forkless_store_tail_reads_total").map_or(0, |m| m.value)
+    };
+    let served = tail_reads(&a);
+    let events = a.read(sid, stream, Seq::PRIMING, 10, Reader::Attached(first.epoch)).await.unwrap();
+    assert_eq!(events.iter().map(|e| e.seq.get()).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(tail_reads(&a), served + 1, "node a served its writer from what it committed");
+
+    let second = attach(b.clone(), Some(format!("{stream}.3")), 11).await;
+    assert!(second.displaced, "node a's writer was attached");
+    assert!(b.handover() > Duration::ZERO, "so node b's writer waits out the handover");
+    tokio::time::sleep(a.handover() + Duration::from_millis(20)).await;
+    let stale = a.read(sid, stream, Seq::PRIMING, 10, Reader::Attached(first.epoch)).await.unwrap_err();
+    assert!(
+        matches!(stale, Error::Core(forkless_core::Error::StaleEpoch { held, .. }) if held == first.epoch),
+        "after the handover node a's displaced writer reads nothing: {stale:?}"
+    );
+    let events = b.read(sid, stream, Seq::PRIMING, 10, Reader::Attached(second.epoch)).await.unwrap();
+    assert_eq!(events.len(), 3, "node b's writer reads every event");
 }

@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Weak;
 use std::sync::atomic::Ordering;
 
-use super::{Batch, Committed, Database, Hints, Inner, SessionWrite, hint};
+use super::{Batch, Committed, Database, Hints, Inner, SessionWrite, Validated, hint};
 use crate::{Error, MAX_CAS_ATTEMPTS, Result, Version};
 use bytes::Bytes;
 use forkless_core::{
@@ -101,6 +101,7 @@ impl<D: Database> Inner<D> {
                 return self.settle(batch.into_slots().collect(), HashSet::from([stale])).await;
             }
             let mut next = Computed::default();
+            let sent = Validated::now();
             let written = {
                 let write = self.write(&batch);
                 tokio::pin!(write);
@@ -114,7 +115,7 @@ impl<D: Database> Inner<D> {
             };
             match written {
                 Ok(Committed::All) => {
-                    self.stored(&batch);
+                    self.stored(&batch, sent);
                     self.answer(batch.slots);
                     if next.is_empty() {
                         return;
@@ -161,9 +162,10 @@ impl<D: Database> Inner<D> {
                 slots = batch.into_slots().collect();
                 continue;
             }
+            let sent = Validated::now();
             match self.write(&batch).await {
                 Ok(Committed::All) => {
-                    self.stored(&batch);
+                    self.stored(&batch, sent);
                     return self.answer(batch.slots);
                 }
                 Ok(Committed::Moved(id)) => {
@@ -226,10 +228,18 @@ impl<D: Database> Inner<D> {
         Ok(written)
     }
 
-    /// After `batch` is stored: count it, cache its records and wake their watchers.
-    fn stored(&self, batch: &Computed) {
+    /// After `batch`, sent at `sent`, is stored: count it, keep its events for this node's
+    /// writers, cache its records and wake their watchers.
+    fn stored(&self, batch: &Computed, sent: Validated) {
         if batch.events.is_empty() {
             return;
+        }
+        let mut watched: HashMap<(SessionId, StreamId), bool, IdHashBuilder> = HashMap::default();
+        for e in &batch.events {
+            let here = *watched
+                .entry((e.session, e.stream))
+                .or_insert_with(|| self.hub.is_watched(e.session, e.stream));
+            self.tails.stored(e.session, e.stream, e.seq, &e.payload, here);
         }
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.batched_events.fetch_add(batch.events.len() as u64, Ordering::Relaxed);
@@ -237,7 +247,7 @@ impl<D: Database> Inner<D> {
             for (counter, n) in self.evicted.iter().zip(w.evicted) {
                 counter.fetch_add(n, Ordering::Relaxed);
             }
-            self.committed(Version::new(w.version.get() + w.appended), &w.start, &w.end);
+            self.committed(Version::new(w.version.get() + w.appended), &w.start, &w.end, sent);
         }
     }
 

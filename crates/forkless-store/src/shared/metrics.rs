@@ -23,6 +23,11 @@ pub(super) fn of<D: Database>(i: &Inner<D>) -> Vec<StoreMetric> {
             n(&i.reads),
         ),
         counter(
+            "forkless_store_tail_reads_total",
+            "Stream reads served from what this node just committed, without a round trip.",
+            n(&i.tail_reads),
+        ),
+        counter(
             "forkless_store_hints_sent_total",
             "Writes that carried a hint for other nodes.",
             n(&i.hints_sent),

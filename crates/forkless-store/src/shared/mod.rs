@@ -38,6 +38,7 @@ mod hub;
 mod lease;
 mod metrics;
 mod owners;
+mod tail;
 mod unstored;
 
 pub use crate::Takeover;
@@ -48,6 +49,8 @@ use hub::Hub;
 pub use hub::{HintSink, Hints, unhex};
 use hub::{hint, session_hint};
 pub use lease::{LeaseOp, NodeLease};
+pub use tail::TailConfig;
+use tail::{Tails, Validated};
 
 /// What a node's shared store did, for `/metrics` and benchmarks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -90,6 +93,10 @@ struct Inner<D> {
     batched_events: AtomicU64,
     /// Stream reads sent to the database.
     reads: AtomicU64,
+    /// What this node committed lately to the streams it serves.
+    tails: Tails,
+    /// Stream reads served from [`Self::tails`].
+    tail_reads: AtomicU64,
     /// Sessions claimed from lost nodes, hints sent and hints received.
     takeovers: AtomicU64,
     /// Events whose appends were answered but that were never stored (see [`commit`]).
@@ -119,8 +126,9 @@ impl<D> Drop for Inner<D> {
 
 impl<D: Database> SharedStore<D> {
     /// A store on `db`, this node named `node` in its hints, its notifications' appends
-    /// returning as `pipeline` says. Spawns the committer.
-    pub fn new(db: D, hints: Hints, node: String, pipeline: Pipeline) -> Self {
+    /// returning as `pipeline` says, its own writers reading what it just committed from its
+    /// tails as `tail` says. Spawns the committer.
+    pub fn new(db: D, hints: Hints, node: String, pipeline: Pipeline, tail: TailConfig) -> Self {
         let (commits, queue) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
             db,
@@ -135,6 +143,8 @@ impl<D: Database> SharedStore<D> {
             batches: AtomicU64::new(0),
             batched_events: AtomicU64::new(0),
             reads: AtomicU64::new(0),
+            tails: Tails::new(tail),
+            tail_reads: AtomicU64::new(0),
             takeovers: AtomicU64::new(0),
             events_lost: AtomicU64::new(0),
             hints_sent: AtomicU64::new(0),
@@ -206,18 +216,53 @@ impl<D: Database> Inner<D> {
         Some(hint(&self.node, new.id(), &streams))
     }
 
-    /// After a write from `old` to `new` is stored: cache it and wake this node's watchers.
-    fn committed(&self, version: Version, old: &SessionRecord, new: &SessionRecord) {
+    /// After a write from `old` to `new`, sent at `sent`, is stored: cache it and wake this
+    /// node's watchers.
+    fn committed(&self, version: Version, old: &SessionRecord, new: &SessionRecord, sent: Validated) {
         self.retain(old.retained_bytes(), new.retained_bytes());
+        // Cached first, so a watcher woken below checks its reads against this write.
+        self.cache.put(version, new, sent);
+        if new.session().ended().is_some() {
+            self.tails.forget(new.id(), None);
+        }
         for change in new.changes_since(old) {
             match change {
-                StreamChange::Removed(s) => self.hub.dropped(new.id(), s.id()),
+                StreamChange::Removed(s) => {
+                    self.tails.forget(new.id(), Some(s.id()));
+                    self.hub.dropped(new.id(), s.id())
+                }
                 StreamChange::Added(s) | StreamChange::Changed { after: s, .. } => {
                     self.hub.announce(new.id(), s)
                 }
             }
         }
-        self.cache.put(version, new);
+    }
+
+    /// A read by `reader` answered from this node's tail, if it can be (see [`tail`]): `None`
+    /// sends it to the database. A refusal read off the cached record is final.
+    fn tail_read(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        after: Seq,
+        max: usize,
+        reader: Reader,
+    ) -> Result<Option<Vec<StoredEvent>>> {
+        let Reader::Attached(held) = reader else { return Ok(None) };
+        let checked = self.cache.with(session, |record, validated| {
+            let meta = record.stream(stream)?;
+            match crate::check_read(meta, after, reader) {
+                // This node's record is behind the grant the reader holds: ask the database.
+                Err(Error::Core(forkless_core::Error::StaleEpoch { current, .. })) if current < held => None,
+                Err(e) => Some(Err(e)),
+                Ok(()) => Some(Ok(self.tails.fresh(validated))),
+            }
+        });
+        match checked.flatten() {
+            None | Some(Ok(false)) => Ok(None),
+            Some(Err(e)) => Err(e),
+            Some(Ok(true)) => Ok(self.tails.read(session, stream, after, max)),
+        }
     }
 
     /// Re-read `keys` and wake their watchers (after a hint, or a listener's reconnect).
@@ -236,9 +281,10 @@ impl<D: Database> Inner<D> {
         if prefer_cache && let Some(hit) = self.cache.get(id) {
             return Ok(hit);
         }
+        let sent = Validated::now();
         match self.db.load(id).await? {
             Some((version, record)) => {
-                self.cache.put(version, &record);
+                self.cache.put(version, &record, sent);
                 Ok((version, record))
             }
             None => {
@@ -256,9 +302,10 @@ fn stopped() -> Error {
 impl<D: Database> Store for SharedStore<D> {
     async fn create(&self, record: SessionRecord) -> Result<Version> {
         self.inner.fence()?;
+        let sent = Validated::now();
         self.inner.db.insert(&record, self.inner.node_id.get().map(String::as_str)).await?;
         self.inner.retain(0, record.retained_bytes());
-        self.inner.cache.put(Version::INITIAL, &record);
+        self.inner.cache.put(Version::INITIAL, &record, sent);
         Ok(Version::INITIAL)
     }
 
@@ -290,9 +337,10 @@ impl<D: Database> Store for SharedStore<D> {
             }
         };
         let hint = inner.hint(&old, &record);
+        let sent = Validated::now();
         match inner.db.write(Write { expected, old: &old, new: &record, hint }).await {
             Ok(Written::Committed) => {
-                inner.committed(expected.next(), &old, &record);
+                inner.committed(expected.next(), &old, &record, sent);
                 Ok(Some(expected.next()))
             }
             Ok(Written::Moved) => {
@@ -324,6 +372,10 @@ impl<D: Database> Store for SharedStore<D> {
         reader: Reader,
     ) -> Result<Vec<StoredEvent>> {
         self.inner.fence()?;
+        if let Some(events) = self.inner.tail_read(session, stream, after, max, reader)? {
+            self.inner.tail_reads.fetch_add(1, Ordering::Relaxed);
+            return Ok(events);
+        }
         self.inner.reads.fetch_add(1, Ordering::Relaxed);
         self.inner.db.read(session, stream, after, max, reader).await
     }
@@ -345,6 +397,7 @@ impl<D: Database> Store for SharedStore<D> {
             inner.retain(record.retained_bytes(), 0);
         }
         inner.forget(id);
+        inner.tails.forget(id, None);
         inner.hub.session_dropped(id);
         Ok(())
     }
@@ -368,6 +421,10 @@ impl<D: Database> Store for SharedStore<D> {
 
     async fn health(&self) -> Result<()> {
         self.inner.db.health().await
+    }
+
+    fn handover(&self) -> std::time::Duration {
+        self.inner.tails.lease()
     }
 
     async fn owner(&self, session: SessionId) -> Result<crate::Owner> {
