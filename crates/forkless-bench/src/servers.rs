@@ -182,7 +182,7 @@ pub async fn serve_forkless(listen: SocketAddr, answer: AnswerMode, store: Store
 fn tail_config() -> forkless_store::shared::TailConfig {
     let mut tail = forkless_store::shared::TailConfig::default();
     if let Some(ms) = std::env::var("FORKLESS_BENCH_TAIL_MS").ok().and_then(|v| v.parse().ok()) {
-        tail.lease = std::time::Duration::from_millis(ms);
+        tail.lease = Duration::from_millis(ms);
     }
     tail
 }

@@ -318,6 +318,12 @@ impl SessionRecord {
     pub fn changes_since<'a>(&'a self, before: &'a Self) -> impl Iterator<Item = StreamChange<'a>> {
         self.streams.changes_since(&before.streams)
     }
+    /// Whether what a store keeps as this record's header (everything but its streams: the
+    /// session, and which stream is its standalone one) differs from `before`'s. An append
+    /// never changes it, so a store need not rewrite the header of a session it only appended to.
+    pub fn header_changed_since(&self, before: &Self) -> bool {
+        self.standalone != before.standalone || self.session != before.session
+    }
     /// Mark this version as the one a store keeps: copies taken from it and changed later
     /// report [`Self::changes_since`] it by the streams they touched, without a walk over the
     /// others. Content and equality are unaffected.

@@ -41,3 +41,21 @@ fn every_refused_append_changes_nothing() {
     assert!(matches!(refused, Err(Error::SessionEnded { .. })), "{refused:?}");
     assert_eq!(r, ended, "an ended session is left as it was");
 }
+
+#[test]
+fn appends_never_change_the_header_a_store_keeps() {
+    let cfg = Config::default();
+    let mut e = SeededEntropy::new(12);
+    let mut r = session(&mut e);
+    let before = r.clone();
+    for n in 0..5 {
+        r.append(AppendTarget::Standalone, 10 + n, EventKind::Intermediate, at(5 + n), &cfg.limits).unwrap();
+    }
+    assert!(!r.header_changed_since(&before), "appends change streams only");
+    let opened = r.clone();
+    r.open_request_stream(StreamId::generate(&mut e), at(20), &cfg).unwrap();
+    assert!(r.header_changed_since(&opened), "a request counts as the session's activity");
+    let active = r.clone();
+    r.on_end(EndReason::Deleted, at(30)).unwrap();
+    assert!(r.header_changed_since(&active), "ending is the session's own state");
+}

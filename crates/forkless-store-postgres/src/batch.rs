@@ -42,7 +42,8 @@ pub(crate) async fn write(client: &Client, batch: Batch<'_>) -> Result<Committed
         let id = w.end.id().as_bytes().to_vec();
         expected.push(w.version.get() as i64);
         next.push((w.version.get() + w.appended) as i64);
-        headers.push(encode_header(w.end));
+        // Appends never change a header: only a changed one is sent.
+        headers.push(w.end.header_changed_since(w.start).then(|| encode_header(w.end)));
         for (column, value) in wakes.iter_mut().zip(Columns::of(&w.end.wake()).0) {
             column.push(value);
         }

@@ -20,8 +20,9 @@
 //! stream, so dropping either drops what it held. `forkless_advance` is the compare-and-set:
 //! it moves a session from the version a write was computed on to the next, or aborts the
 //! write's transaction with SQLSTATE `FK001` (another writer moved it) or `FK002` (no such
-//! session). `forkless_advance_many` (migration 2) does the same for every session of a group
-//! commit, naming the first that moved in the error's detail.
+//! session). `forkless_advance_many` (migration 2; one statement since migration 8) does the same
+//! for every session of a group commit, naming the first that moved in the error's detail, and
+//! keeps a session's header where the batch passes none (appends never change it).
 //!
 //! It owns the tables and their evolution, not the statements that use them (see
 //! `crate::rows`).
@@ -40,6 +41,7 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
     ("advertised node addresses", V5),
     ("spent one-time keys", V6),
     ("events stored in chunks", V7),
+    ("group commit: sessions advanced in one statement, unchanged headers kept", V8),
 ];
 
 /// The schema version this build writes.
@@ -148,6 +150,35 @@ CREATE TABLE forkless_chunks (
 INSERT INTO forkless_chunks (session, stream, last, first, events)
     SELECT session, stream, seq, seq, int4send(octet_length(payload)) || payload FROM forkless_events;
 DROP TABLE forkless_events;
+"#;
+
+const V8: &str = r#"
+CREATE OR REPLACE FUNCTION forkless_advance_many(p_ids bytea[], p_expected bigint[], p_next bigint[],
+                                                 p_headers bytea[], p_liveness bigint[], p_stream_idle bigint[],
+                                                 p_activity bigint[], p_ended bigint[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    advanced bytea[];
+    moved bytea;
+BEGIN
+    -- Locked in id order (the ids come sorted): two batches never wait on each other in a cycle.
+    PERFORM 1 FROM forkless_sessions WHERE id = ANY(p_ids) ORDER BY id FOR UPDATE;
+    WITH done AS (
+        UPDATE forkless_sessions s
+           SET version = t.next, header = coalesce(t.header, s.header), wake_liveness = t.liveness,
+               wake_stream_idle = t.stream_idle, wake_activity = t.activity, wake_ended = t.ended
+          FROM unnest(p_ids, p_expected, p_next, p_headers, p_liveness, p_stream_idle, p_activity, p_ended)
+               AS t(id, expected, next, header, liveness, stream_idle, activity, ended)
+         WHERE s.id = t.id AND s.version = t.expected
+     RETURNING s.id)
+    SELECT coalesce(array_agg(id), '{}') INTO advanced FROM done;
+    IF coalesce(array_length(advanced, 1), 0) < coalesce(array_length(p_ids, 1), 0) THEN
+        SELECT t.id INTO moved FROM unnest(p_ids) WITH ORDINALITY AS t(id, i)
+         WHERE t.id <> ALL(advanced) ORDER BY t.i LIMIT 1;
+        RAISE EXCEPTION 'forkless: the session moved on' USING ERRCODE = 'FK001',
+            DETAIL = encode(moved, 'hex');
+    END IF;
+END $$;
 "#;
 
 /// Bring the database to [`SCHEMA_VERSION`], or refuse one that is newer.

@@ -106,3 +106,45 @@ async fn a_schema_newer_than_this_build_is_refused_by_name() {
         other => panic!("a newer schema must be refused, got {:?}", other.map(|_| ())),
     }
 }
+
+/// The group commit's compare-and-set: every session advances from the version its batch was
+/// computed on, or none does and the first that moved is named; a header left out is kept.
+#[tokio::test]
+async fn a_group_commit_advances_every_session_or_names_the_first_that_moved() {
+    let Some(db) = fresh().await else { return };
+    drop(forkless_store_postgres::connect(PgConfig::new(&db.url)).await.expect("a fresh database"));
+    let c = client(&db.url).await;
+    let ids: Vec<Vec<u8>> = (1u8..=3).map(|i| vec![i; 16]).collect();
+    for id in &ids {
+        c.execute(
+            "INSERT INTO forkless_sessions (id, version, header) VALUES ($1, 5, $2)",
+            &[id, &b"old".to_vec()],
+        )
+        .await
+        .unwrap();
+    }
+    let none: Vec<Option<i64>> = vec![None; 3];
+    let advance = "SELECT forkless_advance_many($1, $2, $3, $4, $5, $6, $7, $8)";
+    // The second session is not at version 5: nothing of the batch is written.
+    let expected: Vec<i64> = vec![5, 4, 5];
+    let next: Vec<i64> = vec![6, 6, 6];
+    let headers: Vec<Option<Vec<u8>>> = vec![Some(b"new".to_vec()), None, None];
+    let err = c
+        .execute(advance, &[&ids, &expected, &next, &headers, &none, &none, &none, &none])
+        .await
+        .unwrap_err();
+    let db_err = err.as_db_error().expect("a database error");
+    assert_eq!(db_err.code().code(), "FK001");
+    assert_eq!(db_err.detail(), Some("02020202020202020202020202020202"), "the session that moved is named");
+    let rows = c.query("SELECT version, header FROM forkless_sessions ORDER BY id", &[]).await.unwrap();
+    assert!(
+        rows.iter().all(|r| r.get::<_, i64>(0) == 5 && r.get::<_, Vec<u8>>(1) == b"old"),
+        "nothing written"
+    );
+    // Every one at its version: all advance; a header passed replaces, one left out is kept.
+    let expected: Vec<i64> = vec![5, 5, 5];
+    c.execute(advance, &[&ids, &expected, &next, &headers, &none, &none, &none, &none]).await.unwrap();
+    let rows = c.query("SELECT version, header FROM forkless_sessions ORDER BY id", &[]).await.unwrap();
+    let got: Vec<(i64, Vec<u8>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(got, [(6, b"new".to_vec()), (6, b"old".to_vec()), (6, b"old".to_vec())]);
+}

@@ -166,11 +166,14 @@ impl<'k> Apply<'k> {
         ops.hints.extend([word(b"P"), text(self.keys.hints()), text(hint)]);
     }
 
-    /// A session's block: stored at `expected` (`None`: must not exist) and moving to `next`.
+    /// A session's block: stored at `expected` (`None`: must not exist) as `old`, and moving
+    /// to `next` as `record`. Its header is written only if it changed (appends never change
+    /// it): the script keeps the stored one when it is passed empty.
     pub(crate) fn session(
         &mut self,
         expected: Option<Version>,
         next: Version,
+        old: Option<&SessionRecord>,
         record: &SessionRecord,
         ops: Ops<'k>,
     ) {
@@ -180,14 +183,11 @@ impl<'k> Apply<'k> {
         let expected = expected.map_or_else(|| word(b""), |v| text(v.get()));
         let Ops { puts, drops, events, trims, clears, hints } = ops;
         let count = [&puts, &drops, &events, &trims, &clears, &hints].iter().map(|o| o.len()).sum::<usize>();
-        self.args.extend([
-            rec,
-            st,
-            expected,
-            text(next.get()),
-            encode_header(record).into(),
-            word(id.as_bytes()),
-        ]);
+        let header = match old {
+            Some(old) if !record.header_changed_since(old) => word(b""),
+            _ => encode_header(record).into(),
+        };
+        self.args.extend([rec, st, expected, text(next.get()), header, word(id.as_bytes())]);
         self.args.extend(wake(&record.wake()));
         self.args.push(text(count));
         for op in [puts, drops, events, trims, clears, hints] {

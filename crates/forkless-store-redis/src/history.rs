@@ -128,7 +128,7 @@ impl Redis {
             let mut apply = Apply::new(&self.keys);
             apply.under_boot(run);
             let ops = apply.changes(Some(&old), &new);
-            apply.session(Some(version), version.next(), &new, ops);
+            apply.session(Some(version), version.next(), Some(&old), &new, ops);
             match self.call_once(apply).await? {
                 Applied::Moved(_) => continue,
                 Applied::Unvouched => {

@@ -196,7 +196,7 @@ impl Database for Redis {
             if let Some(node) = owner {
                 apply.owner(&mut ops, node);
             }
-            apply.session(None, Version::INITIAL, record, ops);
+            apply.session(None, Version::INITIAL, None, record, ops);
             apply
         };
         match self.call(build).await? {
@@ -212,7 +212,7 @@ impl Database for Redis {
             if let Some(hint) = &write.hint {
                 apply.hint(&mut ops, hint);
             }
-            apply.session(Some(write.expected), write.expected.next(), write.new, ops);
+            apply.session(Some(write.expected), write.expected.next(), Some(write.old), write.new, ops);
             apply
         };
         match self.call(build).await? {
@@ -234,7 +234,7 @@ impl Database for Redis {
                 if let Some(hint) = batch.hints.get(i) {
                     apply.hint(&mut ops, hint);
                 }
-                apply.session(Some(w.version), Version::new(w.version.get() + w.appended), w.end, ops);
+                apply.session(Some(w.version), Version::new(w.version.get() + w.appended), Some(w.start), w.end, ops);
             }
             apply
         };

@@ -10,6 +10,7 @@
 //!
 //! ```text
 //! ARGV: gate ('' | run id), count, then per session: rec stkey expected next header sid wake*4 nops op*
+//!       (header '': unchanged, keep the stored one)
 //! op  : U <stream hex> <row>      put a stream row
 //!     | D <stream hex> <key#>     drop a stream row and its events key
 //!     | E <key#> <last> <member>  add a chunk of events (member: first seq ++ chunk)
@@ -52,7 +53,11 @@ end
 for s = 1, n do
   local i = blocks[s]
   local rec, st, sid = KEYS[tonumber(ARGV[i])], KEYS[tonumber(ARGV[i + 1])], ARGV[i + 5]
-  redis.call('HSET', rec, 'v', ARGV[i + 3], 'h', ARGV[i + 4])
+  if ARGV[i + 4] == '' then
+    redis.call('HSET', rec, 'v', ARGV[i + 3])
+  else
+    redis.call('HSET', rec, 'v', ARGV[i + 3], 'h', ARGV[i + 4])
+  end
   redis.call('SADD', KEYS[1], sid)
   for w = 1, 4 do
     local at = ARGV[i + 5 + w]
