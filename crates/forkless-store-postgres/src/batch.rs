@@ -10,10 +10,10 @@
 use deadpool_postgres::ClientWrapper as Client;
 use forkless_core::{Seq, SessionId, StreamChange, StreamId};
 use forkless_store::codec::{encode_header, encode_stream};
-use forkless_store::shared::{Batch, Committed, unhex};
+use forkless_store::shared::{Batch, Chunk, Committed, unhex};
 use forkless_store::{Error, Result};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{IsNull, ToSql, Type, accepts, to_sql_checked};
 
 use crate::rows::{Columns, Pending, backend, run};
 
@@ -67,7 +67,7 @@ pub(crate) async fn write(client: &Client, batch: Batch<'_>) -> Result<Committed
     let c_streams: Vec<&[u8]> = chunks.iter().map(|c| c.stream.as_bytes().as_slice()).collect();
     let c_lasts: Vec<i64> = chunks.iter().map(|c| c.last.get() as i64).collect();
     let c_firsts: Vec<i64> = chunks.iter().map(|c| c.first.get() as i64).collect();
-    let c_events: Vec<&[u8]> = chunks.iter().map(|c| c.events.as_slice()).collect();
+    let c_events: Vec<Row<'_>> = chunks.iter().map(Row).collect();
     let prepare = |sql| client.prepare_cached(sql);
     let advance = prepare(ADVANCE_MANY).await.map_err(backend)?;
     let drop_streams = prepare(DROP_STREAMS).await.map_err(backend)?;
@@ -135,4 +135,23 @@ impl Rows {
             None => {}
         }
     }
+}
+
+/// A chunk as the `bytea` a statement takes, written straight into the statement's buffer.
+#[derive(Debug)]
+struct Row<'a>(&'a Chunk);
+
+impl ToSql for Row<'_> {
+    fn to_sql(
+        &self,
+        _: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.reserve(self.0.encoded_len());
+        self.0.encode(|b| out.extend_from_slice(b));
+        Ok(IsNull::No)
+    }
+
+    accepts!(BYTEA);
+    to_sql_checked!();
 }

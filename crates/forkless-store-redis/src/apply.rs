@@ -20,7 +20,7 @@ pub(crate) enum Arg<'a> {
     Bytes(Vec<u8>),
     /// A chunk's set member, written straight into the command: the seq of its first event,
     /// then the chunk.
-    Member(Seq, &'a [u8]),
+    Member(&'a forkless_store::shared::Chunk),
 }
 
 impl From<Vec<u8>> for Arg<'_> {
@@ -33,11 +33,13 @@ impl redis::ToRedisArgs for Arg<'_> {
     fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
         match self {
             Self::Bytes(b) => out.write_arg(b),
-            Self::Member(first, chunk) => {
+            Self::Member(chunk) => {
                 let mut w = out.writer_for_next_arg();
                 // Writing to the command's buffer cannot fail.
-                let _ = w.write_all(&first.get().to_be_bytes());
-                let _ = w.write_all(chunk);
+                let _ = w.write_all(&chunk.first.get().to_be_bytes());
+                chunk.encode(|b| {
+                    let _ = w.write_all(b);
+                });
             }
         }
     }
@@ -152,7 +154,7 @@ impl<'k> Apply<'k> {
     /// Add a chunk of events to `ops`, scored by its last event.
     pub(crate) fn chunk(&mut self, ops: &mut Ops<'k>, chunk: &'k forkless_store::shared::Chunk) {
         let key = self.events_key(chunk.session, chunk.stream);
-        ops.events.extend([word(b"E"), key, text(chunk.last.get()), Arg::Member(chunk.first, &chunk.events)]);
+        ops.events.extend([word(b"E"), key, text(chunk.last.get()), Arg::Member(chunk)]);
     }
 
     /// Make `node` the owner of the session of `ops`.

@@ -234,7 +234,13 @@ impl Database for Redis {
                 if let Some(hint) = batch.hints.get(i) {
                     apply.hint(&mut ops, hint);
                 }
-                apply.session(Some(w.version), Version::new(w.version.get() + w.appended), Some(w.start), w.end, ops);
+                apply.session(
+                    Some(w.version),
+                    Version::new(w.version.get() + w.appended),
+                    Some(w.start),
+                    w.end,
+                    ops,
+                );
             }
             apply
         };

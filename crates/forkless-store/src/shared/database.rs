@@ -4,6 +4,8 @@
 
 use core::future::Future;
 
+use bytes::Bytes;
+
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
 
 use super::LeaseOp;
@@ -45,9 +47,11 @@ pub struct SessionWrite<'a> {
     pub end: &'a SessionRecord,
 }
 
-/// Consecutive events of one stream that a batch stores, as one row: a chunk in the
-/// encoding of [`crate::codec::chunk_events`], at most [`crate::codec::MAX_CHUNK_EVENTS`]
-/// events and, unless one event alone is larger, [`crate::codec::MAX_CHUNK_BYTES`] bytes.
+/// Consecutive events of one stream that a batch stores, as one row: a chunk, at most
+/// [`crate::codec::MAX_CHUNK_EVENTS`] events and, unless one event alone is larger,
+/// [`crate::codec::MAX_CHUNK_BYTES`] bytes. It holds the payloads as they were appended;
+/// [`Chunk::encode`] writes the row ([`crate::codec::chunk_events`] reads it) straight into
+/// whatever a database sends, so a payload is copied once on its way out.
 #[derive(Debug)]
 pub struct Chunk {
     /// Its session.
@@ -58,8 +62,23 @@ pub struct Chunk {
     pub first: Seq,
     /// The seq of its last event.
     pub last: Seq,
-    /// The events.
-    pub events: Vec<u8>,
+    /// The payloads, in order.
+    pub payloads: Vec<Bytes>,
+}
+
+impl Chunk {
+    /// The length of the row.
+    pub fn encoded_len(&self) -> usize {
+        self.payloads.iter().map(|p| 4 + p.len()).sum()
+    }
+
+    /// Write the row, piece by piece, to `put`.
+    pub fn encode(&self, mut put: impl FnMut(&[u8])) {
+        for p in &self.payloads {
+            put(&u32::try_from(p.len()).unwrap_or(u32::MAX).to_be_bytes());
+            put(p);
+        }
+    }
 }
 
 /// A group commit: every session it advances (in one order, by id, so batches on two nodes

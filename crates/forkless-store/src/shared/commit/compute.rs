@@ -11,7 +11,7 @@ use forkless_core::{
 };
 
 use super::{Job, MAX_BATCH, Pipeline};
-use crate::codec::{chunk_has_room, put_chunk_event};
+use crate::codec::chunk_has_room;
 use crate::shared::{Chunk, Database, Inner};
 use crate::{Error, Result, Version};
 
@@ -56,9 +56,6 @@ pub(super) struct Working {
     pub(super) end: SessionRecord,
     pub(super) appended: u64,
     pub(super) from_cache: bool,
-    /// Events of this batch (and of the unstored batch it was computed on) not yet stored, by
-    /// stream: (seq, size), oldest first.
-    pub(super) pending: HashMap<StreamId, Vec<(Seq, u64)>, IdHashBuilder>,
     /// Events the batch's retention evicted, by count and by bytes.
     pub(super) evicted: [u64; 2],
 }
@@ -66,21 +63,13 @@ pub(super) struct Working {
 impl Working {
     fn new(version: Version, record: SessionRecord, from_cache: bool) -> Self {
         let start = record.clone();
-        Self {
-            version,
-            start,
-            end: record,
-            appended: 0,
-            from_cache,
-            pending: HashMap::default(),
-            evicted: [0; 2],
-        }
+        Self { version, start, end: record, appended: 0, from_cache, evicted: [0; 2] }
     }
 
     /// The session as the batch `before`, not yet stored, will leave it.
     fn after(before: &Self) -> Self {
         let version = Version::new(before.version.get() + before.appended);
-        Self { pending: before.pending.clone(), ..Self::new(version, before.end.clone(), true) }
+        Self::new(version, before.end.clone(), true)
     }
 }
 
@@ -110,22 +99,22 @@ impl Computed {
     /// one chunk while it has room, chunks in the order their first events were appended.
     pub(super) fn chunks(&self) -> Vec<Chunk> {
         let mut chunks: Vec<Chunk> = Vec::new();
+        // The open chunk of each stream: its index and its encoded size.
         let mut open: HashMap<(SessionId, StreamId), (usize, usize), IdHashBuilder> = HashMap::default();
         for e in &self.events {
             let key = (e.session, e.stream);
-            if let Some(&(at, count)) = open.get(&key) {
+            if let Some(&(at, bytes)) = open.get(&key) {
                 let c = &mut chunks[at];
-                if c.last.next() == e.seq && chunk_has_room(count, c.events.len(), e.payload.len()) {
-                    put_chunk_event(&mut c.events, &e.payload);
+                if c.last.next() == e.seq && chunk_has_room(c.payloads.len(), bytes, e.payload.len()) {
+                    c.payloads.push(e.payload.clone());
                     c.last = e.seq;
-                    open.insert(key, (at, count + 1));
+                    open.insert(key, (at, bytes + 4 + e.payload.len()));
                     continue;
                 }
             }
-            let mut events = Vec::with_capacity(e.payload.len() + 4);
-            put_chunk_event(&mut events, &e.payload);
-            open.insert(key, (chunks.len(), 1));
-            chunks.push(Chunk { session: e.session, stream: e.stream, first: e.seq, last: e.seq, events });
+            open.insert(key, (chunks.len(), 4 + e.payload.len()));
+            let payloads = vec![e.payload.clone()];
+            chunks.push(Chunk { session: e.session, stream: e.stream, first: e.seq, last: e.seq, payloads });
         }
         chunks
     }
@@ -188,8 +177,20 @@ impl<D: Database> Inner<D> {
             let why = "its id may be stored already by a write that reported an error".to_owned();
             return batch.slots.push((slot, Outcome::Lost(why)));
         }
-        let pending = w.pending.get(&id.stream).map_or(&[][..], Vec::as_slice);
-        match self.evict(record, id, size, &job.limits, pending).await {
+        // Retention needs the sizes of the stream's events not yet stored: this batch's and
+        // those of the batch it was computed on (looked up only when retention is due).
+        let pending: Vec<(Seq, u64)> = if record.retention_due(id.stream, &job.limits).is_some() {
+            let earlier = base.map_or(&[][..], |b| b.events.as_slice());
+            earlier
+                .iter()
+                .chain(&batch.events)
+                .filter(|e| e.session == job.session && e.stream == id.stream)
+                .map(|e| (e.seq, e.payload.len() as u64))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        match self.evict(record, id, size, &job.limits, &pending).await {
             Ok(Some((by, n))) => w.evicted[usize::from(by == EvictedBy::StreamMaxBytes)] += n,
             Ok(None) => {}
             Err(e) if slot.pinned => return batch.refuse(slot, e),
@@ -204,7 +205,6 @@ impl<D: Database> Inner<D> {
             w.end = copy;
         }
         w.appended += 1;
-        w.pending.entry(id.stream).or_default().push((id.seq, size));
         batch.events.push(BatchEvent {
             session: job.session,
             stream: id.stream,
@@ -324,10 +324,17 @@ mod tests {
                 (3, 3, big + 1, big + 10)
             ]
         );
-        let first = chunk_events(chunks[0].first, &chunks[0].events).unwrap();
+        let encoded = |c: &Chunk| {
+            let mut row = Vec::new();
+            c.encode(|b| row.extend_from_slice(b));
+            assert_eq!(row.len(), c.encoded_len());
+            row
+        };
+        let row = encoded(&chunks[0]);
+        let first = chunk_events(chunks[0].first, &row).unwrap();
         assert_eq!(first, [(Seq::new(1), &b"a"[..]), (Seq::new(2), &b"b"[..]), (Seq::new(3), &b"c"[..])]);
         for c in &chunks {
-            let n = chunk_events(c.first, &c.events).unwrap().len() as u64;
+            let n = chunk_events(c.first, &encoded(c)).unwrap().len() as u64;
             assert_eq!(c.last.get() - c.first.get() + 1, n, "a chunk's bounds name exactly its events");
         }
     }
