@@ -14,7 +14,8 @@
 //! one transaction whose first statement moves the session from the version the write was
 //! computed on (see [`schema`]); if another node moved it first the database aborts the
 //! transaction. A write is sent as one pipeline (one round trip); a group commit of many
-//! appends, across sessions and streams, is one transaction and one WAL flush.
+//! appends, across sessions and streams, is one transaction and one WAL flush, each stream's
+//! events of it one row (a chunk, see [`schema`]).
 //!
 //! ## Wake-ups
 //!
