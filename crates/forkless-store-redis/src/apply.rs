@@ -11,7 +11,7 @@ use forkless_core::{Seq, SessionId, SessionRecord, StreamChange, StreamId, Wake}
 use forkless_store::Version;
 use forkless_store::codec::{encode_header, encode_stream};
 
-use crate::keys::{Keys, hex};
+use crate::keys::{Keys, bucket, hex};
 
 /// One argument of an `APPLY` call.
 #[derive(Debug)]
@@ -83,20 +83,14 @@ fn wake<'a>(w: &Wake) -> [Arg<'a>; 4] {
 
 impl<'k> Apply<'k> {
     pub(crate) fn new(keys: &'k Keys) -> Self {
-        let mut this = Self {
+        Self {
             keys,
             names: Vec::new(),
             index: HashMap::new(),
             // The gate and the session count, set by `under_boot` and `finish`.
             args: vec![word(b""), word(b"")],
             sessions: Vec::new(),
-        };
-        this.key(keys.sessions());
-        for due in keys.due() {
-            this.key(due);
         }
-        this.key(keys.run());
-        this
     }
 
     /// The 1-based index of `name` among the call's keys.
@@ -157,9 +151,9 @@ impl<'k> Apply<'k> {
         ops.events.extend([word(b"E"), key, text(chunk.last.get()), Arg::Member(chunk)]);
     }
 
-    /// Make `node` the owner of the session of `ops`.
-    pub(crate) fn owner(&mut self, ops: &mut Ops<'k>, node: &str) {
-        let key = text(self.key(self.keys.owner(node)));
+    /// Make `node` the owner of `session`, whose ops `ops` are.
+    pub(crate) fn owner(&mut self, ops: &mut Ops<'k>, session: SessionId, node: &str) {
+        let key = text(self.key(self.keys.owner(bucket(session), node)));
         ops.hints.extend([word(b"O"), key, text(node)]);
     }
 
@@ -180,8 +174,12 @@ impl<'k> Apply<'k> {
         ops: Ops<'k>,
     ) {
         let id = record.id();
+        let b = bucket(id);
         let rec = text(self.key(self.keys.record(id)));
         let st = text(self.key(self.keys.streams(id)));
+        let set = text(self.key(self.keys.sessions(b)));
+        let [d0, d1, d2, d3] = self.keys.due(b).map(|due| text(self.key(due)));
+        let run = text(self.key(self.keys.run(b)));
         let expected = expected.map_or_else(|| word(b""), |v| text(v.get()));
         let Ops { puts, drops, events, trims, clears, hints } = ops;
         let count = [&puts, &drops, &events, &trims, &clears, &hints].iter().map(|o| o.len()).sum::<usize>();
@@ -189,7 +187,8 @@ impl<'k> Apply<'k> {
             Some(old) if !record.header_changed_since(old) => word(b""),
             _ => encode_header(record).into(),
         };
-        self.args.extend([rec, st, expected, text(next.get()), header, word(id.as_bytes())]);
+        self.args.extend([rec, st, set, d0, d1, d2, d3, run]);
+        self.args.extend([expected, text(next.get()), header, word(id.as_bytes())]);
         self.args.extend(wake(&record.wake()));
         self.args.push(text(count));
         for op in [puts, drops, events, trims, clears, hints] {

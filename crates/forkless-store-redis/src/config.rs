@@ -3,7 +3,6 @@
 //! data under its prefix is laid out as this build writes it ([`check_layout`]).
 
 use forkless_store::{Error, Result};
-use redis::aio::ConnectionManager;
 
 use crate::{Hints, Pipeline, TailConfig};
 
@@ -78,7 +77,7 @@ pub enum Durability {
     Unknown,
 }
 
-pub(crate) async fn durability(mut conn: ConnectionManager) -> Durability {
+pub(crate) async fn durability(mut conn: crate::conn::Conn) -> Durability {
     let get = |name: &'static str| redis::cmd("CONFIG").arg("GET").arg(name).clone();
     let aof: redis::RedisResult<Vec<String>> = get("appendonly").query_async(&mut conn).await;
     let fsync: redis::RedisResult<Vec<String>> = get("appendfsync").query_async(&mut conn).await;
@@ -90,13 +89,25 @@ pub(crate) async fn durability(mut conn: ConnectionManager) -> Durability {
     }
 }
 
-/// Refuse data under the store's prefix that another layout wrote (an older build's, one
-/// event per set member; or a newer build's), naming it, so it is never misread; stamp an
-/// empty store with this build's layout.
-pub(crate) async fn check_layout(mut conn: ConnectionManager, keys: &crate::keys::Keys) -> Result<()> {
+/// Refuse data under the store's prefix that another layout wrote (an earlier build's: one
+/// event per set member, store-wide indexes; or a later build's), naming it, so it is never
+/// misread; stamp a store that has none with this build's layout.
+pub(crate) async fn check_layout(mut conn: crate::conn::Conn, keys: &crate::keys::Keys) -> Result<()> {
+    let earlier: bool = redis::cmd("EXISTS")
+        .arg(keys.unbucketed_sessions())
+        .query_async(&mut conn)
+        .await
+        .map_err(crate::backend)?;
+    if earlier {
+        return Err(Error::Corrupt(
+            "redis: the sessions under this prefix were written by an earlier forkless build \
+             (sessions not in buckets, events one per set member), which this build does not \
+             read; let them end under that build, delete the prefix's keys, or use another prefix"
+                .into(),
+        ));
+    }
     let reply: Vec<redis::Value> = redis::Script::new(crate::scripts::LAYOUT)
         .key(keys.layout())
-        .key(keys.sessions())
         .arg(crate::keys::LAYOUT)
         .invoke_async(&mut conn)
         .await
@@ -107,18 +118,11 @@ pub(crate) async fn check_layout(mut conn: ConnectionManager, keys: &crate::keys
         reply.get(1).map(redis::from_redis_value_ref).transpose().map_err(crate::parse)?;
     match code {
         1 => Ok(()),
-        0 => Err(Error::Corrupt(format!(
+        _ => Err(Error::Corrupt(format!(
             "redis: the data under this prefix is laid out as \"{}\", not \"{}\" as this build \
-             writes it (a newer build's?); run that build, or use another prefix",
+             writes it (a later build's?); run that build, or use another prefix",
             found.unwrap_or_default(),
             crate::keys::LAYOUT
         ))),
-        _ => Err(Error::Corrupt(
-            "redis: the sessions under this prefix were written by an earlier forkless build \
-             (one event per set member, before events were kept in chunks), which this build \
-             does not read; let them end under that build, delete the prefix's keys, or use \
-             another prefix"
-                .into(),
-        )),
     }
 }

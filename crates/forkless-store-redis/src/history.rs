@@ -1,8 +1,8 @@
 //! Writes, and the history they are vouched under: every write is one call of `APPLY`,
-//! refused while Redis runs a boot under which the store's history is not vouched for; then
-//! the node vouches (at once if nothing can have been lost, else after ending every session
-//! with `history_lost`) and writes again. See the crate docs, "A lost suffix is never
-//! numbered over".
+//! refused while Redis runs a boot under which the history of a bucket it writes is not
+//! vouched for; then the node vouches for that bucket (at once if nothing can have been lost,
+//! else after ending every session of it with `history_lost`) and writes again. See the crate
+//! docs, "A lost suffix is never numbered over".
 //!
 //! It owns that sequence, not the scripts (`crate::scripts`) or the encoding (`crate::apply`).
 
@@ -12,10 +12,11 @@ use forkless_store::{Error, Result};
 use redis::Value;
 
 use crate::apply::Apply;
+use crate::keys::{BUCKETS, Bucket};
 use crate::{AfterRestart, Durability, Redis, backend, durability, parse};
 
 /// An `APPLY` reply: `{1, 0}`, `{0, i}` (session i moved or exists), `{-1, i}` (unknown),
-/// `{-3, 0}` (the history is not vouched for under this boot of Redis).
+/// `{-3, i}` (session i's bucket is not vouched for under this boot of Redis).
 pub(crate) enum Applied {
     All,
     Moved(SessionId),
@@ -29,12 +30,14 @@ fn wall_clock() -> Timestamp {
 }
 
 impl Redis {
-    /// Run a write; if Redis restarted since the history was vouched for, vouch (ending every
-    /// session if it cannot be) and try once more. `build` makes the write afresh each time.
+    /// Run a write; if Redis restarted since the history of a bucket it writes was vouched
+    /// for, vouch for every bucket (a restart is one server's, and it holds many buckets;
+    /// ending the sessions of any that cannot be vouched for) and try once more. `build` makes
+    /// the write afresh each time.
     pub(crate) async fn call<'k>(&'k self, build: impl Fn() -> Apply<'k>) -> Result<Applied> {
         match self.call_once(build()).await? {
             Applied::Unvouched => {
-                self.vouch().await?;
+                self.vouch_all().await?;
                 match self.call_once(build()).await? {
                     Applied::Unvouched => {
                         Err(Error::Backend("redis: restarted again while its history was checked".into()))
@@ -74,18 +77,53 @@ impl Redis {
         }
     }
 
-    /// Vouch for the store's history under this boot of Redis: at once if nothing can have
-    /// been lost (an empty store, or Redis syncs every write), else after ending every session
-    /// with reason `history_lost` (writes under this boot only), so a suffix Redis lost is
-    /// never numbered over.
-    pub(crate) async fn vouch(&self) -> Result<()> {
+    /// Vouch for every bucket, as on connect: every check sent at once (whole scripts, so none
+    /// needs loading first), then the slow way for the buckets that cannot be vouched for at
+    /// once.
+    pub(crate) async fn vouch_all(&self) -> Result<()> {
+        let trust = self.trusted().await;
+        let now = wall_clock().as_millis();
+        let checks = (0..BUCKETS).map(|b| {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(crate::scripts::VOUCH)
+                .arg(3)
+                .arg(self.keys.run(b))
+                .arg(self.keys.sessions(b))
+                .arg(self.keys.spent_since(b))
+                .arg(if trust { "trust" } else { "" })
+                .arg(now);
+            let mut conn = self.conn.clone();
+            async move { cmd.query_async::<Vec<Value>>(&mut conn).await }
+        });
+        let replies = futures::future::try_join_all(checks).await.map_err(backend)?;
+        for (b, reply) in replies.iter().enumerate() {
+            let code: i64 =
+                reply.first().map(redis::from_redis_value_ref).transpose().map_err(parse)?.unwrap_or(-1);
+            if code == 2 {
+                self.vouch(b).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a restart of this Redis kept everything it acknowledged.
+    async fn trusted(&self) -> bool {
+        match self.after_restart {
+            AfterRestart::TrustBlindly => true,
+            AfterRestart::Verify => durability(self.conn.clone()).await == Durability::Always,
+        }
+    }
+
+    /// Vouch for bucket `b`'s history under this boot of Redis (on a cluster, the boot of the
+    /// primary holding its slot): at once if nothing can have been lost (an empty bucket, or
+    /// Redis syncs every write), else after ending every session of it with reason
+    /// `history_lost` (writes under this boot only), so a suffix Redis lost is never numbered
+    /// over.
+    pub(crate) async fn vouch(&self, b: Bucket) -> Result<()> {
         for _ in 0..8 {
-            let trust = match self.after_restart {
-                AfterRestart::TrustBlindly => true,
-                AfterRestart::Verify => durability(self.conn.clone()).await == Durability::Always,
-            };
-            let mut invocation = self.vouch.key(self.keys.run());
-            invocation.key(self.keys.sessions()).key(self.keys.spent_since());
+            let trust = self.trusted().await;
+            let mut invocation = self.vouch.key(self.keys.run(b));
+            invocation.key(self.keys.sessions(b)).key(self.keys.spent_since(b));
             invocation.arg(if trust { "trust" } else { "" }).arg(wall_clock().as_millis());
             let reply: Vec<Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
             let code: i64 =
@@ -95,15 +133,15 @@ impl Redis {
             }
             let run: String =
                 reply.get(1).map(redis::from_redis_value_ref).transpose().map_err(parse)?.unwrap_or_default();
-            let sessions = self.sessions().await?;
-            tracing::warn!(sessions = sessions.len(), %run, "redis restarted and may have lost delivered events: ending every session (history_lost)");
+            let sessions = self.bucket_sessions(b).await?;
+            tracing::warn!(sessions = sessions.len(), bucket = b, %run, "redis restarted and may have lost delivered events: ending every session of the bucket (history_lost)");
             for id in sessions {
                 self.end_lost(id, &run).await?;
             }
             let confirmed: i64 = self
                 .confirm
-                .key(self.keys.run())
-                .key(self.keys.spent_since())
+                .key(self.keys.run(b))
+                .key(self.keys.spent_since(b))
                 .arg(&run)
                 .arg(wall_clock().as_millis())
                 .invoke_async(&mut self.conn.clone())

@@ -1,34 +1,51 @@
-//! Where a session lives in Redis. Every key of one session carries the session's hash tag
-//! (`{<session hex>}`), so they share a slot; the store-wide keys (the session set, the four
-//! due indexes and the hint channel) are named by the prefix alone.
+//! Where a session lives in Redis. Sessions fall in [`BUCKETS`] buckets by their id, and every
+//! key of a session *and* of its bucket carries the bucket's hash tag (`{NN}`), so they share
+//! one Redis Cluster slot: a write touches a session, its bucket's indexes and its bucket's
+//! vouched boot in one script, atomically, on a cluster as on one Redis. Only node leases,
+//! advertised addresses, the node list and the layout stamp stand alone (each one key).
 //!
 //! ```text
-//! P:{S}:rec          hash  v → version, h → header (forkless_store::codec)
-//! P:{S}:st           hash  <stream hex> → stream row (forkless_store::codec)
-//! P:{S}:c:<stream>   zset  score last seq, member first seq:u64be ++ chunk (forkless_store::codec)
-//! P:sessions         set   session ids
-//! P:due:<anchor>     zset  score millis, member session id   (liveness, stream_idle, activity, ended)
-//! P:hints            pub/sub channel of hints
-//! P:layout           how this store lays its data out (`LAYOUT`), checked on connect
-//! P:run              the Redis boot (run_id) under which the store's history is vouched for
-//! P:node:<name>      a node's lease: its holder's token, expiring with the lease
-//! P:owner:<name>     set   the sessions node <name> owns (their rec's `o` names it too)
-//! P:advertise:<name> the base URL node <name> advertised with its lease
+//! P:layout               the layout this data is in (LAYOUT), checked on connect
+//! P:{NN}:s:S:rec         hash  v → version, h → header (forkless_store::codec), o → owner node
+//! P:{NN}:s:S:st          hash  <stream hex> → stream row (forkless_store::codec)
+//! P:{NN}:s:S:c:<stream>  zset  score last seq, member first seq:u64be ++ chunk (forkless_store::codec)
+//! P:{NN}:sessions        set   the bucket's session ids
+//! P:{NN}:due:<anchor>    zset  score millis, member session id   (liveness, stream_idle, activity, ended)
+//! P:{NN}:run             the Redis boot (run_id) under which the bucket's history is vouched for
+//! P:{NN}:owner:<name>    set   the bucket's sessions node <name> owns (their rec's `o` names it too)
+//! P:{NN}:spent_since     from when the bucket's spent one-time keys are known (milliseconds)
+//! P:{NN}:spent:<hex>     a spent one-time key (bucket: the key's first byte)
+//! P:node:{<name>}        a node's lease: its holder's token, expiring with the lease
+//! P:advertise:{<name>}   the base URL node <name> advertised with its lease (the lease's slot)
+//! P:nodes                set   every node that took a lease (where lapsed owners are looked for)
+//! P:hints                pub/sub channel of hints
 //! ```
 //!
 //! It owns the names, not what is stored under them.
 
 use forkless_core::{SessionId, StreamId};
 
-/// The keys of one store (one prefix).
-#[derive(Clone, Debug)]
-pub(crate) struct Keys {
-    prefix: String,
+/// How many buckets sessions fall in: fixed for a store's life (part of [`LAYOUT`]). A Redis
+/// Cluster spreads them over at most this many primaries.
+pub(crate) const BUCKETS: usize = 64;
+
+/// The layout this build writes: sessions in [`BUCKETS`] buckets, events in chunks. Data of
+/// an earlier layout (one event per set member, store-wide indexes) is refused on connect, see
+/// `crate::config::check_layout`.
+pub(crate) const LAYOUT: &str = "buckets-64";
+
+/// A bucket.
+pub(crate) type Bucket = usize;
+
+/// The bucket `session` falls in (its ids come from the OS CSPRNG: evenly spread).
+pub(crate) fn bucket(session: SessionId) -> Bucket {
+    usize::from(session.as_bytes()[0]) % BUCKETS
 }
 
-/// The layout this build writes: events in chunks of consecutive events (before it, one zset
-/// member per event under `P:{S}:e:<stream>`, a layout this build refuses, see `crate::connect`).
-pub(crate) const LAYOUT: &str = "chunks-1";
+/// The bucket a one-time key falls in.
+pub(crate) fn key_bucket(key: &[u8]) -> Bucket {
+    key.first().map_or(0, |b| usize::from(*b) % BUCKETS)
+}
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -40,60 +57,81 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// The keys of one store (one prefix).
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    prefix: String,
+}
+
 impl Keys {
     pub(crate) fn new(prefix: &str) -> Self {
         Self { prefix: prefix.to_owned() }
     }
-    fn tag(&self, session: SessionId) -> String {
-        format!("{}:{{{}}}", self.prefix, hex(session.as_bytes()))
+    /// `P:{NN}`: what every key of bucket `b` starts with.
+    fn bucket_base(&self, b: Bucket) -> String {
+        format!("{}:{{{b:02x}}}", self.prefix)
+    }
+    fn session_base(&self, session: SessionId) -> String {
+        format!("{}:s:{}", self.bucket_base(bucket(session)), hex(session.as_bytes()))
     }
     pub(crate) fn record(&self, session: SessionId) -> String {
-        format!("{}:rec", self.tag(session))
+        format!("{}:rec", self.session_base(session))
     }
     pub(crate) fn streams(&self, session: SessionId) -> String {
-        format!("{}:st", self.tag(session))
+        format!("{}:st", self.session_base(session))
     }
     /// The prefix of a session's event keys (a stream's hex id completes one).
     pub(crate) fn events_base(&self, session: SessionId) -> String {
-        format!("{}:c:", self.tag(session))
+        format!("{}:c:", self.session_base(session))
     }
     pub(crate) fn events(&self, session: SessionId, stream: StreamId) -> String {
         format!("{}{}", self.events_base(session), hex(stream.as_bytes()))
     }
-    pub(crate) fn sessions(&self) -> String {
-        format!("{}:sessions", self.prefix)
+    /// The session set of bucket `b`.
+    pub(crate) fn sessions(&self, b: Bucket) -> String {
+        format!("{}:sessions", self.bucket_base(b))
     }
-    /// The due indexes, in the order of `Wake`'s fields.
-    pub(crate) fn due(&self) -> [String; 4] {
-        ["liveness", "stream_idle", "activity", "ended"].map(|a| format!("{}:due:{a}", self.prefix))
+    /// The due indexes of bucket `b`, in the order of `Wake`'s fields.
+    pub(crate) fn due(&self, b: Bucket) -> [String; 4] {
+        let base = self.bucket_base(b);
+        ["liveness", "stream_idle", "activity", "ended"].map(|a| format!("{base}:due:{a}"))
+    }
+    /// The boot bucket `b`'s history is vouched for under.
+    pub(crate) fn run(&self, b: Bucket) -> String {
+        format!("{}:run", self.bucket_base(b))
+    }
+    /// The prefix of bucket `b`'s owner sets (a node id completes one).
+    pub(crate) fn owner_base(&self, b: Bucket) -> String {
+        format!("{}:owner:", self.bucket_base(b))
+    }
+    pub(crate) fn owner(&self, b: Bucket, node: &str) -> String {
+        format!("{}{node}", self.owner_base(b))
+    }
+    /// From when bucket `b`'s spent one-time keys are known (milliseconds).
+    pub(crate) fn spent_since(&self, b: Bucket) -> String {
+        format!("{}:spent_since", self.bucket_base(b))
+    }
+    /// A spent one-time key, in its bucket.
+    pub(crate) fn spent(&self, key: &[u8]) -> String {
+        format!("{}:spent:{}", self.bucket_base(key_bucket(key)), hex(key))
     }
     pub(crate) fn layout(&self) -> String {
         format!("{}:layout", self.prefix)
     }
-    pub(crate) fn run(&self) -> String {
-        format!("{}:run", self.prefix)
+    /// The store-wide session set of the layouts before buckets (its presence marks their data).
+    pub(crate) fn unbucketed_sessions(&self) -> String {
+        format!("{}:sessions", self.prefix)
     }
     pub(crate) fn node(&self, name: &str) -> String {
-        format!("{}:node:{name}", self.prefix)
+        format!("{}:node:{{{name}}}", self.prefix)
     }
     /// Where node `name` says other nodes reach it (`--advertise`).
     pub(crate) fn advertise(&self, name: &str) -> String {
-        format!("{}:advertise:{name}", self.prefix)
+        format!("{}:advertise:{{{name}}}", self.prefix)
     }
-    /// The prefix of the owner sets (a node id completes one).
-    pub(crate) fn owner_base(&self) -> String {
-        format!("{}:owner:", self.prefix)
-    }
-    pub(crate) fn owner(&self, node: &str) -> String {
-        format!("{}{node}", self.owner_base())
-    }
-    /// From when the spent one-time keys are known (milliseconds).
-    pub(crate) fn spent_since(&self) -> String {
-        format!("{}:spent_since", self.prefix)
-    }
-    /// A spent one-time key (its own slot on a cluster: it belongs to no session).
-    pub(crate) fn spent(&self, key: &[u8]) -> String {
-        format!("{}:spent:{}", self.prefix, hex(key))
+    /// Every node that took a lease.
+    pub(crate) fn nodes(&self) -> String {
+        format!("{}:nodes", self.prefix)
     }
     pub(crate) fn hints(&self) -> String {
         format!("{}:hints", self.prefix)
@@ -102,5 +140,41 @@ impl Keys {
     #[cfg(feature = "testing")]
     pub(crate) fn pattern(&self) -> String {
         format!("{}:*", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hash tag Redis Cluster hashes: what lies between the first `{` and the next `}`.
+    fn tag(key: &str) -> &str {
+        let open = key.find('{').expect("a hash tag");
+        let close = key[open..].find('}').expect("a closed hash tag") + open;
+        &key[open + 1..close]
+    }
+
+    #[test]
+    fn a_sessions_keys_share_its_buckets_slot() {
+        let keys = Keys::new("app");
+        let session = SessionId::from_bytes([0x47; 16]);
+        let stream = StreamId::from_bytes([9; 12]);
+        let b = bucket(session);
+        assert_eq!(b, 0x47 % BUCKETS);
+        let all = [
+            keys.record(session),
+            keys.streams(session),
+            keys.events(session, stream),
+            keys.sessions(b),
+            keys.run(b),
+            keys.owner(b, "n1"),
+            keys.spent_since(b),
+        ];
+        for k in all.iter().chain(keys.due(b).iter()) {
+            assert_eq!(tag(k), format!("{b:02x}"), "{k}");
+        }
+        assert_eq!(tag(&keys.spent(&[0x47, 1, 2])), tag(&keys.run(b)), "a key spends in its bucket");
+        assert_eq!(tag(&keys.node("n1")), tag(&keys.advertise("n1")), "a lease and its address share a slot");
+        assert!(!keys.layout().contains('{') && !keys.nodes().contains('{'), "one-key items stand alone");
     }
 }

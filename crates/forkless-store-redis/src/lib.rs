@@ -20,33 +20,41 @@
 //!
 //! ## A lost suffix is never numbered over
 //!
-//! Redis's `run_id` is new at every start. The store keeps the boot under which its history
-//! is vouched for (`P:run`), and every write checks it in its script: after a restart no
-//! write lands until a node has vouched for the new boot ([`AfterRestart`]): at once if Redis
-//! syncs every write (it kept everything it acknowledged), else only after every session has
-//! ended with reason `history_lost`, so a client whose cursor points into a suffix Redis lost
-//! (a restart from an older snapshot, `everysec`'s last second) is refused with a typed 404,
-//! never answered with other content under the same id.
+//! Redis's `run_id` is new at every start. Each bucket of sessions (the `keys` module) keeps the
+//! boot under which its history is vouched for (`P:{NN}:run`), and every write checks it in its
+//! script: after a restart no write to a bucket lands until a node has vouched for the new boot
+//! ([`AfterRestart`]): at once if Redis syncs every write (it kept everything it
+//! acknowledged), else only after every session of the bucket has ended with reason
+//! `history_lost`, so a client whose cursor points into a suffix Redis lost (a restart from an
+//! older snapshot, `everysec`'s last second) is refused with a typed 404, never answered with
+//! other content under the same id.
+//!
+//! ## One Redis or a Redis Cluster
+//!
+//! [`connect`] asks the Redis its URL names whether it runs in cluster mode and, if it does,
+//! talks to the whole cluster through it. Sessions fall in 64 buckets; every key of a session
+//! and of its bucket (its session set, due indexes, owner sets, vouched boot) shares the
+//! bucket's hash tag, so every script touches one slot. On one Redis a group commit is one
+//! script call over any sessions; on a cluster one per bucket, each bucket with a committer
+//! of its own, spread over the primaries that hold the buckets' slots.
 //!
 //! ## What it does not do yet
 //!
-//! Run on Redis Cluster (the store-wide due indexes, session set and vouched boot live outside
-//! the sessions' hash tags), tell a failover to a replica that missed writes from a restart
-//! that kept them (a replica that takes over has its own `run_id`, so it is treated as a
-//! restart: with `appendfsync always` on the replica it is trusted), or hold leases.
-
-use std::time::Duration;
+//! Tell a failover to a replica that missed writes from a restart that kept them (a replica
+//! that takes over has its own `run_id`, so it is treated as a restart: with `appendfsync
+//! always` on the replica it is trusted).
 
 use bytes::Bytes;
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
 use forkless_store::codec::{decode_header, decode_stream, push_chunk_events, push_chunk_sizes};
 use forkless_store::shared::{Batch, Committed, Database, LeaseOp, SharedStore, Write, Written};
 use forkless_store::{Error, Reader, Result, StoredEvent, Version, check_continuation, check_read};
-use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 
 mod apply;
+mod buckets;
 mod config;
+mod conn;
 mod history;
 mod keys;
 mod listener;
@@ -59,9 +67,10 @@ pub mod testing;
 use apply::Apply;
 use config::durability;
 pub use config::{AfterRestart, Durability, RedisConfig};
+use conn::Conn;
 pub use forkless_store::shared::{Hints, Pipeline, TailConfig};
 use history::Applied;
-use keys::{Keys, hex};
+use keys::{BUCKETS, Keys, bucket, hex};
 
 /// A read returns at most this many events, whatever it asks for.
 const MAX_READ: usize = 1 << 20;
@@ -73,7 +82,7 @@ pub type RedisStore = SharedStore<Redis>;
 pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
     let client = redis::Client::open(config.url.as_str())
         .map_err(|e| Error::Backend(format!("redis: bad URL: {e}")))?;
-    let conn = ConnectionManager::new(client.clone()).await.map_err(backend)?;
+    let conn = Conn::open(&config.url).await.map_err(backend)?;
     let durability = durability(conn.clone()).await;
     if durability != Durability::Always {
         tracing::warn!(
@@ -97,7 +106,7 @@ pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
         claim: Script::new(scripts::CLAIM),
         after_restart: config.after_restart,
     };
-    redis.vouch().await?;
+    redis.vouch_all().await?;
     let node = config.node.unwrap_or_else(random_node);
     let store = SharedStore::new(redis, config.hints, node, config.pipeline, config.tail);
     if config.hints == Hints::Notify {
@@ -119,11 +128,11 @@ pub(crate) fn parse(e: impl std::fmt::Display) -> Error {
     Error::Backend(format!("redis: unexpected reply: {e}"))
 }
 
-/// Sessions and event logs in Redis keys (laid out as the `keys` module documents), through one multiplexed
-/// connection that reconnects by itself.
+/// Sessions and event logs in Redis keys (laid out as the `keys` module documents), through one
+/// multiplexed connection that reconnects by itself, or a cluster connection.
 #[derive(Debug)]
 pub struct Redis {
-    conn: ConnectionManager,
+    conn: Conn,
     keys: Keys,
     durability: Durability,
     apply: Script,
@@ -173,6 +182,15 @@ fn chunk(member: Vec<u8>) -> Result<(Seq, Bytes)> {
 }
 
 impl Database for Redis {
+    /// On a cluster a script sees one slot: one committer per bucket. One Redis: one.
+    fn shards(&self) -> usize {
+        if self.conn.is_cluster() { BUCKETS } else { 1 }
+    }
+
+    fn shard(&self, session: SessionId) -> usize {
+        if self.conn.is_cluster() { bucket(session) } else { 0 }
+    }
+
     async fn load(&self, id: SessionId) -> Result<Option<(Version, SessionRecord)>> {
         let mut invocation = self.load.key(self.keys.record(id));
         invocation.key(self.keys.streams(id));
@@ -194,7 +212,7 @@ impl Database for Redis {
             let mut apply = Apply::new(&self.keys);
             let mut ops = apply.changes(None, record);
             if let Some(node) = owner {
-                apply.owner(&mut ops, node);
+                apply.owner(&mut ops, record.id(), node);
             }
             apply.session(None, Version::INITIAL, None, record, ops);
             apply
@@ -329,9 +347,10 @@ impl Database for Redis {
     }
 
     async fn remove(&self, id: SessionId, hint: Option<String>) -> Result<()> {
+        let b = bucket(id);
         let mut invocation = self.remove.key(self.keys.record(id));
-        invocation.key(self.keys.streams(id)).key(self.keys.sessions());
-        for due in self.keys.due() {
+        invocation.key(self.keys.streams(id)).key(self.keys.sessions(b));
+        for due in self.keys.due(b) {
             invocation.key(due);
         }
         invocation
@@ -339,41 +358,17 @@ impl Database for Redis {
             .arg(self.keys.events_base(id))
             .arg(self.keys.hints())
             .arg(hint.unwrap_or_default())
-            .arg(self.keys.owner_base());
+            .arg(self.keys.owner_base(b));
         let _: i64 = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
         Ok(())
     }
 
     async fn sessions(&self) -> Result<Vec<SessionId>> {
-        let members: Vec<Vec<u8>> = redis::cmd("SMEMBERS")
-            .arg(self.keys.sessions())
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(backend)?;
-        ids(members)
+        self.all_sessions().await
     }
 
     async fn due(&self, now: Timestamp, schedule: &Schedule) -> Result<Vec<SessionId>> {
-        // An anchor `t` is due when `t + ttl <= now`, that is `t <= now - ttl`.
-        let now = now.as_millis();
-        let before = |ttl: Duration| now.checked_sub(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
-        let bounds = [
-            Some(now),
-            before(schedule.stream_ttl),
-            before(schedule.session_idle_ttl),
-            before(schedule.tombstone_ttl),
-        ];
-        let mut pipe = redis::pipe();
-        for (key, bound) in self.keys.due().iter().zip(bounds) {
-            // `-1` when nothing can be due (the ttl exceeds `now`): no anchor is negative.
-            let bound = bound.map_or(-1, |b| i64::try_from(b).unwrap_or(i64::MAX));
-            pipe.cmd("ZRANGEBYSCORE").arg(key).arg("-inf").arg(bound);
-        }
-        let lists: Vec<Vec<Vec<u8>>> = pipe.query_async(&mut self.conn.clone()).await.map_err(backend)?;
-        let mut all = ids(lists.into_iter().flatten().collect())?;
-        all.sort_by_key(|id| *id.as_bytes());
-        all.dedup();
-        Ok(all)
+        self.due_sessions(now, schedule).await
     }
 
     async fn health(&self) -> Result<()> {

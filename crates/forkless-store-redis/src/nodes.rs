@@ -1,6 +1,6 @@
 //! Node leases and session owners in Redis: `SET … NX PX` and compare-and-renew for a node's
-//! lease (on Redis's clock), an owner set per node, and claiming a session by compare-and-set
-//! on its owner. It owns these commands, not what leases and owners mean (see
+//! lease (on Redis's clock), an owner set per node and bucket, and claiming a session by
+//! compare-and-set on its owner. It owns these commands, not what leases and owners mean (see
 //! `forkless_store::shared`).
 
 use std::time::Duration;
@@ -9,35 +9,25 @@ use forkless_core::SessionId;
 use forkless_store::Result;
 use forkless_store::shared::{LeaseOp, OwnerFacts};
 
-use crate::{Redis, backend, ids};
+use crate::keys::bucket;
+use crate::{Redis, backend};
 
 impl Redis {
-    pub(crate) async fn owned_by(&self, node: &str) -> Result<Vec<SessionId>> {
-        let members: Vec<Vec<u8>> = redis::cmd("SMEMBERS")
-            .arg(self.keys.owner(node))
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(backend)?;
-        ids(members)
-    }
-
+    /// The sessions whose owner holds no live lease, with that owner: the owner sets, in every
+    /// bucket, of every node that ever took a lease and holds none now.
     pub(crate) async fn lapsed_owners(&self) -> Result<Vec<(SessionId, String)>> {
         let mut conn = self.conn.clone();
-        let base = self.keys.owner_base();
-        let sets: Vec<String> =
-            redis::cmd("KEYS").arg(format!("{base}*")).query_async(&mut conn).await.map_err(backend)?;
+        let nodes: Vec<String> =
+            redis::cmd("SMEMBERS").arg(self.keys.nodes()).query_async(&mut conn).await.map_err(backend)?;
         let mut lost = Vec::new();
-        for set in sets {
-            let node = set[base.len()..].to_owned();
+        for node in nodes {
             let alive: bool = redis::cmd("EXISTS")
                 .arg(self.keys.node(&node))
                 .query_async(&mut conn)
                 .await
                 .map_err(backend)?;
             if !alive {
-                let members: Vec<Vec<u8>> =
-                    redis::cmd("SMEMBERS").arg(&set).query_async(&mut conn).await.map_err(backend)?;
-                lost.extend(ids(members)?.into_iter().map(|id| (id, node.clone())));
+                lost.extend(self.owned_by(&node).await?.into_iter().map(|id| (id, node.clone())));
             }
         }
         Ok(lost)
@@ -66,8 +56,9 @@ impl Redis {
     }
 
     pub(crate) async fn claim_session(&self, session: SessionId, from: &str, to: &str) -> Result<bool> {
+        let b = bucket(session);
         let mut invocation = self.claim.key(self.keys.record(session));
-        invocation.key(self.keys.owner(from)).key(self.keys.owner(to));
+        invocation.key(self.keys.owner(b, from)).key(self.keys.owner(b, to));
         invocation.arg(session.as_bytes().as_slice()).arg(from).arg(to);
         let n: i64 = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
         Ok(n == 1)
@@ -88,6 +79,14 @@ impl Redis {
                     .await
                     .map_err(backend)?;
                 if set.is_some() {
+                    // Where lapsed owners are looked for (`lapsed_owners`).
+                    let () = redis::cmd("SADD")
+                        .arg(self.keys.nodes())
+                        .arg(node)
+                        .query_async::<i64>(&mut conn)
+                        .await
+                        .map(drop)
+                        .map_err(backend)?;
                     // Written only by the process that holds the lease, so it names that one.
                     let key = self.keys.advertise(node);
                     let cmd = match advertise {

@@ -2,15 +2,18 @@
 //! everything it writes, or a read and the metadata it is checked against, can never be
 //! interleaved with another node's write.
 //!
-//! [`APPLY`] is every write. It first checks that the store's history is vouched for under
-//! this boot of Redis (see [`VOUCH`]; a recovery write names the boot it may write under
-//! instead), then for each session of the call the version the write was computed on (`''`
-//! for a session that must not exist yet), and only if every check passes applies each
-//! session's header, due indexes and operations:
+//! [`APPLY`] is every write. For each session of the call it first checks that the session's
+//! bucket's history is vouched for under this boot of Redis (see [`VOUCH`]; a recovery write
+//! names the boot it may write under instead), then the version the write was computed on
+//! (`''` for a session that must not exist yet), and only if every check passes applies each
+//! session's header, its bucket's session set and due indexes, and its operations. Every key a
+//! call names is declared in `KEYS` and, on a cluster, lies in one slot: the committer sends a
+//! call per bucket there (`crate::keys`).
 //!
 //! ```text
-//! ARGV: gate ('' | run id), count, then per session: rec stkey expected next header sid wake*4 nops op*
-//!       (header '': unchanged, keep the stored one)
+//! ARGV: gate ('' | run id), count, then per session:
+//!       rec# st# set# due#*4 run# expected next header sid wake*4 nops op*
+//!       (header '': unchanged, keep the stored one; '#': the 1-based index of a key in KEYS)
 //! op  : U <stream hex> <row>      put a stream row
 //!     | D <stream hex> <key#>     drop a stream row and its events key
 //!     | E <key#> <last> <member>  add a chunk of events (member: first seq ++ chunk)
@@ -18,10 +21,8 @@
 //!     | X <key#>                  drop an events key
 //!     | P <channel> <message>     publish a hint
 //!     | O <key#> <node>           make node the owner (and add the session to its owner set)
-//! KEYS: 1 sessions set, 2..5 due indexes, 6 the vouched run id, then every key an op or a
-//! session names (by #)
 //! returns {1, 0} applied | {0, i} session i moved or exists | {-1, i} session i unknown
-//!       | {-3, 0} history not vouched for under this boot: nothing written
+//!       | {-3, i} session i's bucket is not vouched for under this boot: nothing written
 //! ```
 //!
 //! It owns the Lua, not the encoding of what it stores.
@@ -29,18 +30,19 @@
 /// Every write.
 pub(crate) const APPLY: &str = r#"
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
-if ARGV[1] == '' then
-  if redis.call('GET', KEYS[6]) ~= run then return {-3, 0} end
-elseif ARGV[1] ~= run then
-  return {-3, 0}
-end
+local gate = ARGV[1]
 local n = tonumber(ARGV[2])
 local blocks = {}
 local i = 3
 for s = 1, n do
   blocks[s] = i
+  if gate == '' then
+    if redis.call('GET', KEYS[tonumber(ARGV[i + 7])]) ~= run then return {-3, s} end
+  elseif gate ~= run then
+    return {-3, s}
+  end
   local v = redis.call('HGET', KEYS[tonumber(ARGV[i])], 'v')
-  local expected = ARGV[i + 2]
+  local expected = ARGV[i + 8]
   if expected == '' then
     if v then return {0, s} end
   elseif not v then
@@ -48,22 +50,22 @@ for s = 1, n do
   elseif v ~= expected then
     return {0, s}
   end
-  i = i + 11 + tonumber(ARGV[i + 10])
+  i = i + 17 + tonumber(ARGV[i + 16])
 end
 for s = 1, n do
   local i = blocks[s]
-  local rec, st, sid = KEYS[tonumber(ARGV[i])], KEYS[tonumber(ARGV[i + 1])], ARGV[i + 5]
-  if ARGV[i + 4] == '' then
-    redis.call('HSET', rec, 'v', ARGV[i + 3])
+  local rec, st, sid = KEYS[tonumber(ARGV[i])], KEYS[tonumber(ARGV[i + 1])], ARGV[i + 11]
+  if ARGV[i + 10] == '' then
+    redis.call('HSET', rec, 'v', ARGV[i + 9])
   else
-    redis.call('HSET', rec, 'v', ARGV[i + 3], 'h', ARGV[i + 4])
+    redis.call('HSET', rec, 'v', ARGV[i + 9], 'h', ARGV[i + 10])
   end
-  redis.call('SADD', KEYS[1], sid)
+  redis.call('SADD', KEYS[tonumber(ARGV[i + 2])], sid)
   for w = 1, 4 do
-    local at = ARGV[i + 5 + w]
-    if at == '' then redis.call('ZREM', KEYS[1 + w], sid) else redis.call('ZADD', KEYS[1 + w], at, sid) end
+    local at, due = ARGV[i + 11 + w], KEYS[tonumber(ARGV[i + 2 + w])]
+    if at == '' then redis.call('ZREM', due, sid) else redis.call('ZADD', due, at, sid) end
   end
-  local j, last = i + 11, i + 10 + tonumber(ARGV[i + 10])
+  local j, last = i + 17, i + 16 + tonumber(ARGV[i + 16])
   while j <= last do
     local op = ARGV[j]
     if op == 'U' then redis.call('HSET', st, ARGV[j + 1], ARGV[j + 2]); j = j + 3
@@ -104,21 +106,19 @@ if more[1] then chunks[#chunks + 1] = more[1] end
 return {1, row, chunks}
 "#;
 
-/// Check the layout this store's data was written in: `1` it is `ARGV[1]` (or the store was
-/// empty and is stamped so now), `0` another layout (`{0, layout}`), `-1` sessions written
-/// before layouts were stamped. KEYS: layout key, sessions set.
+/// Check the layout this store's data was written in: `{1}` it is `ARGV[1]` (or nothing was
+/// stamped and it is now), `{0, layout}` another layout. KEYS: the layout key.
 pub(crate) const LAYOUT: &str = r#"
 local found = redis.call('GET', KEYS[1])
 if found == ARGV[1] then return {1} end
 if found then return {0, found} end
-if redis.call('SCARD', KEYS[2]) > 0 then return {-1} end
 redis.call('SET', KEYS[1], ARGV[1])
 return {1}
 "#;
 
-/// Forget a session: its keys, its place in the session and owner sets and the due indexes;
-/// publish the hint. KEYS: rec, st, sessions, due*4; ARGV: sid, events key base, channel,
-/// hint ('' = none), owner set base.
+/// Forget a session: its keys, its place in its bucket's session and owner sets and due
+/// indexes; publish the hint. KEYS: rec, st, sessions, due*4; ARGV: sid, events key base,
+/// channel, hint ('' = none), owner set base (all of the session's bucket).
 pub(crate) const REMOVE: &str = r#"
 for _, stream in ipairs(redis.call('HKEYS', KEYS[2])) do redis.call('DEL', ARGV[2] .. stream) end
 local owner = redis.call('HGET', KEYS[1], 'o')
@@ -130,12 +130,14 @@ if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
 return 1
 "#;
 
-/// Whether the store's history is vouched for under this boot of Redis (its `run_id`, new at
-/// every start): `{0}` it is; `{1}` it is now (an empty store, or `ARGV[1]` is `trust`: Redis
-/// syncs every write, so a restart kept everything); `{2, run}` it cannot be, and every
-/// session must end before [`CONFIRM`] vouches for the boot `run`. Vouching a boot also says
-/// from when the spent one-time keys are known (`ARGV[2]`, now): kept if Redis is trusted,
-/// else from now on (keys spent before may be lost). KEYS: run key, sessions set, spent-since.
+/// Whether a bucket's history is vouched for under this boot of Redis (its `run_id`, new at
+/// every start; on a cluster, the boot of the primary holding the bucket's slot): `{0}` it is;
+/// `{1}` it is now (an empty bucket, or `ARGV[1]` is `trust`: Redis syncs every write, so a
+/// restart kept everything); `{2, run}` it cannot be, and every session of the bucket must end
+/// before [`CONFIRM`] vouches for the boot `run`. Vouching a boot also says from when the
+/// bucket's spent one-time keys are known (`ARGV[2]`, now): kept if Redis is trusted, else from
+/// now on (keys spent before may be lost). KEYS: the bucket's run key, session set and
+/// spent-since.
 pub(crate) const VOUCH: &str = r#"
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 local vouched = redis.call('GET', KEYS[1])
@@ -153,9 +155,9 @@ end
 return {2, run}
 "#;
 
-/// Vouch for boot `ARGV[1]` once every session of it has ended: `1`, or `0` if Redis
-/// restarted again meanwhile; spent one-time keys are known from `ARGV[2]` (now) on. KEYS:
-/// run key, spent-since.
+/// Vouch for boot `ARGV[1]` once every session of the bucket has ended: `1`, or `0` if Redis
+/// restarted again meanwhile; its spent one-time keys are known from `ARGV[2]` (now) on.
+/// KEYS: the bucket's run key and spent-since.
 pub(crate) const CONFIRM: &str = r#"
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 if run ~= ARGV[1] then return 0 end
@@ -167,7 +169,7 @@ return 1
 /// Spend one-time key `KEYS[3]` issued at `ARGV[1]`, kept until `ARGV[2]` (milliseconds):
 /// `1` spent now, `0` spent before, `2` issued before the spent keys are known from, `-3`
 /// this boot of Redis is not vouched for. `ARGV[3]` is now, the start of what is known if
-/// nothing says otherwise. KEYS: run key, spent-since, the key.
+/// nothing says otherwise. KEYS: the key's bucket's run key and spent-since, the key.
 pub(crate) const SPEND: &str = r#"
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 if redis.call('GET', KEYS[1]) ~= run then return -3 end
@@ -190,7 +192,7 @@ return 1
 "#;
 
 /// Make `ARGV[3]` the owner of session `ARGV[1]` if `ARGV[2]` still owns it: `1` or `0`.
-/// KEYS: rec, the old owner's set, the new owner's set.
+/// KEYS: rec, the old owner's set, the new owner's set (of the session's bucket).
 pub(crate) const CLAIM: &str = r#"
 if redis.call('HGET', KEYS[1], 'o') ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], 'o', ARGV[3])

@@ -13,6 +13,7 @@ use forkless_core::Timestamp;
 use forkless_store::{Error, Result, SpendKey, Spent};
 use redis::Script;
 
+use crate::keys::key_bucket;
 use crate::{Redis, backend, scripts};
 
 static SPEND: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SPEND));
@@ -27,9 +28,10 @@ impl Redis {
         now: Timestamp,
     ) -> Result<Spent> {
         for _ in 0..2 {
+            let b = key_bucket(&key.0);
             let code: i64 = SPEND
-                .key(self.keys.run())
-                .key(self.keys.spent_since())
+                .key(self.keys.run(b))
+                .key(self.keys.spent_since(b))
                 .key(self.keys.spent(&key.0))
                 .arg(issued.as_millis())
                 .arg(until.as_millis().max(1))
@@ -41,7 +43,7 @@ impl Redis {
                 1 => return Ok(Spent::Now),
                 0 => return Ok(Spent::Before),
                 2 => return Ok(Spent::Unvouched),
-                -3 => self.vouch().await?,
+                -3 => self.vouch_all().await?,
                 other => {
                     return Err(Error::Backend(format!(
                         "redis: unexpected reply {other} from the spend script"

@@ -1,6 +1,6 @@
 //! The layout of a store's data: an empty prefix is stamped with this build's layout, and data
-//! another layout wrote (an earlier build's, one event per set member; or a later build's) is
-//! refused by name on connect, never misread.
+//! another layout wrote (an earlier build's, with store-wide indexes and one event per set
+//! member; or a later build's) is refused by name on connect, never misread.
 
 use forkless_store::Error;
 use forkless_store_redis::testing::fresh;
@@ -26,14 +26,14 @@ async fn an_empty_prefix_is_stamped_and_connects_again() {
         .query_async(&mut raw(&p.url).await)
         .await
         .unwrap();
-    assert_eq!(layout.as_deref(), Some("chunks-1"));
+    assert_eq!(layout.as_deref(), Some("buckets-64"));
     drop(p.store(Hints::Off).await);
 }
 
 #[tokio::test]
 async fn sessions_an_earlier_layout_wrote_are_refused_by_name() {
     let Some(p) = fresh().await else { return };
-    // What an earlier build leaves: sessions, and no layout stamp.
+    // What an earlier build leaves: a store-wide session set, and no layout stamp.
     let _: i64 = redis::cmd("SADD")
         .arg(format!("{}:sessions", p.prefix))
         .arg(&[7u8; 16][..])

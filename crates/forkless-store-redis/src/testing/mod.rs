@@ -1,13 +1,16 @@
 //! For tests (feature `testing`): a key prefix of its own per test on the machine's Redis
 //! (`FORKLESS_TEST_REDIS`, default `redis://127.0.0.1:6379`), its keys deleted when the test
 //! ends. Without a server the test fails when `CI=true` and is skipped (with a note) otherwise.
-//! And a `redis-server` of a test's own ([`PrivateRedis`]).
+//! And a `redis-server` of a test's own ([`PrivateRedis`]), or a Redis Cluster of three
+//! ([`PrivateRedisCluster`]).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::{Hints, RedisConfig, RedisStore};
 
+mod cluster;
 mod private;
+pub use cluster::PrivateRedisCluster;
 pub use private::PrivateRedis;
 
 fn url() -> String {

@@ -115,6 +115,18 @@ pub struct OwnerFacts {
 
 /// Where the nodes' sessions live. Every method is one atomic step of the database.
 pub trait Database: Send + Sync + 'static {
+    /// How many shards the database's sessions fall in: a [`Self::write_batch`] only ever
+    /// holds sessions of one shard (a database that can write any sessions in one atomic step
+    /// has one; Redis Cluster, whose scripts see one slot, one per slot its sessions use).
+    /// Each shard gets a committer of its own. Default 1.
+    fn shards(&self) -> usize {
+        1
+    }
+    /// The shard `session` falls in, below [`Self::shards`]. Default 0.
+    fn shard(&self, session: SessionId) -> usize {
+        let _ = session;
+        0
+    }
     /// A session and its version; `None` if unknown.
     fn load(&self, id: SessionId) -> impl Future<Output = Result<Option<(Version, SessionRecord)>>> + Send;
     /// Insert a new session at [`Version::INITIAL`]; [`Error::SessionExists`](crate::Error::SessionExists) if taken.

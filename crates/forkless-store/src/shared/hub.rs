@@ -124,6 +124,25 @@ impl Hub {
     }
 }
 
+impl<D: Database> Inner<D> {
+    /// The hint of a write from `old` to `new`, if hints are on and a stream changed.
+    pub(super) fn hint(
+        &self,
+        old: &forkless_core::SessionRecord,
+        new: &forkless_core::SessionRecord,
+    ) -> Option<String> {
+        if self.hints == Hints::Off {
+            return None;
+        }
+        let streams: Vec<StreamId> = new.changes_since(old).map(|c| c.id()).collect();
+        if streams.is_empty() {
+            return None;
+        }
+        self.hints_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(hint(&self.node, new.id(), &streams))
+    }
+}
+
 fn hex(bytes: &[u8], out: &mut String) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for b in bytes {

@@ -8,8 +8,9 @@
 //!   or loaded, so appends on the node that serves a session read nothing; a stale entry costs
 //!   one refused write and a reload, never a wrong write, and a core refusal on a cached
 //!   record is re-checked on the database's own.
-//! - **Group commit, pipelined.** One committer per node stores every append waiting, across
-//!   sessions and streams, as one batch ([`commit`]), computing the next while one is written;
+//! - **Group commit, pipelined.** One committer per node (per shard of a database that can
+//!   write only a shard's sessions at once: [`Database::shards`]) stores every append waiting,
+//!   across sessions and streams, as one batch ([`commit`]), computing the next while one is written;
 //!   an event is delivered once its batch is stored (promise 3), and the database's commit is
 //!   what a crash cannot take back. A final event's append returns then; a notification's
 //!   once computed (with [`Pipeline::On`]), and a load or compare-and-set on this node waits
@@ -107,7 +108,8 @@ struct Inner<D> {
     listener_connects: AtomicU64,
     /// Listen notifications, handed to this node's subscribers.
     bulletin: crate::Bulletin,
-    commits: mpsc::UnboundedSender<commit::Job>,
+    /// One committer per shard of the database ([`Database::shards`]).
+    commits: Vec<mpsc::UnboundedSender<commit::Job>>,
     /// Tasks that live as long as the store (a backend's hint listener).
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// This node's lease, once it holds one: every operation checks it first.
@@ -127,9 +129,10 @@ impl<D> Drop for Inner<D> {
 impl<D: Database> SharedStore<D> {
     /// A store on `db`, this node named `node` in its hints, its notifications' appends
     /// returning as `pipeline` says, its own writers reading what it just committed from its
-    /// tails as `tail` says. Spawns the committer.
+    /// tails as `tail` says. Spawns a committer per shard of the database.
     pub fn new(db: D, hints: Hints, node: String, pipeline: Pipeline, tail: TailConfig) -> Self {
-        let (commits, queue) = mpsc::unbounded_channel();
+        let (commits, queues): (Vec<_>, Vec<_>) =
+            (0..db.shards().max(1)).map(|_| mpsc::unbounded_channel()).unzip();
         let inner = Arc::new(Inner {
             db,
             cache: Cache::default(),
@@ -156,7 +159,9 @@ impl<D: Database> SharedStore<D> {
             lease: std::sync::OnceLock::new(),
             node_id: std::sync::OnceLock::new(),
         });
-        tokio::spawn(commit::run(Arc::downgrade(&inner), queue));
+        for queue in queues {
+            tokio::spawn(commit::run(Arc::downgrade(&inner), queue));
+        }
         Self { inner }
     }
 
@@ -203,19 +208,6 @@ impl<D: Database> Inner<D> {
         self.retained.fetch_add(after as i64 - before as i64, Ordering::Relaxed);
     }
 
-    /// The hint of a write from `old` to `new`, if hints are on and a stream changed.
-    fn hint(&self, old: &SessionRecord, new: &SessionRecord) -> Option<String> {
-        if self.hints == Hints::Off {
-            return None;
-        }
-        let streams: Vec<StreamId> = new.changes_since(old).map(|c| c.id()).collect();
-        if streams.is_empty() {
-            return None;
-        }
-        self.hints_sent.fetch_add(1, Ordering::Relaxed);
-        Some(hint(&self.node, new.id(), &streams))
-    }
-
     /// After a write from `old` to `new`, sent at `sent`, is stored: cache it and wake this
     /// node's watchers.
     fn committed(&self, version: Version, old: &SessionRecord, new: &SessionRecord, sent: Validated) {
@@ -235,33 +227,6 @@ impl<D: Database> Inner<D> {
                     self.hub.announce(new.id(), s)
                 }
             }
-        }
-    }
-
-    /// A read by `reader` answered from this node's tail, if it can be (see [`tail`]): `None`
-    /// sends it to the database. A refusal read off the cached record is final.
-    fn tail_read(
-        &self,
-        session: SessionId,
-        stream: StreamId,
-        after: Seq,
-        max: usize,
-        reader: Reader,
-    ) -> Result<Option<Vec<StoredEvent>>> {
-        let Reader::Attached(held) = reader else { return Ok(None) };
-        let checked = self.cache.with(session, |record, validated| {
-            let meta = record.stream(stream)?;
-            match crate::check_read(meta, after, reader) {
-                // This node's record is behind the grant the reader holds: ask the database.
-                Err(Error::Core(forkless_core::Error::StaleEpoch { current, .. })) if current < held => None,
-                Err(e) => Some(Err(e)),
-                Ok(()) => Some(Ok(self.tails.fresh(validated))),
-            }
-        });
-        match checked.flatten() {
-            None | Some(Ok(false)) => Ok(None),
-            Some(Err(e)) => Err(e),
-            Some(Ok(true)) => Ok(self.tails.read(session, stream, after, max)),
         }
     }
 
@@ -359,7 +324,8 @@ impl<D: Database> Store for SharedStore<D> {
         let Append { session, target, payload, kind, now, limits } = event;
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job = commit::Job { session, target, payload, kind, now, limits: *limits, reply: Some(reply) };
-        self.inner.commits.send(job).map_err(|_| stopped())?;
+        let shard = self.inner.db.shard(session) % self.inner.commits.len();
+        self.inner.commits[shard].send(job).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 

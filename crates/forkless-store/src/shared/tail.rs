@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use forkless_core::{IdHashBuilder, Seq, SessionId, StreamId};
 
-use crate::StoredEvent;
+use super::Database;
+use crate::{Error, Reader, Result, StoredEvent};
 
 /// The instant a cached record was last known to be the database's current one: when the
 /// write that stored it, or the load that read it, was sent (the record was current at some
@@ -67,11 +68,11 @@ impl TailConfig {
 #[derive(Debug, Default)]
 pub(super) struct Tails {
     config: TailConfig,
-    inner: Mutex<Inner>,
+    inner: Mutex<Kept>,
 }
 
 #[derive(Debug, Default)]
-struct Inner {
+struct Kept {
     streams: HashMap<(SessionId, StreamId), Tail, IdHashBuilder>,
     bytes: usize,
 }
@@ -103,7 +104,7 @@ impl Tails {
         Self { config, inner: Mutex::default() }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -214,6 +215,35 @@ impl Tails {
     #[cfg(test)]
     fn bytes(&self) -> usize {
         self.lock().bytes
+    }
+}
+
+impl<D: Database> super::Inner<D> {
+    /// A read by `reader` answered from this node's tail, if it can be (see [`tail`]): `None`
+    /// sends it to the database. A refusal read off the cached record is final.
+    pub(super) fn tail_read(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        after: Seq,
+        max: usize,
+        reader: Reader,
+    ) -> Result<Option<Vec<StoredEvent>>> {
+        let Reader::Attached(held) = reader else { return Ok(None) };
+        let checked = self.cache.with(session, |record, validated| {
+            let meta = record.stream(stream)?;
+            match crate::check_read(meta, after, reader) {
+                // This node's record is behind the grant the reader holds: ask the database.
+                Err(Error::Core(forkless_core::Error::StaleEpoch { current, .. })) if current < held => None,
+                Err(e) => Some(Err(e)),
+                Ok(()) => Some(Ok(self.tails.fresh(validated))),
+            }
+        });
+        match checked.flatten() {
+            None | Some(Ok(false)) => Ok(None),
+            Some(Err(e)) => Err(e),
+            Some(Ok(true)) => Ok(self.tails.read(session, stream, after, max)),
+        }
     }
 }
 
