@@ -152,6 +152,22 @@ async fn every_scenario_passes_against_forkless_serve_on_redis() {
     drop(serve);
 }
 
+/// The same against `forkless serve` on a Redis Cluster of three primaries of the test's own:
+/// the store finds the cluster through the one node the URL names.
+#[tokio::test]
+async fn every_scenario_passes_against_forkless_serve_on_a_redis_cluster() {
+    let start = forkless_store_redis::testing::PrivateRedisCluster::start;
+    let Some(cluster) = tokio::task::spawn_blocking(start).await.expect("start a cluster") else { return };
+    let url = format!("{}#check", cluster.url());
+    let serve = Restartable::start_on(support::fresh_data_dir(), &format!("--store '{url}'")).await;
+    let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command]).await;
+    assert!(stdout.contains("11 scenarios: 11 PASS, 0 FAIL, 0 UNSUPPORTED"), "{stdout}");
+    assert!(stdout.contains("crash-restart        PASS"), "{stdout}");
+    assert_eq!(code, Some(0), "{stdout}");
+    drop(serve);
+    assert!((0..3).all(|i| cluster.keys_on(i) > 0), "every primary holds some of the sessions");
+}
+
 #[tokio::test]
 async fn crash_restart_passes_in_immediate_mode_and_names_every_seen_event() {
     let serve = Restartable::start("immediate").await;
