@@ -162,6 +162,7 @@ pub async fn serve_forkless(listen: SocketAddr, answer: AnswerMode, store: Store
         StoreKind::Redis(url) => {
             let mut cfg = forkless_store_redis::RedisConfig::new(url);
             cfg.tail = tail_config();
+            cfg.hints = hints();
             let store =
                 forkless_store_redis::connect(cfg).await.map_err(|e| Error::Server(format!("redis: {e}")))?;
             run(store, config, listen).await
@@ -169,6 +170,7 @@ pub async fn serve_forkless(listen: SocketAddr, answer: AnswerMode, store: Store
         StoreKind::Postgres(url) => {
             let mut cfg = forkless_store_postgres::PgConfig::new(url);
             cfg.tail = tail_config();
+            cfg.hints = hints();
             let store = forkless_store_postgres::connect(cfg)
                 .await
                 .map_err(|e| Error::Server(format!("postgres: {e}")))?;
@@ -185,6 +187,15 @@ fn tail_config() -> forkless_store::shared::TailConfig {
         tail.lease = Duration::from_millis(ms);
     }
     tail
+}
+
+/// Hints for other nodes as configured (on), or off with `FORKLESS_BENCH_HINTS=off` (for A/B
+/// profiling only: what one node alone on a database saves).
+fn hints() -> forkless_store::shared::Hints {
+    match std::env::var("FORKLESS_BENCH_HINTS").as_deref() {
+        Ok("off") => forkless_store::shared::Hints::Off,
+        _ => forkless_store::shared::Hints::Notify,
+    }
 }
 
 fn forkless_now() -> forkless_core::Timestamp {

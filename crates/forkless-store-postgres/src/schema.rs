@@ -16,8 +16,8 @@
 //! 256 events), keyed by its last event so "the events after a cursor" is one index range
 //! from the chunk holding the next one (migration 7; before it, one row per event); the four `wake_*` columns are a
 //! record's [`Wake`](forkless_core::Wake) anchors in milliseconds, each indexed, so "due at
-//! `now`" is four index range scans. Streams cascade from their session and events from their
-//! stream, so dropping either drops what it held. `forkless_advance` is the compare-and-set:
+//! `now`" is four index range scans. Streams cascade from their session and chunks go with
+//! their stream (a trigger), so dropping either drops what it held. `forkless_advance` is the compare-and-set:
 //! it moves a session from the version a write was computed on to the next, or aborts the
 //! write's transaction with SQLSTATE `FK001` (another writer moved it) or `FK002` (no such
 //! session). `forkless_advance_many` (migration 2; one statement since migration 8) does the same
@@ -144,9 +144,24 @@ CREATE TABLE forkless_chunks (
     last bigint NOT NULL,
     first bigint NOT NULL,
     events bytea NOT NULL,
-    PRIMARY KEY (session, stream, last),
-    FOREIGN KEY (session, stream) REFERENCES forkless_streams (session, stream) ON DELETE CASCADE
+    PRIMARY KEY (session, stream, last)
 );
+-- A stream's chunks go with it (a trigger, not a foreign key: a key would check every chunk
+-- inserted, and a group commit inserts many; a stream is dropped seldom).
+CREATE FUNCTION forkless_drop_chunks() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM forkless_chunks WHERE session = OLD.session AND stream = OLD.stream;
+    RETURN OLD;
+END $$;
+CREATE TRIGGER forkless_streams_drop_chunks AFTER DELETE ON forkless_streams
+    FOR EACH ROW EXECUTE FUNCTION forkless_drop_chunks();
+CREATE FUNCTION forkless_truncate_chunks() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE forkless_chunks;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER forkless_streams_truncate_chunks AFTER TRUNCATE ON forkless_streams
+    FOR EACH STATEMENT EXECUTE FUNCTION forkless_truncate_chunks();
 INSERT INTO forkless_chunks (session, stream, last, first, events)
     SELECT session, stream, seq, seq, int4send(octet_length(payload)) || payload FROM forkless_events;
 DROP TABLE forkless_events;

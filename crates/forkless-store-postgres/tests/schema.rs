@@ -148,3 +148,49 @@ async fn a_group_commit_advances_every_session_or_names_the_first_that_moved() {
     let got: Vec<(i64, Vec<u8>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     assert_eq!(got, [(6, b"new".to_vec()), (6, b"old".to_vec()), (6, b"old".to_vec())]);
 }
+
+/// Chunks go with their stream and their session (a trigger on the stream rows, not a foreign
+/// key checked on every chunk inserted): nothing is left behind.
+#[tokio::test]
+async fn chunks_go_with_their_stream_and_their_session() {
+    let Some(db) = fresh().await else { return };
+    let mut cfg = PgConfig::new(&db.url);
+    cfg.pipeline = Pipeline::Off;
+    let store = forkless_store_postgres::connect(cfg).await.expect("connect");
+    let record = forkless_store::conformance::new_record(43, true);
+    store.create(record.clone()).await.unwrap();
+    let limits = Limits::default();
+    for n in 0..3 {
+        let append = forkless_store::Append {
+            session: record.id(),
+            target: AppendTarget::Standalone,
+            payload: bytes::Bytes::from(format!("{{\"n\":{n}}}")),
+            kind: EventKind::Intermediate,
+            now: T0,
+            limits: &limits,
+        };
+        store.append(append).await.unwrap();
+    }
+    let c = client(&db.url).await;
+    let sid = record.id().as_bytes().to_vec();
+    let count = "SELECT count(*) FROM forkless_chunks WHERE session = $1";
+    assert!(c.query_one(count, &[&sid]).await.unwrap().get::<_, i64>(0) > 0);
+    let stream = record.standalone().id().as_bytes().to_vec();
+    c.execute("DELETE FROM forkless_streams WHERE stream = $1", &[&stream]).await.unwrap();
+    let left: i64 = c.query_one(count, &[&sid]).await.unwrap().get(0);
+    assert_eq!(left, 0, "a dropped stream's chunks are gone");
+    let other = forkless_store::conformance::new_record(44, true);
+    store.create(other.clone()).await.unwrap();
+    let append = forkless_store::Append {
+        session: other.id(),
+        target: AppendTarget::Standalone,
+        payload: bytes::Bytes::from_static(b"{}"),
+        kind: EventKind::Intermediate,
+        now: T0,
+        limits: &limits,
+    };
+    store.append(append).await.unwrap();
+    store.remove(other.id()).await.unwrap();
+    let left: i64 = c.query_one("SELECT count(*) FROM forkless_chunks", &[]).await.unwrap().get(0);
+    assert_eq!(left, 0, "a removed session's chunks are gone");
+}
