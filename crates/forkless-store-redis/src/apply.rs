@@ -51,6 +51,8 @@ pub(crate) struct Apply<'k> {
     keys: &'k Keys,
     names: Vec<String>,
     index: HashMap<String, usize>,
+    /// The indexes of each bucket's keys (session set, due indexes, vouched boot), once named.
+    buckets: HashMap<crate::keys::Bucket, [usize; 6]>,
     args: Vec<Arg<'k>>,
     /// Which session each block is, in order.
     pub(crate) sessions: Vec<SessionId>,
@@ -72,13 +74,18 @@ fn text<'a>(s: impl ToString) -> Arg<'a> {
     Arg::Bytes(s.to_string().into_bytes())
 }
 
+/// A number as the decimal text Redis reads.
+fn num<'a>(n: impl itoa::Integer) -> Arg<'a> {
+    Arg::Bytes(itoa::Buffer::new().format(n).as_bytes().to_vec())
+}
+
 fn word<'a>(w: &[u8]) -> Arg<'a> {
     Arg::Bytes(w.to_vec())
 }
 
 fn wake<'a>(w: &Wake) -> [Arg<'a>; 4] {
     [w.liveness, w.stream_idle, w.activity, w.ended]
-        .map(|t| t.map_or_else(|| word(b""), |t| text(t.as_millis())))
+        .map(|t| t.map_or_else(|| word(b""), |t| num(t.as_millis())))
 }
 
 impl<'k> Apply<'k> {
@@ -87,6 +94,7 @@ impl<'k> Apply<'k> {
             keys,
             names: Vec::new(),
             index: HashMap::new(),
+            buckets: HashMap::new(),
             // The gate and the session count, set by `under_boot` and `finish`.
             args: vec![word(b""), word(b"")],
             sessions: Vec::new(),
@@ -104,7 +112,19 @@ impl<'k> Apply<'k> {
     }
 
     fn events_key(&mut self, session: SessionId, stream: StreamId) -> Arg<'k> {
-        text(self.key(self.keys.events(session, stream)))
+        num(self.key(self.keys.events(session, stream)))
+    }
+
+    /// The indexes of bucket `b`'s keys: its session set, its four due indexes, its vouched
+    /// boot (named once per call, however many of its sessions the call writes).
+    fn bucket_keys(&mut self, b: crate::keys::Bucket) -> [usize; 6] {
+        if let Some(found) = self.buckets.get(&b) {
+            return *found;
+        }
+        let [d0, d1, d2, d3] = self.keys.due(b).map(|due| self.key(due));
+        let found = [self.key(self.keys.sessions(b)), d0, d1, d2, d3, self.key(self.keys.run(b))];
+        self.buckets.insert(b, found);
+        found
     }
 
     /// The ops that take `old`'s streams to `new`'s (every stream, for a new session); an
@@ -131,7 +151,7 @@ impl<'k> Apply<'k> {
                     put(&mut ops, meta);
                     if meta.low_water() > low_before {
                         let key = self.events_key(session, meta.id());
-                        ops.trims.extend([word(b"T"), key, text(meta.low_water().get())]);
+                        ops.trims.extend([word(b"T"), key, num(meta.low_water().get())]);
                     }
                 }
             }
@@ -148,12 +168,12 @@ impl<'k> Apply<'k> {
     /// Add a chunk of events to `ops`, scored by its last event.
     pub(crate) fn chunk(&mut self, ops: &mut Ops<'k>, chunk: &'k forkless_store::shared::Chunk) {
         let key = self.events_key(chunk.session, chunk.stream);
-        ops.events.extend([word(b"E"), key, text(chunk.last.get()), Arg::Member(chunk)]);
+        ops.events.extend([word(b"E"), key, num(chunk.last.get()), Arg::Member(chunk)]);
     }
 
     /// Make `node` the owner of `session`, whose ops `ops` are.
     pub(crate) fn owner(&mut self, ops: &mut Ops<'k>, session: SessionId, node: &str) {
-        let key = text(self.key(self.keys.owner(bucket(session), node)));
+        let key = num(self.key(self.keys.owner(bucket(session), node)));
         ops.hints.extend([word(b"O"), key, text(node)]);
     }
 
@@ -174,13 +194,10 @@ impl<'k> Apply<'k> {
         ops: Ops<'k>,
     ) {
         let id = record.id();
-        let b = bucket(id);
-        let rec = text(self.key(self.keys.record(id)));
-        let st = text(self.key(self.keys.streams(id)));
-        let set = text(self.key(self.keys.sessions(b)));
-        let [d0, d1, d2, d3] = self.keys.due(b).map(|due| text(self.key(due)));
-        let run = text(self.key(self.keys.run(b)));
-        let expected = expected.map_or_else(|| word(b""), |v| text(v.get()));
+        let rec = num(self.key(self.keys.record(id)));
+        let st = num(self.key(self.keys.streams(id)));
+        let [set, d0, d1, d2, d3, run] = self.bucket_keys(bucket(id)).map(num);
+        let expected = expected.map_or_else(|| word(b""), |v| num(v.get()));
         let Ops { puts, drops, events, trims, clears, hints } = ops;
         let count = [&puts, &drops, &events, &trims, &clears, &hints].iter().map(|o| o.len()).sum::<usize>();
         let header = match old {
@@ -188,9 +205,9 @@ impl<'k> Apply<'k> {
             _ => encode_header(record).into(),
         };
         self.args.extend([rec, st, set, d0, d1, d2, d3, run]);
-        self.args.extend([expected, text(next.get()), header, word(id.as_bytes())]);
+        self.args.extend([expected, num(next.get()), header, word(id.as_bytes())]);
         self.args.extend(wake(&record.wake()));
-        self.args.push(text(count));
+        self.args.push(num(count));
         for op in [puts, drops, events, trims, clears, hints] {
             self.args.extend(op);
         }
@@ -204,7 +221,7 @@ impl<'k> Apply<'k> {
 
     /// The call's keys and arguments.
     pub(crate) fn finish(mut self) -> (Vec<String>, Vec<Arg<'k>>, Vec<SessionId>) {
-        self.args[1] = text(self.sessions.len());
+        self.args[1] = num(self.sessions.len());
         (self.names, self.args, self.sessions)
     }
 }
