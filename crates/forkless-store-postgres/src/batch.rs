@@ -7,6 +7,8 @@
 //! It owns these statements, not which appends form a batch or what they write (see
 //! [`forkless_store::shared`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use deadpool_postgres::ClientWrapper as Client;
 use forkless_core::{Seq, SessionId, StreamChange, StreamId};
 use forkless_store::codec::{encode_header, encode_stream};
@@ -15,6 +17,7 @@ use forkless_store::{Error, Result};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{IsNull, ToSql, Type, accepts, to_sql_checked};
 
+use crate::interest::NOTIFY_FILTERED;
 use crate::rows::{Columns, Pending, backend, run};
 
 const ADVANCE_MANY: &str = "SELECT forkless_advance_many($1, $2, $3, $4, $5, $6, $7, $8)";
@@ -29,11 +32,12 @@ const INSERT_CHUNKS: &str = "INSERT INTO forkless_chunks (session, stream, last,
 /// lies below the mark).
 const TRIM: &str = "DELETE FROM forkless_chunks c USING unnest($1::bytea[], $2::bytea[], $3::bigint[]) AS t(se, st, low) \
      WHERE c.session = t.se AND c.stream = t.st AND c.last < t.low";
+/// Every hint (a writer without a lease); [`NOTIFY_FILTERED`] the hints some node may wait for.
 const NOTIFY: &str = "SELECT pg_notify('forkless', h) FROM unnest($1::text[]) AS h";
 
 /// Write a batch in one transaction.
 pub(crate) async fn write(client: &Client, batch: Batch<'_>) -> Result<Committed> {
-    let Batch { sessions, chunks, hints } = batch;
+    let Batch { sessions, chunks, hints, filter } = batch;
     let mut ids = Vec::with_capacity(sessions.len());
     let (mut expected, mut next, mut headers) = (Vec::new(), Vec::new(), Vec::new());
     let mut wakes: [Vec<Option<i64>>; 4] = Default::default();
@@ -68,13 +72,17 @@ pub(crate) async fn write(client: &Client, batch: Batch<'_>) -> Result<Committed
     let c_lasts: Vec<i64> = chunks.iter().map(|c| c.last.get() as i64).collect();
     let c_firsts: Vec<i64> = chunks.iter().map(|c| c.first.get() as i64).collect();
     let c_events: Vec<Row<'_>> = chunks.iter().map(Row).collect();
+    let texts: Vec<&str> = hints.iter().map(|h| h.text.as_str()).collect();
+    let hinted: Vec<&[u8]> = hints.iter().map(|h| h.session.as_bytes().as_slice()).collect();
+    let (owner, node) = filter.map_or(("", ""), |f| (f.owner, f.node));
+    let sent = AtomicU64::new(0);
     let prepare = |sql| client.prepare_cached(sql);
     let advance = prepare(ADVANCE_MANY).await.map_err(backend)?;
     let drop_streams = prepare(DROP_STREAMS).await.map_err(backend)?;
     let upsert = prepare(UPSERT_STREAMS).await.map_err(backend)?;
     let insert = prepare(INSERT_CHUNKS).await.map_err(backend)?;
     let trim = prepare(TRIM).await.map_err(backend)?;
-    let notify = prepare(NOTIFY).await.map_err(backend)?;
+    let notify = prepare(if filter.is_some() { NOTIFY_FILTERED } else { NOTIFY }).await.map_err(backend)?;
     // Prepared statements are sent on their first poll: the pipeline goes out in order.
     let mut steps: Vec<Pending<'_>> = Vec::with_capacity(8);
     steps.push(Box::pin(client.batch_execute("BEGIN")));
@@ -94,11 +102,19 @@ pub(crate) async fn write(client: &Client, batch: Batch<'_>) -> Result<Committed
         steps.push(run(client, &trim, vec![&trims.sessions, &trims.streams, &trims.lows]));
     }
     if !hints.is_empty() {
-        steps.push(run(client, &notify, vec![&hints]));
+        let args: Vec<&(dyn ToSql + Sync)> = match filter {
+            Some(_) => vec![&texts, &hinted, &owner, &node],
+            None => vec![&texts],
+        };
+        let (stmt, sent) = (&notify, &sent);
+        steps.push(Box::pin(async move {
+            sent.store(client.execute(stmt, &args).await?, Ordering::Relaxed);
+            Ok(())
+        }));
     }
     steps.push(Box::pin(client.batch_execute("COMMIT")));
     match futures::future::try_join_all(steps).await {
-        Ok(_) => Ok(Committed::All),
+        Ok(_) => Ok(Committed::All { hints: sent.load(Ordering::Relaxed) }),
         Err(e) => {
             crate::rows::rollback(client).await;
             let moved = e.as_db_error().filter(|d| d.code() == &SqlState::from_code("FK001"));

@@ -32,11 +32,14 @@ use std::str::FromStr;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
-use forkless_store::shared::{Batch, Committed, Database, LeaseOp, OwnerFacts, SharedStore, Write, Written};
+use forkless_store::shared::{
+    Batch, Committed, Database, Declared, LeaseOp, OwnerFacts, SharedStore, Write, Written,
+};
 use forkless_store::{Error, Reader, Result, StoredEvent, Version};
 use tokio_postgres::NoTls;
 
 mod batch;
+mod interest;
 mod listener;
 mod log;
 mod rows;
@@ -204,6 +207,18 @@ impl Database for Postgres {
 
     async fn publish(&self, hint: &str) -> Result<()> {
         rows::notify(&*self.client().await?, hint).await
+    }
+
+    fn filters_hints(&self) -> bool {
+        true
+    }
+
+    async fn declare(&self, session: SessionId, node: &str, owner: Option<&str>) -> Result<Option<Declared>> {
+        interest::declare(&*self.client().await?, session, node, owner).await
+    }
+
+    async fn withdraw(&self, node: &str, sessions: &[SessionId]) -> Result<()> {
+        interest::withdraw(&*self.client().await?, node, sessions).await
     }
 
     /// PostgreSQL keeps every committed key: nothing is ever unvouched.

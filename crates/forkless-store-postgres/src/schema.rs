@@ -9,6 +9,7 @@
 //! forkless_chunks   (session, stream, last, first, events)            one row per chunk of retained events
 //! forkless_nodes    (node, token, expires_at, advertise)              one row per node lease
 //! forkless_spent    (key, until_ms)                                   one row per one-time key spent
+//! forkless_interest (session, node)                                   one row per session a node tails
 //! ```
 //!
 //! `header` and `meta` are [`forkless_store::codec`] rows, and `events` a chunk of that codec:
@@ -42,6 +43,7 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
     ("spent one-time keys", V6),
     ("events stored in chunks", V7),
     ("group commit: sessions advanced in one statement, unchanged headers kept", V8),
+    ("tail interest: hints only for sessions another node watches", V9),
 ];
 
 /// The schema version this build writes.
@@ -194,6 +196,14 @@ BEGIN
             DETAIL = encode(moved, 'hex');
     END IF;
 END $$;
+"#;
+
+const V9: &str = r#"
+CREATE TABLE forkless_interest (
+    session bytea NOT NULL REFERENCES forkless_sessions (id) ON DELETE CASCADE,
+    node text NOT NULL,
+    PRIMARY KEY (session, node)
+);
 "#;
 
 /// Bring the database to [`SCHEMA_VERSION`], or refuse one that is newer.

@@ -250,7 +250,7 @@ impl Database for Redis {
                     apply.chunk(&mut ops, chunk);
                 }
                 if let Some(hint) = batch.hints.get(i) {
-                    apply.hint(&mut ops, hint);
+                    apply.hint(&mut ops, &hint.text);
                 }
                 apply.session(
                     Some(w.version),
@@ -263,7 +263,8 @@ impl Database for Redis {
             apply
         };
         match self.call(build).await? {
-            Applied::All => Ok(Committed::All),
+            // Redis keeps no tail interest: every hint goes out.
+            Applied::All => Ok(Committed::All { hints: batch.hints.len() as u64 }),
             Applied::Moved(id) | Applied::Unknown(id) => Ok(Committed::Moved(id)),
             Applied::Unvouched => Err(Error::Backend("redis: history not vouched for".into())),
         }

@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Weak;
 use std::sync::atomic::Ordering;
 
-use super::{Batch, Committed, Database, Hints, Inner, SessionWrite, Validated, hint};
+use super::{Batch, Committed, Database, Hint, HintFilter, Hints, Inner, SessionWrite, Validated, hint};
 use crate::{Error, MAX_CAS_ATTEMPTS, Result, Version};
 use bytes::Bytes;
 use forkless_core::{
@@ -114,7 +114,7 @@ impl<D: Database> Inner<D> {
                 }
             };
             match written {
-                Ok(Committed::All) => {
+                Ok(Committed::All { .. }) => {
                     self.stored(&batch, sent);
                     self.answer(batch.slots);
                     if next.is_empty() {
@@ -164,7 +164,7 @@ impl<D: Database> Inner<D> {
             }
             let sent = Validated::now();
             match self.write(&batch).await {
-                Ok(Committed::All) => {
+                Ok(Committed::All { .. }) => {
                     self.stored(&batch, sent);
                     return self.answer(batch.slots);
                 }
@@ -193,22 +193,24 @@ impl<D: Database> Inner<D> {
     /// Store `batch` as one write, unless this node's lease may have lapsed.
     async fn write(&self, batch: &Computed) -> Result<Committed> {
         if batch.events.is_empty() {
-            return Ok(Committed::All);
+            return Ok(Committed::All { hints: 0 });
         }
         let mut writes: Vec<(&SessionId, &Working)> =
             batch.working.iter().filter(|(_, w)| w.appended > 0).collect();
         // One lock order for every node: no two batches can deadlock on their sessions.
         writes.sort_by_key(|(id, _)| id.as_bytes());
-        let hints: Vec<String> = match self.hints {
+        let hints: Vec<Hint> = match self.hints {
             Hints::Off => Vec::new(),
             Hints::Notify => writes
                 .iter()
                 .map(|(id, w)| {
                     let streams: Vec<StreamId> = w.end.changes_since(&w.start).map(|c| c.id()).collect();
-                    hint(&self.node, **id, &streams)
+                    Hint { session: **id, text: hint(&self.node, **id, &streams) }
                 })
                 .collect(),
         };
+        // A node with a lease hints only the sessions another node tails (see `interest`).
+        let filter = self.node_id.get().map(|owner| HintFilter { node: &self.node, owner });
         let rows: Vec<SessionWrite<'_>> = writes
             .iter()
             .map(|(_, w)| SessionWrite {
@@ -221,9 +223,10 @@ impl<D: Database> Inner<D> {
         // The check closest to the write: a node whose lease may have lapsed writes nothing.
         self.fence()?;
         let chunks = batch.chunks();
-        let written = self.db.write_batch(Batch { sessions: &rows, chunks: &chunks, hints: &hints }).await?;
-        if written == Committed::All {
-            self.hints_sent.fetch_add(hints.len() as u64, Ordering::Relaxed);
+        let written =
+            self.db.write_batch(Batch { sessions: &rows, chunks: &chunks, hints: &hints, filter }).await?;
+        if let Committed::All { hints } = written {
+            self.hints_sent.fetch_add(hints, Ordering::Relaxed);
         }
         Ok(written)
     }

@@ -90,14 +90,48 @@ pub struct Batch<'a> {
     /// The events, in chunks; a stream's chunks in order.
     pub chunks: &'a [Chunk],
     /// One hint per session that changed, if hints are on.
-    pub hints: &'a [String],
+    pub hints: &'a [Hint],
+    /// Who writes: a database that keeps tail interest ([`Database::declare`]) sends a
+    /// session's hint only if another node declared interest in it or the writer does not
+    /// own it; with no filter (`None`), every hint.
+    pub filter: Option<HintFilter<'a>>,
+}
+
+/// One session's hint in a [`Batch`].
+#[derive(Debug)]
+pub struct Hint {
+    /// The session whose streams changed.
+    pub session: SessionId,
+    /// The hint, in the hint format.
+    pub text: String,
+}
+
+/// The writing node, as a batch's hints are filtered by it (see [`Batch::filter`]).
+#[derive(Clone, Copy, Debug)]
+pub struct HintFilter<'a> {
+    /// The writer's name in tail interest (its hint name): its own interest does not count.
+    pub node: &'a str,
+    /// The writer's node id (its lease): sessions another node (or none) owns always hint.
+    pub owner: &'a str,
+}
+
+/// What a [`Database::declare`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Declared {
+    /// Interest is declared: every later batch of another node writing the session hints.
+    Tailing,
+    /// The declaring node owns the session: its batches are its own, nothing to declare.
+    Owner,
 }
 
 /// What a [`Batch`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Committed {
-    /// Every session advanced; every event is stored.
-    All,
+    /// Every session advanced; every event is stored; `hints` hints were sent with it.
+    All {
+        /// How many of the batch's hints the database sent.
+        hints: u64,
+    },
     /// This session had moved on (or was gone); nothing of the batch was written.
     Moved(SessionId),
 }
@@ -189,4 +223,28 @@ pub trait Database: Send + Sync + 'static {
     /// Send `hint` (a listen notification in the hint format) to every node's listener, as
     /// hints travel (best effort).
     fn publish(&self, hint: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Whether this database keeps tail interest and filters a batch's hints by it (see
+    /// [`Batch::filter`]). Default: no; every hint of every batch is sent.
+    fn filters_hints(&self) -> bool {
+        false
+    }
+    /// Declare that `node` tails `session`, unless `owner` (the declaring node's id, if it
+    /// holds a lease) owns it. Ordered after every batch that holds the session when it is
+    /// called: such a batch is stored before this returns, and every later one sees the
+    /// interest (so a stream read after this returns misses no commit without a hint).
+    /// `None` if the session is unknown. Default: [`Declared::Tailing`], nothing stored.
+    fn declare(
+        &self,
+        session: SessionId,
+        node: &str,
+        owner: Option<&str>,
+    ) -> impl Future<Output = Result<Option<Declared>>> + Send {
+        let _ = (session, node, owner);
+        async { Ok(Some(Declared::Tailing)) }
+    }
+    /// Withdraw `node`'s interest in `sessions`. Default: nothing to withdraw.
+    fn withdraw(&self, node: &str, sessions: &[SessionId]) -> impl Future<Output = Result<()>> + Send {
+        let _ = (node, sessions);
+        async { Ok(()) }
+    }
 }

@@ -29,7 +29,7 @@ pub(super) fn of<D: Database>(i: &Inner<D>) -> Vec<StoreMetric> {
         ),
         counter(
             "forkless_store_hints_sent_total",
-            "Writes that carried a hint for other nodes.",
+            "Hints sent to other nodes (on a database keeping tail interest, only for sessions another node tails).",
             n(&i.hints_sent),
         ),
         counter(

@@ -36,6 +36,7 @@ mod cache;
 mod commit;
 mod database;
 mod hub;
+mod interest;
 mod lease;
 mod metrics;
 mod owners;
@@ -45,10 +46,13 @@ mod unstored;
 pub use crate::Takeover;
 use cache::Cache;
 pub use commit::Pipeline;
-pub use database::{Batch, Chunk, Committed, Database, OwnerFacts, SessionWrite, Write, Written};
+pub use database::{
+    Batch, Chunk, Committed, Database, Declared, Hint, HintFilter, OwnerFacts, SessionWrite, Write, Written,
+};
 use hub::Hub;
 pub use hub::{HintSink, Hints, unhex};
 use hub::{hint, session_hint};
+pub use interest::INTEREST_SWEEP;
 pub use lease::{LeaseOp, NodeLease};
 pub use tail::TailConfig;
 use tail::{Tails, Validated};
@@ -87,6 +91,8 @@ struct Inner<D> {
     hub: Hub,
     hints: Hints,
     node: String,
+    /// The sessions this node declared its interest in (see [`interest`]).
+    interest: interest::Interest,
     /// Payload bytes retained, as this node applied them.
     retained: AtomicI64,
     evicted: [AtomicU64; 2],
@@ -141,6 +147,7 @@ impl<D: Database> SharedStore<D> {
             hub: Hub::default(),
             hints,
             node,
+            interest: interest::Interest::default(),
             retained: AtomicI64::new(0),
             evicted: Default::default(),
             batches: AtomicU64::new(0),
@@ -161,6 +168,9 @@ impl<D: Database> SharedStore<D> {
         });
         for queue in queues {
             tokio::spawn(commit::run(Arc::downgrade(&inner), queue));
+        }
+        if inner.keeps_interest() {
+            tokio::spawn(interest::sweep_every(Arc::downgrade(&inner), INTEREST_SWEEP));
         }
         Self { inner }
     }
@@ -348,8 +358,10 @@ impl<D: Database> Store for SharedStore<D> {
 
     async fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
         self.inner.fence()?;
-        // Registered before the read: a commit between the two still wakes it.
+        // Registered before the read: a commit between the two still wakes it, here at once,
+        // from another node by a hint once interest is declared (also before the read).
         let pending = self.inner.hub.register(session, stream);
+        self.inner.declare(session).await?;
         let meta = self.inner.db.stream(session, stream).await?;
         Ok(self.inner.hub.settle(session, &meta, pending))
     }
