@@ -84,12 +84,26 @@ pub struct EchoCall<'a> {
     /// Where to create the session, if not where the load goes (another node of a cluster:
     /// every call is then forwarded to the session's owner).
     pub session_at: Option<&'a Endpoint>,
+    /// Whether the connections share one session or each has its own.
+    pub sessions: Sessions,
+}
+
+/// How the echo load's connections hold sessions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sessions {
+    /// One session, every connection's calls in it (the harness's echo loads).
+    #[default]
+    Shared,
+    /// A session per connection, created through that connection (behind a load balancer,
+    /// on whichever node it reaches: its calls that reach other nodes are forwarded).
+    PerClient,
 }
 
 impl EchoCall<'static> {
     /// The servers of this harness: `{"text": …}`, answered as `sse` says.
     pub fn ours(sse: bool) -> Self {
-        Self { argument: "text", expect: if sse { Expect::Sse } else { Expect::Json }, session_at: None }
+        let expect = if sse { Expect::Sse } else { Expect::Json };
+        Self { argument: "text", expect, session_at: None, sessions: Sessions::Shared }
     }
 }
 
@@ -119,9 +133,12 @@ pub async fn echo(
     let errors = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for (n, mut conn) in conns.into_iter().enumerate() {
-        let (session, errors) = (session.clone(), errors.clone());
-        let (argument, expect) = (call.argument.to_owned(), call.expect);
+        let (mut session, errors) = (session.clone(), errors.clone());
+        let (argument, expect, sessions) = (call.argument.to_owned(), call.expect, call.sessions);
         tasks.push(tokio::spawn(async move {
+            if sessions == Sessions::PerClient && n > 0 {
+                session = conn.initialize().await?;
+            }
             let mut latencies = Vec::with_capacity(1 << 16);
             let mut id = (n as u64) << 40;
             loop {
@@ -164,7 +181,7 @@ pub async fn echo(
                     }
                 }
             }
-            latencies
+            Ok::<_, Error>(latencies)
         }));
     }
     tokio::time::sleep_until(measure_from.into()).await;
@@ -173,7 +190,7 @@ pub async fn echo(
     let cpu = cpu_between(probe, cpu0);
     let mut latencies = Vec::new();
     for t in tasks {
-        latencies.extend(t.await.map_err(|e| Error::Load(e.to_string()))?);
+        latencies.extend(t.await.map_err(|e| Error::Load(e.to_string()))??);
     }
     let mut m = Measured {
         ops: latencies.len() as u64,
@@ -438,7 +455,9 @@ pub async fn resume(ep: &Endpoint, count: u64, rounds: u32, probe: &Probe) -> Re
     Ok(out)
 }
 
+mod cluster;
 mod idle;
+pub use cluster::cross_resume;
 pub use idle::{IdleMeasured, idle};
 
 #[cfg(test)]

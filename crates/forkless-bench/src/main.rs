@@ -62,7 +62,7 @@ enum Cmd {
         /// The server's endpoint, e.g. http://127.0.0.1:8080/mcp.
         #[arg(long)]
         url: String,
-        /// echo, notify or resume.
+        /// echo, notify, resume, latency or cross-resume.
         #[arg(long, default_value = "echo")]
         load: String,
         /// Concurrent clients (echo) or streams (notify).
@@ -84,9 +84,16 @@ enum Cmd {
         #[arg(long, default_value_t = 10_000)]
         count: u64,
         /// echo: create the session at this endpoint instead (another node of a cluster, so
-        /// every call to `--url` is forwarded to the session's owner).
+        /// every call to `--url` is forwarded to the session's owner); cross-resume: create
+        /// the session and read its stream there, and resume it at `--url`.
         #[arg(long, value_name = "URL")]
         session_at: Option<String>,
+        /// echo: a session per connection instead of one shared by all.
+        #[arg(long)]
+        session_per_client: bool,
+        /// cross-resume: resumes timed (after one uncounted).
+        #[arg(long, default_value_t = 200)]
+        rounds: u32,
     },
     /// Serve one server under test (prints `listening on http://ADDR/mcp`).
     Serve {
@@ -170,7 +177,19 @@ fn real_main() -> Result<(), Error> {
                 }
             })
         }
-        Cmd::Load { url, load, clients, seconds, sse, any_answer, echo_arg, count, session_at } => {
+        Cmd::Load {
+            url,
+            load,
+            clients,
+            seconds,
+            sse,
+            any_answer,
+            echo_arg,
+            count,
+            session_at,
+            session_per_client,
+            rounds,
+        } => {
             let endpoint = |url: &str| {
                 forkless_bench::load::Endpoint::from_url(url)
                     .ok_or_else(|| Error::Load(format!("not an http:// URL: {url}")))
@@ -189,13 +208,26 @@ fn real_main() -> Result<(), Error> {
                             (false, true) => load::Expect::Sse,
                             (false, false) => load::Expect::Json,
                         };
-                        let call =
-                            load::EchoCall { argument: &echo_arg, expect, session_at: session_at.as_ref() };
+                        let sessions = if session_per_client {
+                            load::Sessions::PerClient
+                        } else {
+                            load::Sessions::Shared
+                        };
+                        let call = load::EchoCall {
+                            argument: &echo_arg,
+                            expect,
+                            session_at: session_at.as_ref(),
+                            sessions,
+                        };
                         println!("{:?}", load::echo(&ep, clients, Duration::ZERO, d, call, &probe).await?)
                     }
                     "notify" => println!("{:?}", load::notifications(&ep, clients, count, d, &probe).await?),
                     "resume" => println!("{:?}", load::resume(&ep, count, 5, &probe).await?),
                     "latency" => println!("{:?}", load::delivery_latency(&ep, count, 1, &probe).await?),
+                    "cross-resume" => {
+                        let owner = session_at.as_ref().unwrap_or(&ep);
+                        println!("{:?}", load::cross_resume(owner, &ep, count, rounds).await?)
+                    }
                     other => return Err(Error::Load(format!("unknown load {other}"))),
                 }
                 Ok(())
