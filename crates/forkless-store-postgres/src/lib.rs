@@ -33,7 +33,7 @@ use std::str::FromStr;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
 use forkless_store::shared::{
-    Batch, Committed, Database, Declared, LeaseOp, OwnerFacts, SharedStore, Write, Written,
+    Batch, Committed, Database, Declared, LeaseOp, Loaded, OwnerFacts, SharedStore, Write, Written,
 };
 use forkless_store::{Error, Reader, Result, StoredEvent, Version};
 use tokio_postgres::NoTls;
@@ -129,7 +129,17 @@ impl Postgres {
 
 impl Database for Postgres {
     async fn load(&self, id: SessionId) -> Result<Option<(Version, SessionRecord)>> {
-        rows::load(&*self.client().await?, id).await
+        Ok(match rows::load_since(&*self.client().await?, id, None).await? {
+            Loaded::Found { version, record, .. } => Some((version, *record)),
+            Loaded::Unknown => None,
+            Loaded::Unchanged => {
+                return Err(Error::Corrupt("postgres: a load named no version, yet unchanged".into()));
+            }
+        })
+    }
+
+    async fn load_since(&self, id: SessionId, known: Option<(Version, u64)>) -> Result<Loaded> {
+        rows::load_since(&*self.client().await?, id, known.map(|(v, _)| v)).await
     }
 
     async fn insert(&self, record: &SessionRecord, owner: Option<&str>) -> Result<()> {

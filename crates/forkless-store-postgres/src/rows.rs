@@ -13,7 +13,7 @@ use core::pin::Pin;
 use deadpool_postgres::ClientWrapper as Client;
 use forkless_core::{SessionId, SessionRecord, StreamChange, Timestamp, Wake};
 use forkless_store::codec::{decode_header, decode_stream, encode_header, encode_stream};
-use forkless_store::shared::{LeaseOp, OwnerFacts, Write, Written};
+use forkless_store::shared::{LeaseOp, Loaded, OwnerFacts, Write, Written};
 use forkless_store::{Error, Result, SpendKey, Version};
 use tokio_postgres::Statement;
 use tokio_postgres::error::SqlState;
@@ -33,26 +33,33 @@ pub(crate) fn millis(t: Timestamp) -> i64 {
 const MOVED: &str = "FK001";
 const UNKNOWN: &str = "FK002";
 
-/// Load one session and every stream of it in one statement.
-pub(crate) async fn load(client: &Client, id: SessionId) -> Result<Option<(Version, SessionRecord)>> {
+/// Load one session and every stream of it in one statement, unless it is still at
+/// version `known` (then only the version travels). PostgreSQL never numbers a version
+/// twice (a commit is not lost), so every read carries the same history tag, 0.
+pub(crate) async fn load_since(client: &Client, id: SessionId, known: Option<Version>) -> Result<Loaded> {
     let stmt = client
         .prepare_cached(
-            "SELECT s.version, s.header, ARRAY(SELECT meta FROM forkless_streams WHERE session = s.id) \
+            "SELECT s.version, CASE WHEN s.version = $2 THEN NULL ELSE s.header END, \
+             CASE WHEN s.version = $2 THEN NULL \
+                  ELSE ARRAY(SELECT meta FROM forkless_streams WHERE session = s.id) END \
              FROM forkless_sessions s WHERE s.id = $1",
         )
         .await
         .map_err(backend)?;
-    let Some(row) = client.query_opt(&stmt, &[&id.as_bytes().as_slice()]).await.map_err(backend)? else {
-        return Ok(None);
+    let known = known.map_or(-1, |v| v.get() as i64);
+    let Some(row) = client.query_opt(&stmt, &[&id.as_bytes().as_slice(), &known]).await.map_err(backend)?
+    else {
+        return Ok(Loaded::Unknown);
     };
-    let version: i64 = row.get(0);
-    let mut parts = decode_header(row.get::<_, &[u8]>(1))?;
+    let version = Version::new(row.get::<_, i64>(0) as u64);
+    let Some(header) = row.get::<_, Option<&[u8]>>(1) else { return Ok(Loaded::Unchanged) };
+    let mut parts = decode_header(header)?;
     for meta in row.get::<_, Vec<&[u8]>>(2) {
         parts.streams.push(decode_stream(meta)?);
     }
     let mut record = parts.build()?;
     record.mark_clean();
-    Ok(Some((Version::new(version as u64), record)))
+    Ok(Loaded::Found { version, record: Box::new(record), tag: Some(0) })
 }
 
 /// Insert a new session and its streams. [`Error::SessionExists`] if the id is taken.

@@ -47,7 +47,7 @@
 use bytes::Bytes;
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
 use forkless_store::codec::{decode_header, decode_stream, push_chunk_events, push_chunk_sizes};
-use forkless_store::shared::{Batch, Committed, Database, LeaseOp, SharedStore, Write, Written};
+use forkless_store::shared::{Batch, Committed, Database, LeaseOp, Loaded, SharedStore, Write, Written};
 use forkless_store::{Error, Reader, Result, StoredEvent, Version, check_continuation, check_read};
 use redis::{Script, Value};
 
@@ -192,11 +192,32 @@ impl Database for Redis {
     }
 
     async fn load(&self, id: SessionId) -> Result<Option<(Version, SessionRecord)>> {
+        match self.load_since(id, None).await? {
+            Loaded::Found { version, record, .. } => Ok(Some((version, *record))),
+            Loaded::Unknown => Ok(None),
+            Loaded::Unchanged => Err(Error::Corrupt("redis: a load named no version, yet unchanged".into())),
+        }
+    }
+
+    async fn load_since(&self, id: SessionId, known: Option<(Version, u64)>) -> Result<Loaded> {
         let mut invocation = self.load.key(self.keys.record(id));
-        invocation.key(self.keys.streams(id));
-        let reply: Option<(String, Vec<u8>, Vec<Vec<u8>>)> =
+        invocation.key(self.keys.streams(id)).key(self.keys.run(bucket(id)));
+        match known {
+            Some((version, tag)) => invocation.arg(version.get()).arg(format!("{tag:016x}")),
+            None => invocation.arg("").arg(""),
+        };
+        let reply: Option<Vec<Value>> =
             invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
-        let Some((version, header, rows)) = reply else { return Ok(None) };
+        let Some(mut items) = reply else { return Ok(Loaded::Unknown) };
+        fn field<T: redis::FromRedisValue>(items: &mut [Value], i: usize) -> Result<T> {
+            let value = items.get_mut(i).ok_or_else(|| Error::Corrupt("redis: a short load reply".into()))?;
+            redis::from_redis_value(std::mem::replace(value, Value::Nil)).map_err(parse)
+        }
+        let (version, run): (String, String) = (field(&mut items, 0)?, field(&mut items, 1)?);
+        if items.len() == 2 {
+            return Ok(Loaded::Unchanged);
+        }
+        let (header, rows): (Vec<u8>, Vec<Vec<u8>>) = (field(&mut items, 2)?, field(&mut items, 3)?);
         let version = version.parse::<u64>().map_err(|_| Error::Corrupt("bad version".into()))?;
         let mut parts = decode_header(&header)?;
         for row in &rows {
@@ -204,7 +225,9 @@ impl Database for Redis {
         }
         let mut record = parts.build()?;
         record.mark_clean();
-        Ok(Some((Version::new(version), record)))
+        // The tag: the boot the bucket is vouched under (none yet: never taken as unchanged).
+        let tag = run.get(..16).and_then(|t| u64::from_str_radix(t, 16).ok());
+        Ok(Loaded::Found { version: Version::new(version), record: Box::new(record), tag })
     }
 
     async fn insert(&self, record: &SessionRecord, owner: Option<&str>) -> Result<()> {

@@ -81,12 +81,21 @@ end
 return {1, 0}
 "#;
 
-/// A record and every stream row of it, at one instant: `{version, header, {rows}}` or
-/// `false` when unknown. KEYS: rec, st.
+/// A record and every stream row of it, at one instant, with the boot its bucket's history
+/// is vouched under (its run key, `''` if none): `{version, run, header, {rows}}`, or
+/// `{version, run}` alone when the record is still at version `ARGV[1]` and the run key
+/// starts with `ARGV[2]` (a node's cached record is current: a version is numbered again
+/// only after a restart that lost a suffix, which vouches the bucket under a new boot), or
+/// `false` when unknown. KEYS: rec, st, the bucket's run key; ARGV: known version and tag
+/// (`''` when none).
 pub(crate) const LOAD: &str = r#"
 local vh = redis.call('HMGET', KEYS[1], 'v', 'h')
 if not vh[1] then return false end
-return {vh[1], vh[2], redis.call('HVALS', KEYS[2])}
+local run = redis.call('GET', KEYS[3]) or ''
+if ARGV[1] ~= '' and vh[1] == ARGV[1] and run ~= '' and string.sub(run, 1, 16) == ARGV[2] then
+  return {vh[1], run}
+end
+return {vh[1], run, vh[2], redis.call('HVALS', KEYS[2])}
 "#;
 
 /// A stream's row and the chunks holding its events after a cursor up to a bound, at one

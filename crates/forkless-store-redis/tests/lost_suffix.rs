@@ -6,7 +6,9 @@
 //! - restarted from an older snapshot: every session ends (`history_lost`), nothing is renamed;
 //! - the same with the check switched off (the negative control): an event is renamed;
 //! - restarted without persistence: every session is unknown, none is re-created;
-//! - restarted with `appendfsync always`: nothing was lost, so the session goes on.
+//! - restarted with `appendfsync always`: nothing was lost, so the session goes on;
+//! - a node whose cached record's version is numbered again after the restart (another node
+//!   ended the session under it) reads the ended record, not its cached one.
 
 use std::time::Duration;
 
@@ -181,6 +183,44 @@ async fn a_restart_that_synced_every_write_keeps_the_session_going() {
     let next = emit_after_restart(&store, &record, 4).await;
     assert_eq!(next.ok(), Some(Seq::new(4)), "nothing was lost, so the stream goes on");
     every_seen_id_still_names_its_event(&store, &record, &seen).await.unwrap();
+}
+
+/// A node asks only whether a session moved from the version it cached; after a restart that
+/// lost a suffix, the same version can name another record (here the session ended by
+/// another node, one version past the snapshot, as the cached one was): the boot's tag tells
+/// them apart, and the node reads the ended record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_numbered_again_after_a_lost_suffix_is_read_afresh() {
+    let Some(mut redis) = PrivateRedis::start(&["--save", "", "--appendonly", "no"]) else { return };
+    let a = store(&redis, AfterRestart::Verify).await;
+    let record = conformance::new_record(43, true);
+    a.create(record.clone()).await.unwrap();
+    emit(&a, &record, 1).await.unwrap();
+    a.load(record.id()).await.unwrap();
+    redis.command(&["SAVE"]);
+    emit(&a, &record, 2).await.unwrap();
+    let cached = a.load(record.id()).await.unwrap().expect("the session").version;
+    redis.crash_and_restart();
+    // Node b finds the boot unvouched and ends the session: one version past the snapshot.
+    let b = store(&redis, AfterRestart::Verify).await;
+    let next = emit_after_restart(&b, &record, 3).await;
+    assert!(matches!(next, Err(ref e) if e.ended() == Some(EndReason::HistoryLost)), "{next:?}");
+    let ended = b.load(record.id()).await.unwrap().expect("the tombstone");
+    assert_eq!(ended.version, cached, "the ended record took the version node a cached");
+    let seen = tokio::time::timeout(GUARD, async {
+        loop {
+            match a.load(record.id()).await {
+                Err(Error::Backend(_)) => tokio::time::sleep(Duration::from_millis(20)).await,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("node a reconnects")
+    .unwrap()
+    .expect("the session");
+    assert_eq!(seen.version, cached);
+    assert_eq!(seen.value.session().ended(), Some(EndReason::HistoryLost), "node a reads the ended record");
 }
 
 /// `health` (what `/healthz` reports) is a typed error while Redis is down, and fine again

@@ -11,7 +11,7 @@ use std::time::Duration;
 use forkless_core::{AppendTarget, GetOutcome, GetRequest, SeededEntropy, Seq, SessionRecord};
 
 use super::{GUARD, T0, cfg, new_record, payload};
-use crate::shared::{Database, SharedStore, Takeover};
+use crate::shared::{Database, Loaded, SharedStore, Takeover};
 use crate::{Error, Owner, Store};
 use crate::{Reader, StreamEnd, transact};
 
@@ -29,6 +29,7 @@ pub const NODE_CHECKS: &[&str] = &[
     "a_key_spent_on_one_node_is_spent_on_every_node",
     "a_notice_published_on_one_node_reaches_every_node_once",
     "a_writer_displaced_by_another_node_reads_nothing_after_the_handover",
+    "a_load_asks_only_whether_the_cached_session_moved",
 ];
 
 /// Run one two-node check by name on nodes `a` and `b` of one fresh, empty database.
@@ -46,6 +47,7 @@ pub async fn run_nodes<D: Database>(name: &str, a: SharedStore<D>, b: SharedStor
         "a_key_spent_on_one_node_is_spent_on_every_node" => spent_everywhere(a, b).await,
         "a_notice_published_on_one_node_reaches_every_node_once" => notices(a, b).await,
         "a_writer_displaced_by_another_node_reads_nothing_after_the_handover" => handover(a, b).await,
+        "a_load_asks_only_whether_the_cached_session_moved" => unchanged_loads(a, b).await,
         other => panic!("no two-node check named {other}"),
     }
 }
@@ -63,7 +65,8 @@ macro_rules! store_node_tests {
             a_renewed_lease_outlives_its_time_to_live, a_lost_nodes_sessions_are_taken_over_once,
             a_session_names_its_owner_and_its_address, a_key_spent_on_one_node_is_spent_on_every_node,
             a_notice_published_on_one_node_reaches_every_node_once,
-            a_writer_displaced_by_another_node_reads_nothing_after_the_handover);
+            a_writer_displaced_by_another_node_reads_nothing_after_the_handover,
+            a_load_asks_only_whether_the_cached_session_moved);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
@@ -396,4 +399,27 @@ async fn handover<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     );
     let events = b.read(sid, stream, Seq::PRIMING, 10, Reader::Attached(second.epoch)).await.unwrap();
     assert_eq!(events.len(), 3, "node b's writer reads every event");
+}
+
+/// A node that holds a session's record asks only whether it moved ([`Database::load_since`]):
+/// unchanged, no record travels; moved by the other node, the whole new one does, and the
+/// node's own load reads it.
+async fn unchanged_loads<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
+    let record = created(&a, 71).await;
+    let id = record.id();
+    let db = a.database();
+    let Loaded::Found { version, tag, .. } = db.load_since(id, None).await.unwrap() else {
+        panic!("a stored session is found")
+    };
+    let Some(tag) = tag else { return }; // a database that never answers unchanged
+    assert!(matches!(db.load_since(id, Some((version, tag))).await.unwrap(), Loaded::Unchanged));
+    assert_eq!(a.load(id).await.unwrap().expect("the session").version, version);
+    emit(&b, &record, 1).await.unwrap();
+    let moved = b.load(id).await.unwrap().expect("the session").version;
+    assert!(moved > version);
+    match db.load_since(id, Some((version, tag))).await.unwrap() {
+        Loaded::Found { version: found, .. } => assert_eq!(found, moved, "the moved record, whole"),
+        other => panic!("a moved session reads as {other:?}"),
+    }
+    assert_eq!(a.load(id).await.unwrap().expect("the session").version, moved, "node a reads b's write");
 }

@@ -136,6 +136,26 @@ pub enum Committed {
     Moved(SessionId),
 }
 
+/// What [`Database::load_since`] found.
+#[derive(Debug)]
+pub enum Loaded {
+    /// No such session.
+    Unknown,
+    /// The session is still at the version and under the history tag the caller named: the
+    /// record it holds is current.
+    Unchanged,
+    /// The session as stored now.
+    Found {
+        /// Its version.
+        version: Version,
+        /// The record.
+        record: Box<SessionRecord>,
+        /// The history it was read in (see [`Database::load_since`]); `None`: a later
+        /// [`Database::load_since`] must read it in full.
+        tag: Option<u64>,
+    },
+}
+
 /// Who owns a session, as the database knows it now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnerFacts {
@@ -163,6 +183,27 @@ pub trait Database: Send + Sync + 'static {
     }
     /// A session and its version; `None` if unknown.
     fn load(&self, id: SessionId) -> impl Future<Output = Result<Option<(Version, SessionRecord)>>> + Send;
+    /// A session as [`Self::load`] reads it, unless it is still at `known`, a version and a
+    /// history tag a [`Loaded::Found`] gave (or the tag a record read at an earlier version
+    /// of it had, when the caller wrote the later versions itself): then
+    /// [`Loaded::Unchanged`], and nothing of the record travels. The tag names the history
+    /// a version belongs to, so a version numbered again after the database lost a suffix
+    /// (Redis: the boot its data is vouched under) never passes for the record cached
+    /// before. Default: always the whole record, never tagged.
+    fn load_since(
+        &self,
+        id: SessionId,
+        known: Option<(Version, u64)>,
+    ) -> impl Future<Output = Result<Loaded>> + Send {
+        let _ = known;
+        let load = self.load(id);
+        async move {
+            Ok(match load.await? {
+                None => Loaded::Unknown,
+                Some((version, record)) => Loaded::Found { version, record: Box::new(record), tag: None },
+            })
+        }
+    }
     /// Insert a new session at [`Version::INITIAL`]; [`Error::SessionExists`](crate::Error::SessionExists) if taken.
     fn insert(&self, record: &SessionRecord, owner: Option<&str>) -> impl Future<Output = Result<()>> + Send;
     /// Store a compare-and-set write (its logs follow the record: dropped streams lose their

@@ -47,7 +47,8 @@ pub use crate::Takeover;
 use cache::Cache;
 pub use commit::Pipeline;
 pub use database::{
-    Batch, Chunk, Committed, Database, Declared, Hint, HintFilter, OwnerFacts, SessionWrite, Write, Written,
+    Batch, Chunk, Committed, Database, Declared, Hint, HintFilter, Loaded, OwnerFacts, SessionWrite, Write,
+    Written,
 };
 use hub::Hub;
 pub use hub::{HintSink, Hints, unhex};
@@ -247,24 +248,6 @@ impl<D: Database> Inner<D> {
                 Ok(meta) => self.hub.announce(session, &meta),
                 Err(Error::StreamUnknown | Error::SessionUnknown) => self.hub.dropped(session, stream),
                 Err(e) => tracing::warn!(error = %e, "re-read after a hint failed"),
-            }
-        }
-    }
-
-    /// The record at its version: from the cache when `prefer_cache`, else from the database.
-    async fn current(&self, id: SessionId, prefer_cache: bool) -> Result<(Version, SessionRecord)> {
-        if prefer_cache && let Some(hit) = self.cache.get(id) {
-            return Ok(hit);
-        }
-        let sent = Validated::now();
-        match self.db.load(id).await? {
-            Some((version, record)) => {
-                self.cache.put(version, &record, sent);
-                Ok((version, record))
-            }
-            None => {
-                self.forget(id);
-                Err(Error::SessionUnknown)
             }
         }
     }
