@@ -25,11 +25,13 @@ pub(crate) const NOTIFY_FILTERED: &str = "SELECT pg_notify('forkless', t.h) \
      WHERE EXISTS (SELECT 1 FROM forkless_sessions x WHERE x.id = t.s AND x.owner IS DISTINCT FROM $3) \
         OR EXISTS (SELECT 1 FROM forkless_interest i WHERE i.session = t.s AND i.node <> $4)";
 
-const DECLARE: &str = "WITH s AS (SELECT id, owner FROM forkless_sessions WHERE id = $1 FOR SHARE), \
-     tailing AS (SELECT id FROM s WHERE $3::text IS NULL OR owner IS DISTINCT FROM $3), \
-     declared AS (INSERT INTO forkless_interest (session, node) SELECT id, $2 FROM tailing \
+/// The shared lock is taken only when the node tails (`FOR SHARE` locks only the rows its
+/// `WHERE` keeps): an owner's declaration locks and writes nothing, so it commits no WAL.
+const DECLARE: &str = "WITH s AS (SELECT id FROM forkless_sessions \
+                  WHERE id = $1 AND ($3::text IS NULL OR owner IS DISTINCT FROM $3) FOR SHARE), \
+     declared AS (INSERT INTO forkless_interest (session, node) SELECT id, $2 FROM s \
                   ON CONFLICT (session, node) DO NOTHING) \
-     SELECT EXISTS (SELECT 1 FROM tailing) FROM s";
+     SELECT EXISTS (SELECT 1 FROM s), EXISTS (SELECT 1 FROM forkless_sessions WHERE id = $1)";
 
 const WITHDRAW: &str = "DELETE FROM forkless_interest WHERE node = $1 AND session = ANY($2::bytea[])";
 
@@ -42,8 +44,12 @@ pub(crate) async fn declare(
 ) -> Result<Option<Declared>> {
     let stmt = client.prepare_cached(DECLARE).await.map_err(backend)?;
     let row =
-        client.query_opt(&stmt, &[&session.as_bytes().as_slice(), &node, &owner]).await.map_err(backend)?;
-    Ok(row.map(|r| if r.get(0) { Declared::Tailing } else { Declared::Owner }))
+        client.query_one(&stmt, &[&session.as_bytes().as_slice(), &node, &owner]).await.map_err(backend)?;
+    Ok(match (row.get(0), row.get(1)) {
+        (true, _) => Some(Declared::Tailing),
+        (false, true) => Some(Declared::Owner),
+        (false, false) => None,
+    })
 }
 
 /// Withdraw `node`'s interest in `sessions`.
