@@ -53,6 +53,8 @@ pub(crate) struct Apply<'k> {
     index: HashMap<String, usize>,
     /// The indexes of each bucket's keys (session set, due indexes, vouched boot), once named.
     buckets: HashMap<crate::keys::Bucket, [usize; 6]>,
+    /// The key base of the session whose keys were named last.
+    base: Option<(SessionId, String)>,
     args: Vec<Arg<'k>>,
     /// Which session each block is, in order.
     pub(crate) sessions: Vec<SessionId>,
@@ -95,6 +97,7 @@ impl<'k> Apply<'k> {
             names: Vec::new(),
             index: HashMap::new(),
             buckets: HashMap::new(),
+            base: None,
             // The gate and the session count, set by `under_boot` and `finish`.
             args: vec![word(b""), word(b"")],
             sessions: Vec::new(),
@@ -112,7 +115,24 @@ impl<'k> Apply<'k> {
     }
 
     fn events_key(&mut self, session: SessionId, stream: StreamId) -> Arg<'k> {
-        num(self.key(self.keys.events(session, stream)))
+        let hex = hex(stream.as_bytes());
+        num(self.session_key(session, &[":c:", &hex]))
+    }
+
+    /// The 1-based index of one of `session`'s keys (its base, then `suffix`), named afresh:
+    /// a session's keys are not looked up among the call's (a name twice in `KEYS` is harmless,
+    /// and a session's record and streams keys come once per call), and its base is made once
+    /// per run of its keys.
+    fn session_key(&mut self, session: SessionId, suffix: &[&str]) -> usize {
+        if self.base.as_ref().is_none_or(|(s, _)| *s != session) {
+            self.base = Some((session, self.keys.session_base(session)));
+        }
+        let base = self.base.as_ref().map_or("", |(_, b)| b.as_str());
+        let mut name = String::with_capacity(base.len() + suffix.iter().map(|s| s.len()).sum::<usize>());
+        name.push_str(base);
+        suffix.iter().for_each(|s| name.push_str(s));
+        self.names.push(name);
+        self.names.len()
     }
 
     /// The indexes of bucket `b`'s keys: its session set, its four due indexes, its vouched
@@ -194,8 +214,8 @@ impl<'k> Apply<'k> {
         ops: Ops<'k>,
     ) {
         let id = record.id();
-        let rec = num(self.key(self.keys.record(id)));
-        let st = num(self.key(self.keys.streams(id)));
+        let rec = num(self.session_key(id, &[":rec"]));
+        let st = num(self.session_key(id, &[":st"]));
         let [set, d0, d1, d2, d3, run] = self.bucket_keys(bucket(id)).map(num);
         let expected = expected.map_or_else(|| word(b""), |v| num(v.get()));
         let Ops { puts, drops, events, trims, clears, hints } = ops;
@@ -223,5 +243,31 @@ impl<'k> Apply<'k> {
     pub(crate) fn finish(mut self) -> (Vec<String>, Vec<Arg<'k>>, Vec<SessionId>) {
         self.args[1] = num(self.sessions.len());
         (self.names, self.args, self.sessions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys a call names are the keys the reads use.
+    #[test]
+    fn a_calls_session_keys_are_the_stores_keys() {
+        let keys = Keys::new("fk_test");
+        let (a, b) = (SessionId::from_bytes([7; 16]), SessionId::from_bytes([200; 16]));
+        let stream = StreamId::from_bytes([3; 12]);
+        let mut apply = Apply::new(&keys);
+        let indexes = [
+            apply.session_key(a, &[":rec"]),
+            apply.session_key(a, &[":st"]),
+            apply.session_key(b, &[":rec"]),
+            apply.session_key(a, &[":st"]),
+        ];
+        let _ = apply.events_key(b, stream);
+        let (names, _, _) = apply.finish();
+        assert_eq!(indexes, [1, 2, 3, 4]);
+        let expected =
+            [keys.record(a), keys.streams(a), keys.record(b), keys.streams(a), keys.events(b, stream)];
+        assert_eq!(names, expected);
     }
 }

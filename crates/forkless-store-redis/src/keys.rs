@@ -71,7 +71,8 @@ impl Keys {
     fn bucket_base(&self, b: Bucket) -> String {
         format!("{}:{{{b:02x}}}", self.prefix)
     }
-    fn session_base(&self, session: SessionId) -> String {
+    /// The base of every key of `session` (its keys add a suffix: `:rec`, `:st`, `:c:<stream>`).
+    pub(crate) fn session_base(&self, session: SessionId) -> String {
         format!("{}:s:{}", self.bucket_base(bucket(session)), hex(session.as_bytes()))
     }
     pub(crate) fn record(&self, session: SessionId) -> String {
