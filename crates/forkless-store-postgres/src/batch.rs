@@ -32,7 +32,7 @@ const INSERT_CHUNKS: &str = "INSERT INTO forkless_chunks (session, stream, last,
 /// lies below the mark).
 const TRIM: &str = "DELETE FROM forkless_chunks c USING unnest($1::bytea[], $2::bytea[], $3::bigint[]) AS t(se, st, low) \
      WHERE c.session = t.se AND c.stream = t.st AND c.last < t.low";
-/// Every hint (a writer without a lease); [`NOTIFY_FILTERED`] the hints some node may wait for.
+/// Every hint (a batch without a filter); [`NOTIFY_FILTERED`] the hints some node may wait for.
 const NOTIFY: &str = "SELECT pg_notify('forkless', h) FROM unnest($1::text[]) AS h";
 
 /// Write a batch in one transaction.
@@ -74,7 +74,7 @@ pub(crate) async fn write(client: &Client, batch: Batch<'_>) -> Result<Committed
     let c_events: Vec<Row<'_>> = chunks.iter().map(Row).collect();
     let texts: Vec<&str> = hints.iter().map(|h| h.text.as_str()).collect();
     let hinted: Vec<&[u8]> = hints.iter().map(|h| h.session.as_bytes().as_slice()).collect();
-    let (owner, node) = filter.map_or(("", ""), |f| (f.owner, f.node));
+    let (owner, node) = filter.map_or((None, ""), |f| (f.owner, f.node));
     let sent = AtomicU64::new(0);
     let prepare = |sql| client.prepare_cached(sql);
     let advance = prepare(ADVANCE_MANY).await.map_err(backend)?;

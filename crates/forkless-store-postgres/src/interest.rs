@@ -19,7 +19,8 @@ use forkless_store::shared::Declared;
 use crate::rows::backend;
 
 /// A batch's hints for any node: `$1` the hints, `$2` their sessions, `$3` the writer's node
-/// id, `$4` its name in interest rows.
+/// id (NULL without a lease: then only sessions some node owns or tails hint), `$4` its name in
+/// interest rows.
 pub(crate) const NOTIFY_FILTERED: &str = "SELECT pg_notify('forkless', t.h) \
      FROM unnest($1::text[], $2::bytea[]) AS t(h, s) \
      WHERE EXISTS (SELECT 1 FROM forkless_sessions x WHERE x.id = t.s AND x.owner IS DISTINCT FROM $3) \

@@ -26,7 +26,6 @@ forkless_store::store_node_tests!(maybe two_nodes());
 const T0: Timestamp = Timestamp::from_millis(1_000_000);
 /// A failure guard: a wake-up that never comes fails the test instead of hanging it.
 const GUARD: Duration = Duration::from_secs(10);
-const TTL: Duration = Duration::from_secs(30);
 
 async fn node(db: &TestDb, name: &str, hints: Hints) -> PgStore {
     let mut cfg = PgConfig::new(format!("{}?application_name={name}", db.url));
@@ -148,75 +147,4 @@ async fn terminated_connections_cost_typed_errors_never_a_delivered_event() {
     assert!(missing <= lost, "{missing} accepted events are missing, {lost} counted lost");
 }
 
-fn counter(store: &PgStore, name: &str) -> u64 {
-    store.metrics().iter().find(|m| m.name == name).map_or(0, |m| m.value)
-}
-
-/// Every hint `from` sent before now has reached `to`: `from` publishes a marker, which
-/// travels on the hints' channel after them (notifications arrive in commit order).
-async fn settled(from: &PgStore, to: &PgStore, marker: u64) {
-    let mut bulletins = to.subscribe();
-    let text = format!("{{\"marker\":{marker}}}");
-    from.publish(Bytes::from(text.clone())).await.expect("publish");
-    tokio::time::timeout(GUARD, async {
-        while bulletins.recv().await.expect("bulletins") != text.as_bytes() {}
-    })
-    .await
-    .expect("the marker arrives");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn commits_hint_only_the_sessions_another_node_watches() {
-    let Some(db) = fresh().await else { return };
-    let (a, b) = (node(&db, "a", Hints::Notify).await, node(&db, "b", Hints::Notify).await);
-    let _leases =
-        (a.hold_lease("na", TTL, None).await.unwrap(), b.hold_lease("nb", TTL, None).await.unwrap());
-    listener_connected(&b).await;
-    let record = session(&a, 1).await;
-    let stream = record.standalone().id();
-    // Node a owns the session: its own watch declares nothing.
-    let mut own = a.watch(record.id(), stream).await.unwrap();
-    assert_eq!(a.tailing().await, 0, "an owner declares no interest");
-
-    // Nobody else watches: the commit carries no hint.
-    let quiet = counter(&b, "forkless_store_hints_received_total");
-    let id = emit(&a, &record, 1).await.unwrap();
-    until_delivered(&mut own, id.seq).await;
-    settled(&a, &b, 1).await;
-    assert_eq!(counter(&b, "forkless_store_hints_received_total"), quiet, "no node watched: no hint");
-
-    // Node b watches: a's commits hint it, and its watch wakes (it would wait forever else).
-    let mut remote = b.watch(record.id(), stream).await.unwrap();
-    assert_eq!(b.tailing().await, 1, "a watch of another node's session declares interest");
-    let id = emit(&a, &record, 2).await.unwrap();
-    until_delivered(&mut remote, id.seq).await;
-    let hinted = counter(&b, "forkless_store_hints_received_total");
-    assert!(hinted > quiet, "the commit was hinted");
-
-    // Node b stops watching and withdraws: the hints stop again.
-    drop(remote);
-    assert_eq!(b.sweep_interest().await.unwrap(), 1, "the unwatched session's interest is withdrawn");
-    assert_eq!(b.tailing().await, 0);
-    let id = emit(&a, &record, 3).await.unwrap();
-    until_delivered(&mut own, id.seq).await;
-    settled(&a, &b, 2).await;
-    assert_eq!(counter(&b, "forkless_store_hints_received_total"), hinted, "withdrawn: no hint");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_watch_that_races_a_commit_misses_nothing() {
-    let Some(db) = fresh().await else { return };
-    let (a, b) = (node(&db, "a", Hints::Notify).await, node(&db, "b", Hints::Notify).await);
-    let _leases =
-        (a.hold_lease("na", TTL, None).await.unwrap(), b.hold_lease("nb", TTL, None).await.unwrap());
-    listener_connected(&b).await;
-    for round in 0..40u64 {
-        let record = session(&a, 100 + round).await;
-        let stream = record.standalone().id();
-        // Node b starts watching while node a's one commit is under way: either the watch's
-        // read sees the commit, or the commit sees b's interest and hints it.
-        let (watch, id) = tokio::join!(b.watch(record.id(), stream), emit(&a, &record, round));
-        let (mut watch, id) = (watch.unwrap(), id.unwrap());
-        until_delivered(&mut watch, id.seq).await;
-    }
-}
+forkless_store::store_interest_tests!(maybe two_nodes());

@@ -98,8 +98,9 @@ impl<'k> Apply<'k> {
             index: HashMap::new(),
             buckets: HashMap::new(),
             base: None,
-            // The gate and the session count, set by `under_boot` and `finish`.
-            args: vec![word(b""), word(b"")],
+            // The gate, the session count and the hint filter (writer's name and node id),
+            // set by `under_boot`, `finish` and `filter`.
+            args: vec![word(b""), word(b""), word(b""), word(b"")],
             sessions: Vec::new(),
         }
     }
@@ -197,9 +198,17 @@ impl<'k> Apply<'k> {
         ops.hints.extend([word(b"O"), key, text(node)]);
     }
 
-    /// Publish `hint` on the store's channel with `ops`.
-    pub(crate) fn hint(&self, ops: &mut Ops<'k>, hint: &str) {
-        ops.hints.extend([word(b"P"), text(self.keys.hints()), text(hint)]);
+    /// Publish `hint` about `session` on the store's channel with `ops`: always, or, if the
+    /// call has a [`filter`](Self::filter), only if another node tails or owns the session.
+    pub(crate) fn hint(&mut self, ops: &mut Ops<'k>, session: SessionId, hint: &str) {
+        let interest = num(self.session_key(session, &[":i"]));
+        ops.hints.extend([word(b"P"), interest, text(self.keys.hints()), text(hint)]);
+    }
+
+    /// Filter the call's hints by tail interest, `filter` writing (see `Batch::filter`).
+    pub(crate) fn filter(&mut self, filter: forkless_store::shared::HintFilter<'_>) {
+        self.args[2] = text(filter.node);
+        self.args[3] = text(filter.owner.unwrap_or(""));
     }
 
     /// A session's block: stored at `expected` (`None`: must not exist) as `old`, and moving

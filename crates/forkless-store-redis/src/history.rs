@@ -15,10 +15,11 @@ use crate::apply::Apply;
 use crate::keys::{BUCKETS, Bucket};
 use crate::{AfterRestart, Durability, Redis, backend, durability, parse};
 
-/// An `APPLY` reply: `{1, 0}`, `{0, i}` (session i moved or exists), `{-1, i}` (unknown),
-/// `{-3, i}` (session i's bucket is not vouched for under this boot of Redis).
+/// An `APPLY` reply: `{1, h}` (applied, `h` hints published), `{0, i}` (session i moved or
+/// exists), `{-1, i}` (unknown), `{-3, i}` (session i's bucket is not vouched for under this
+/// boot of Redis).
 pub(crate) enum Applied {
-    All,
+    All { hints: u64 },
     Moved(SessionId),
     Unknown(SessionId),
     Unvouched,
@@ -69,7 +70,7 @@ impl Redis {
         let (code, at) = reply.map_err(backend)?;
         let session = |at: usize| sessions.get(at.wrapping_sub(1)).copied();
         match (code, session(at)) {
-            (1, _) => Ok(Applied::All),
+            (1, _) => Ok(Applied::All { hints: at as u64 }),
             (0, Some(id)) => Ok(Applied::Moved(id)),
             (-1, Some(id)) => Ok(Applied::Unknown(id)),
             (-3, _) => Ok(Applied::Unvouched),
@@ -174,7 +175,7 @@ impl Redis {
                         "redis: restarted again while its history was checked".into(),
                     ));
                 }
-                Applied::All | Applied::Unknown(_) => return Ok(()),
+                Applied::All { .. } | Applied::Unknown(_) => return Ok(()),
             }
         }
         Err(Error::Contended { attempts: forkless_store::MAX_CAS_ATTEMPTS })

@@ -9,6 +9,7 @@
 //! P:{NN}:s:S:rec         hash  v → version, h → header (forkless_store::codec), o → owner node
 //! P:{NN}:s:S:st          hash  <stream hex> → stream row (forkless_store::codec)
 //! P:{NN}:s:S:c:<stream>  zset  score last seq, member first seq:u64be ++ chunk (forkless_store::codec)
+//! P:{NN}:s:S:i           set   the nodes that declared tail interest in the session (by hint name)
 //! P:{NN}:sessions        set   the bucket's session ids
 //! P:{NN}:due:<anchor>    zset  score millis, member session id   (liveness, stream_idle, activity, ended)
 //! P:{NN}:run             the Redis boot (run_id) under which the bucket's history is vouched for
@@ -84,6 +85,10 @@ impl Keys {
     /// The prefix of a session's event keys (a stream's hex id completes one).
     pub(crate) fn events_base(&self, session: SessionId) -> String {
         format!("{}:c:", self.session_base(session))
+    }
+    /// The nodes that tail `session` (see `forkless_store::shared`'s tail interest).
+    pub(crate) fn interest(&self, session: SessionId) -> String {
+        format!("{}:i", self.session_base(session))
     }
     pub(crate) fn events(&self, session: SessionId, stream: StreamId) -> String {
         format!("{}{}", self.events_base(session), hex(stream.as_bytes()))
@@ -166,6 +171,7 @@ mod tests {
             keys.record(session),
             keys.streams(session),
             keys.events(session, stream),
+            keys.interest(session),
             keys.sessions(b),
             keys.run(b),
             keys.owner(b, "n1"),

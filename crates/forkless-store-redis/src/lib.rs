@@ -6,7 +6,8 @@
 //! first checks every session is still at the version the write was computed on and only then
 //! writes: a fenced compare-and-set, atomic and one round trip. A read is one script too, so
 //! the fence it checks and the events it returns come from one instant. Hints for other
-//! nodes' watchers are published by the writing script (so only written writes hint) and
+//! nodes' watchers are published by the writing script (so only written writes hint), only
+//! for sessions another node tails or owns (tail interest, the `interest` module), and
 //! received on one subscription per node ([`listener`]).
 //!
 //! ## What Redis vouches for
@@ -44,11 +45,12 @@
 //! that takes over has its own `run_id`, so it is treated as a restart: with `appendfsync
 //! always` on the replica it is trusted).
 
-use bytes::Bytes;
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
-use forkless_store::codec::{decode_header, decode_stream, push_chunk_events, push_chunk_sizes};
-use forkless_store::shared::{Batch, Committed, Database, LeaseOp, Loaded, SharedStore, Write, Written};
-use forkless_store::{Error, Reader, Result, StoredEvent, Version, check_continuation, check_read};
+use forkless_store::codec::{decode_header, decode_stream};
+use forkless_store::shared::{
+    Batch, Committed, Database, Declared, LeaseOp, Loaded, SharedStore, Write, Written,
+};
+use forkless_store::{Error, Reader, Result, StoredEvent, Version};
 use redis::{Script, Value};
 
 mod apply;
@@ -56,9 +58,11 @@ mod buckets;
 mod config;
 mod conn;
 mod history;
+mod interest;
 mod keys;
 mod listener;
 mod nodes;
+mod reads;
 pub mod scripts;
 mod spent;
 #[cfg(feature = "testing")]
@@ -70,7 +74,7 @@ pub use config::{AfterRestart, Durability, RedisConfig};
 use conn::Conn;
 pub use forkless_store::shared::{Hints, Pipeline, TailConfig};
 use history::Applied;
-use keys::{BUCKETS, Keys, bucket, hex};
+use keys::{BUCKETS, Keys, bucket};
 
 /// A read returns at most this many events, whatever it asks for.
 const MAX_READ: usize = 1 << 20;
@@ -174,13 +178,6 @@ pub(crate) fn ids(members: Vec<Vec<u8>>) -> Result<Vec<SessionId>> {
         .collect()
 }
 
-/// A chunk's member split into the seq of its first event and the chunk.
-fn chunk(member: Vec<u8>) -> Result<(Seq, Bytes)> {
-    let first = member.first_chunk::<8>().ok_or_else(|| Error::Corrupt("short chunk member".into()))?;
-    let first = Seq::new(u64::from_be_bytes(*first));
-    Ok((first, Bytes::from(member).slice(8..)))
-}
-
 impl Database for Redis {
     /// On a cluster a script sees one slot: one committer per bucket. One Redis: one.
     fn shards(&self) -> usize {
@@ -241,7 +238,7 @@ impl Database for Redis {
             apply
         };
         match self.call(build).await? {
-            Applied::All => Ok(()),
+            Applied::All { .. } => Ok(()),
             Applied::Moved(_) | Applied::Unknown(_) | Applied::Unvouched => Err(Error::SessionExists),
         }
     }
@@ -251,13 +248,13 @@ impl Database for Redis {
             let mut apply = Apply::new(&self.keys);
             let mut ops = apply.changes(Some(write.old), write.new);
             if let Some(hint) = &write.hint {
-                apply.hint(&mut ops, hint);
+                apply.hint(&mut ops, write.new.id(), hint);
             }
             apply.session(Some(write.expected), write.expected.next(), Some(write.old), write.new, ops);
             apply
         };
         match self.call(build).await? {
-            Applied::All => Ok(Written::Committed),
+            Applied::All { .. } => Ok(Written::Committed),
             Applied::Moved(_) => Ok(Written::Moved),
             Applied::Unknown(_) | Applied::Unvouched => Err(Error::SessionUnknown),
         }
@@ -266,6 +263,9 @@ impl Database for Redis {
     async fn write_batch(&self, batch: Batch<'_>) -> Result<Committed> {
         let build = || {
             let mut apply = Apply::new(&self.keys);
+            if let Some(filter) = batch.filter {
+                apply.filter(filter);
+            }
             for (i, w) in batch.sessions.iter().enumerate() {
                 let id = w.end.id();
                 let mut ops = apply.changes(Some(w.start), w.end);
@@ -273,7 +273,7 @@ impl Database for Redis {
                     apply.chunk(&mut ops, chunk);
                 }
                 if let Some(hint) = batch.hints.get(i) {
-                    apply.hint(&mut ops, &hint.text);
+                    apply.hint(&mut ops, id, &hint.text);
                 }
                 apply.session(
                     Some(w.version),
@@ -286,8 +286,7 @@ impl Database for Redis {
             apply
         };
         match self.call(build).await? {
-            // Redis keeps no tail interest: every hint goes out.
-            Applied::All => Ok(Committed::All { hints: batch.hints.len() as u64 }),
+            Applied::All { hints } => Ok(Committed::All { hints }),
             Applied::Moved(id) | Applied::Unknown(id) => Ok(Committed::Moved(id)),
             Applied::Unvouched => Err(Error::Backend("redis: history not vouched for".into())),
         }
@@ -300,24 +299,7 @@ impl Database for Redis {
         from: Seq,
         n: u64,
     ) -> Result<Vec<u64>> {
-        // The chunks ending at or after `from`: at most `n` of them hold the `n` events wanted.
-        let members: Vec<Vec<u8>> = redis::cmd("ZRANGEBYSCORE")
-            .arg(self.keys.events(session, stream))
-            .arg(from.get())
-            .arg("+inf")
-            .arg("LIMIT")
-            .arg(0)
-            .arg(n)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(backend)?;
-        let want = usize::try_from(n).unwrap_or(usize::MAX);
-        let mut sizes = Vec::new();
-        for m in members {
-            let (first, events) = chunk(m)?;
-            push_chunk_sizes(first, &events, from, want, &mut sizes)?;
-        }
-        Ok(sizes)
+        self.oldest_event_sizes(session, stream, from, n).await
     }
 
     async fn read(
@@ -328,46 +310,11 @@ impl Database for Redis {
         max: usize,
         reader: Reader,
     ) -> Result<Vec<StoredEvent>> {
-        let mut invocation = self.read.key(self.keys.record(session));
-        invocation.key(self.keys.streams(session)).key(self.keys.events(session, stream));
-        let max = max.min(MAX_READ);
-        let upto = after.get().saturating_add(max as u64);
-        invocation.arg(hex(stream.as_bytes())).arg(after.get()).arg(upto);
-        let mut reply: Vec<Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(backend)?;
-        let code: i64 =
-            reply.first().map(redis::from_redis_value_ref).transpose().map_err(parse)?.unwrap_or(0);
-        match code {
-            -1 => return Err(Error::SessionUnknown),
-            -2 => return Err(Error::StreamUnknown),
-            _ => {}
-        }
-        let (Some(members), Some(row)) = (reply.pop(), reply.pop()) else {
-            return Err(Error::Backend("redis: short reply from the read script".into()));
-        };
-        let row: Vec<u8> = redis::from_redis_value(row).map_err(parse)?;
-        let members: Vec<Vec<u8>> = redis::from_redis_value(members).map_err(parse)?;
-        let meta = decode_stream(&row)?.build();
-        check_read(&meta, after, reader)?;
-        let mut events = Vec::with_capacity(max.min(256));
-        for m in members {
-            let (first, c) = chunk(m)?;
-            push_chunk_events(first, &c, after, max, &mut events)?;
-        }
-        check_continuation(&meta, after, &events)?;
-        Ok(events)
+        self.read_events(session, stream, after, max, reader).await
     }
 
     async fn stream(&self, session: SessionId, stream: StreamId) -> Result<Stream> {
-        let row: Option<Vec<u8>> = redis::cmd("HGET")
-            .arg(self.keys.streams(session))
-            .arg(hex(stream.as_bytes()))
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(backend)?;
-        match row {
-            Some(row) => Ok(decode_stream(&row)?.build()),
-            None => Err(self.absent(session).await),
-        }
+        self.stream_row(session, stream).await
     }
 
     async fn remove(&self, id: SessionId, hint: Option<String>) -> Result<()> {
@@ -378,6 +325,7 @@ impl Database for Redis {
             invocation.key(due);
         }
         invocation
+            .key(self.keys.interest(id))
             .arg(id.as_bytes().as_slice())
             .arg(self.keys.events_base(id))
             .arg(self.keys.hints())
@@ -417,6 +365,18 @@ impl Database for Redis {
 
     async fn lease(&self, op: LeaseOp<'_>) -> Result<bool> {
         self.lease_op(op).await
+    }
+
+    fn filters_hints(&self) -> bool {
+        true
+    }
+
+    async fn declare(&self, session: SessionId, node: &str, owner: Option<&str>) -> Result<Option<Declared>> {
+        self.declare_interest(session, node, owner).await
+    }
+
+    async fn withdraw(&self, node: &str, sessions: &[SessionId]) -> Result<()> {
+        self.withdraw_interest(node, sessions).await
     }
 
     async fn publish(&self, hint: &str) -> Result<()> {

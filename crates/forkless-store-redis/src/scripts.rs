@@ -11,7 +11,8 @@
 //! call per bucket there (`crate::keys`).
 //!
 //! ```text
-//! ARGV: gate ('' | run id), count, then per session:
+//! ARGV: gate ('' | run id), count, filter node ('' = none), filter owner ('' = no lease),
+//!       then per session:
 //!       rec# st# set# due#*4 run# expected next header sid wake*4 nops op*
 //!       (header '': unchanged, keep the stored one; '#': the 1-based index of a key in KEYS)
 //! op  : U <stream hex> <row>      put a stream row
@@ -19,9 +20,11 @@
 //!     | E <key#> <last> <member>  add a chunk of events (member: first seq ++ chunk)
 //!     | T <key#> <low>            drop the chunks whose events all lie below low
 //!     | X <key#>                  drop an events key
-//!     | P <channel> <message>     publish a hint
+//!     | P <key#> <channel> <msg>  publish a hint; with a filter, only if a node other than the
+//!                                 writer owns the session (with a lease, or nobody does) or
+//!                                 declared interest in it (key#: its interest set)
 //!     | O <key#> <node>           make node the owner (and add the session to its owner set)
-//! returns {1, 0} applied | {0, i} session i moved or exists | {-1, i} session i unknown
+//! returns {1, h} applied, h hints published | {0, i} session i moved or exists | {-1, i} unknown
 //!       | {-3, i} session i's bucket is not vouched for under this boot: nothing written
 //! ```
 //!
@@ -32,8 +35,20 @@ pub(crate) const APPLY: &str = r#"
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 local gate = ARGV[1]
 local n = tonumber(ARGV[2])
+local fnode, fowner = ARGV[3], ARGV[4]
+local function wanted(rec, interest)
+  local o = redis.call('HGET', rec, 'o')
+  if fowner == '' then
+    if o then return true end
+  elseif o ~= fowner then
+    return true
+  end
+  local tailing = redis.call('SCARD', interest)
+  return tailing > 1 or (tailing == 1 and redis.call('SISMEMBER', interest, fnode) == 0)
+end
+local sent = 0
 local blocks = {}
-local i = 3
+local i = 5
 for s = 1, n do
   blocks[s] = i
   if gate == '' then
@@ -73,12 +88,16 @@ for s = 1, n do
     elseif op == 'E' then redis.call('ZADD', KEYS[tonumber(ARGV[j + 1])], ARGV[j + 2], ARGV[j + 3]); j = j + 4
     elseif op == 'T' then redis.call('ZREMRANGEBYSCORE', KEYS[tonumber(ARGV[j + 1])], '-inf', '(' .. ARGV[j + 2]); j = j + 3
     elseif op == 'X' then redis.call('DEL', KEYS[tonumber(ARGV[j + 1])]); j = j + 2
-    elseif op == 'P' then redis.call('PUBLISH', ARGV[j + 1], ARGV[j + 2]); j = j + 3
+    elseif op == 'P' then
+      if fnode == '' or wanted(rec, KEYS[tonumber(ARGV[j + 1])]) then
+        redis.call('PUBLISH', ARGV[j + 2], ARGV[j + 3]); sent = sent + 1
+      end
+      j = j + 4
     elseif op == 'O' then redis.call('HSET', rec, 'o', ARGV[j + 2]); redis.call('SADD', KEYS[tonumber(ARGV[j + 1])], sid); j = j + 3
     else return redis.error_reply('forkless: unknown op ' .. op) end
   end
 end
-return {1, 0}
+return {1, sent}
 "#;
 
 /// A record and every stream row of it, at one instant, with the boot its bucket's history
@@ -126,16 +145,29 @@ return {1}
 "#;
 
 /// Forget a session: its keys, its place in its bucket's session and owner sets and due
-/// indexes; publish the hint. KEYS: rec, st, sessions, due*4; ARGV: sid, events key base,
-/// channel, hint ('' = none), owner set base (all of the session's bucket).
+/// indexes; publish the hint. KEYS: rec, st, sessions, due*4, interest; ARGV: sid, events key
+/// base, channel, hint ('' = none), owner set base (all of the session's bucket).
 pub(crate) const REMOVE: &str = r#"
 for _, stream in ipairs(redis.call('HKEYS', KEYS[2])) do redis.call('DEL', ARGV[2] .. stream) end
 local owner = redis.call('HGET', KEYS[1], 'o')
 if owner then redis.call('SREM', ARGV[5] .. owner, ARGV[1]) end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[8])
 redis.call('SREM', KEYS[3], ARGV[1])
 for w = 4, 7 do redis.call('ZREM', KEYS[w], ARGV[1]) end
 if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+return 1
+"#;
+
+/// Declare that node `ARGV[1]` tails a session, unless `ARGV[2]` (the node's id, `''` without
+/// a lease) owns it: `1` declared, `2` it owns the session (nothing written), `0` the session
+/// is unknown. A script runs between two others, never within one: an `APPLY` of the session
+/// ran wholly before it (a read after it sees that write) or wholly after (and sees the
+/// interest). KEYS: rec, interest.
+pub(crate) const DECLARE: &str = r#"
+local o = redis.call('HGET', KEYS[1], 'o')
+if not o and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[2] ~= '' and o == ARGV[2] then return 2 end
+redis.call('SADD', KEYS[2], ARGV[1])
 return 1
 "#;
 

@@ -1,5 +1,5 @@
 //! The Redis store on a Redis Cluster (three primaries of the test's own): the conformance
-//! suite, the two-node checks and the state-machine test pass unchanged, and a group commit
+//! suite, the two-node checks (tail interest among them) and the state-machine test pass unchanged, and a group commit
 //! across sessions that live on every primary stores each session's events, gap-free, once.
 
 use std::sync::Mutex;
@@ -43,6 +43,17 @@ async fn two_nodes_pass_the_node_checks_on_a_redis_cluster() {
         let a = store(&url, Some(&prefix), Some("a"), Hints::Notify).await;
         let b = store(&url, Some(&prefix), Some("b"), Hints::Notify).await;
         forkless_store::conformance::run_nodes(name, a, b).await;
+    }
+    // Tail interest: the interest set lies in its session's slot, as the write that reads it.
+    use forkless_store::conformance::interest::{self, Leases};
+    for (check, leases) in [0, 1].into_iter().flat_map(|c| [(c, Leases::Held), (c, Leases::None)]) {
+        let prefix = format!("n{}", PREFIX.fetch_add(1, Ordering::Relaxed));
+        let a = store(&url, Some(&prefix), Some("a"), Hints::Notify).await;
+        let b = store(&url, Some(&prefix), Some("b"), Hints::Notify).await;
+        match check {
+            0 => interest::commits_hint_only_the_sessions_another_node_watches(a, b, leases).await,
+            _ => interest::a_watch_that_races_a_commit_misses_nothing(a, b, leases).await,
+        }
     }
 }
 

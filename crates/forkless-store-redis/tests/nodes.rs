@@ -1,5 +1,7 @@
-//! Two nodes on one Redis: the two-node checks of the conformance suite, and a lost hint
-//! made good when a node's subscription is cut and reconnects.
+//! Two nodes on one Redis: the two-node checks of the conformance suite, tail interest (a
+//! group commit hints a session only while another node watches it, and a watch racing a
+//! commit misses nothing), and a lost hint made good when a node's subscription is cut and
+//! reconnects.
 
 use std::time::Duration;
 
@@ -20,6 +22,8 @@ async fn two_nodes() -> Option<(TestPrefix, RedisStore, RedisStore)> {
 }
 
 forkless_store::store_node_tests!(maybe two_nodes());
+
+forkless_store::store_interest_tests!(maybe two_nodes());
 
 /// Cut every pub/sub connection to the test's Redis (node b's subscription among them).
 async fn kill_subscriptions(prefix: &TestPrefix) -> i64 {

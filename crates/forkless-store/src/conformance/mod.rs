@@ -247,6 +247,7 @@ pub(super) fn seqs(events: &[crate::StoredEvent]) -> Vec<u64> {
 mod checks;
 mod crash;
 mod due;
+pub mod interest;
 #[cfg(feature = "state-machine")]
 pub mod model;
 mod nodes;

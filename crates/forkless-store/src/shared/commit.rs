@@ -209,8 +209,10 @@ impl<D: Database> Inner<D> {
                 })
                 .collect(),
         };
-        // A node with a lease hints only the sessions another node tails (see `interest`).
-        let filter = self.node_id.get().map(|owner| HintFilter { node: &self.node, owner });
+        // Only the sessions another node tails or owns are hinted (see `interest`).
+        let filter = self
+            .keeps_interest()
+            .then(|| HintFilter { node: &self.node, owner: self.node_id.get().map(String::as_str) });
         let rows: Vec<SessionWrite<'_>> = writes
             .iter()
             .map(|(_, w)| SessionWrite {

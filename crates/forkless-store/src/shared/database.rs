@@ -92,8 +92,8 @@ pub struct Batch<'a> {
     /// One hint per session that changed, if hints are on.
     pub hints: &'a [Hint],
     /// Who writes: a database that keeps tail interest ([`Database::declare`]) sends a
-    /// session's hint only if another node declared interest in it or the writer does not
-    /// own it; with no filter (`None`), every hint.
+    /// session's hint only if another node declared interest in it or another node owns it
+    /// (see [`HintFilter::owner`]); with no filter (`None`), every hint.
     pub filter: Option<HintFilter<'a>>,
 }
 
@@ -111,8 +111,10 @@ pub struct Hint {
 pub struct HintFilter<'a> {
     /// The writer's name in tail interest (its hint name): its own interest does not count.
     pub node: &'a str,
-    /// The writer's node id (its lease): sessions another node (or none) owns always hint.
-    pub owner: &'a str,
+    /// The writer's node id, if it holds a lease. A session some other node owns always hints
+    /// (its owner declares no interest), and so, for a writer with a lease, does a session
+    /// nobody owns.
+    pub owner: Option<&'a str>,
 }
 
 /// What a [`Database::declare`] found.

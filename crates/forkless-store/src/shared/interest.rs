@@ -10,8 +10,10 @@
 //! session's row). So a batch of another node either is stored before the stream is read (the
 //! read sees it) or sees the interest and sends its hint. A node that owns the session
 //! declares nothing: only its own batches write the session while it holds its lease, and a
-//! lease once lost is never held again by that store. Writes other than appends (compare-and-
-//! set, removal) always hint; so does a batch of a node without a lease.
+//! lease once lost is never held again by that store. So a group commit hints a session only
+//! if another node declared interest in it or another node owns it (for a writer with a
+//! lease, also one nobody owns); on one node nothing is hinted at all. Writes other than
+//! appends (compare-and-set, removal) always hint.
 //!
 //! Declarations are cached per session, so a session costs one declaration per node however
 //! many times it is watched; [`sweep`] withdraws those of sessions nobody here watches any
