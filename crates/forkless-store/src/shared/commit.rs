@@ -55,6 +55,7 @@ pub enum Pipeline {
 /// trip; 1,024 did so under 100 busy streams (notify-many: Redis 0.43x-0.47x of redb batched
 /// with it, 0.52x-0.68x with this). A batch this large stays a few hundred kilobytes and a
 /// few milliseconds of Redis's time.
+const MAX_BATCH: usize = 4096;
 
 /// One append waiting for its batch.
 #[derive(Debug)]
