@@ -12,7 +12,7 @@ mod setup;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use forkless::check::{CheckArgs, probe};
+use forkless::check::{CheckArgs, Verdict, probe};
 
 /// Set in the process the restart script starts: `LISTEN DATA_DIR`.
 const SERVE: &str = "FORKLESS_RMCP_EXAMPLE_SERVE";
@@ -54,6 +54,11 @@ impl Drop for Running {
     }
 }
 
+/// Shell, after `kill -9 "$old"`: wait until that process is gone (or a zombie, whose files
+/// and sockets are closed), at most 10 s, so the restarted server never races the killed one
+/// for its port and its data files.
+const WAIT_GONE: &str = "for _ in $(seq 1000); do if [ ! -e /proc/$old ] || grep -q ') Z' /proc/$old/stat 2>/dev/null; then break; fi; sleep 0.01; done";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_passes_every_check_scenario_across_a_kill_and_restart() {
     let (bin, dir) = (std::env::current_exe().expect("this test binary"), fresh_dir());
@@ -63,7 +68,7 @@ async fn the_example_passes_every_check_scenario_across_a_kill_and_restart() {
         &script,
         format!(
             "#!/usr/bin/env bash\n# kill -9 the running example (if any), then start it again on the same address and data.\n\
-             set -u\ncd \"{dir}\"\nif [ -f pid ]; then kill -9 \"$(cat pid)\" 2>/dev/null || true; fi\n\
+             set -u\ncd \"{dir}\"\nif [ -f pid ]; then old=\"$(cat pid)\"; kill -9 \"$old\" 2>/dev/null || true; {WAIT_GONE}; fi\n\
              {SERVE}=\"127.0.0.1:{port} {dir}/data\" \"{bin}\" --exact example_process --nocapture >>out 2>>err </dev/null &\n\
              echo $! > pid\n",
             dir = dir.display(),
@@ -85,5 +90,16 @@ async fn the_example_passes_every_check_scenario_across_a_kill_and_restart() {
     let args = CheckArgs { progress: true, json: true, restart_cmd: Some(command), ..CheckArgs::new(url) };
     let report = probe(&args).await.expect("the example can be probed");
     let verdicts: Vec<_> = report.scenarios.iter().map(|s| (s.name, s.verdict)).collect();
-    assert_eq!((report.passed, report.failed), (11, 0), "{verdicts:?}");
+    let failed: Vec<_> = report
+        .scenarios
+        .iter()
+        .filter(|s| s.verdict != Verdict::Pass)
+        .map(|s| (s.name, &s.evidence))
+        .collect();
+    let err = std::fs::read_to_string(dir.join("err")).unwrap_or_default();
+    assert_eq!(
+        (report.passed, report.failed),
+        (11, 0),
+        "{verdicts:?}; evidence of the others: {failed:#?}; the example's stderr: {err}"
+    );
 }

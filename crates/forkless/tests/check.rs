@@ -45,6 +45,11 @@ async fn every_scenario_passes_against_forkless_serve_with_the_memory_store() {
     }
 }
 
+/// Shell, after `kill -9 "$old"`: wait until that process is gone (or a zombie, whose files
+/// and sockets are closed), at most 10 s, so the restarted server never races the killed one
+/// for its port and its data files.
+const WAIT_GONE: &str = "for _ in $(seq 1000); do if [ ! -e /proc/$old ] || grep -q ') Z' /proc/$old/stat 2>/dev/null; then break; fi; sleep 0.01; done";
+
 /// A `forkless serve` on the durable default that a shell command can `kill -9` and start
 /// again on the same address and data: what `--restart-cmd` needs. Dropping it kills the
 /// server the command last started.
@@ -77,7 +82,9 @@ impl Restartable {
 set -u
 cd "{dir}"
 if [ -f pid ]; then
-  kill -9 "$(cat pid)" 2>/dev/null || true
+  old="$(cat pid)"
+  kill -9 "$old" 2>/dev/null || true
+  {WAIT_GONE}
 fi
 RUST_LOG=warn "{bin}" serve --listen 127.0.0.1:{port} {store} >>out 2>>err </dev/null &
 echo $! > pid
