@@ -38,6 +38,7 @@ mod codec;
 mod group;
 mod inbox;
 mod journal;
+mod logfile;
 mod op;
 mod open;
 pub use open::LostFiles;

@@ -16,6 +16,7 @@ use crate::checkpoint::META;
 use crate::group::Settled;
 use crate::inbox::Inbox;
 use crate::journal::{self, Poison};
+use crate::logfile::LogFile;
 use crate::recovery::{check_format, holds_state, log_path, refuse_other_format, replay};
 use crate::wal::{LOG_MIN_SIZE, Tail};
 use crate::{Durability, Inner, Recovery, RedbStore, backend_err};
@@ -125,14 +126,8 @@ impl RedbStore {
         check_losses(&losses, lost_files)?;
         let log_err = |e: std::io::Error| Error::Backend(format!("opening {}: {e}", log_path.display()));
         let existed = log_path.exists();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&log_path)
-            .map_err(log_err)?;
-        let log = redb::backends::FileBackend::new(file).map_err(backend_err)?;
+        let log = LogFile::open(&log_path).map_err(log_err)?;
+        tracing::debug!(direct = log.is_direct(), "write-ahead log opened");
         let store =
             Self::start(db, log_key, log, durability, now, (lost_files, &log_path.display().to_string()))?;
         if !existed && cfg!(unix) {

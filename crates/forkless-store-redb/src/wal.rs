@@ -16,8 +16,15 @@
 //! that the crash interrupted) fails its checksum and ends it too. The `key` is a random number
 //! stored in the data file when it is created: a log that belongs to another data file (one
 //! deleted and created again beside an old log) fails every checksum and is ignored.
+//!
+//! Entries are written in whole 4 KiB blocks, so that the file can take them around the page
+//! cache ([`super::logfile`]): a write starts at the block the entry starts in, rewriting that
+//! block's earlier bytes as they were (a torn write leaves them as they were, too), and is
+//! padded with zeros to the end of the block the entry ends in.
 
 use redb::StorageBackend;
+
+use super::logfile::{AlignedBuf, BLOCK};
 
 /// Size of a new log. Larger means fewer checkpoints under load but a longer replay after a
 /// crash; 8 MiB holds about 30,000 appends of a typical notification.
@@ -86,6 +93,12 @@ pub(crate) struct Log {
     next_lsn: u64,
     /// The entry being built: header space, then the payload.
     entry: Vec<u8>,
+    /// The bytes of the block `offset` is in, before it, as last written: the log is written
+    /// in whole [`BLOCK`]s (see [`super::logfile`]), so an entry that starts inside a block
+    /// rewrites these bytes with it, unchanged.
+    tail: Vec<u8>,
+    /// Where a write's blocks are put together.
+    out: AlignedBuf,
 }
 
 impl std::fmt::Debug for Log {
@@ -131,7 +144,16 @@ impl Log {
             next_lsn += 1;
         }
         let tail = tail(&image[at..], key, entries.is_empty());
-        let log = Self { backend, key, capacity: len, offset: 0, next_lsn, entry: Vec::new() };
+        let log = Self {
+            backend,
+            key,
+            capacity: len,
+            offset: 0,
+            next_lsn,
+            entry: Vec::new(),
+            tail: Vec::new(),
+            out: AlignedBuf::default(),
+        };
         Ok((log, entries, tail))
     }
 
@@ -157,16 +179,29 @@ impl Log {
         self.entry.len() as u64 <= self.capacity
     }
 
-    /// Write the entry begun (which must fit) and sync it: one write, one `fdatasync`.
+    /// Write the entry begun (which must fit) and sync it: one write, one `fdatasync`. The
+    /// write covers whole blocks: from the start of the block the entry starts in (its bytes
+    /// before the entry written again as they were) to the end of the block it ends in, padded
+    /// with zeros (nothing after the last entry is ever read back), or to the log's end if
+    /// that comes first.
     pub(crate) fn append(&mut self) -> std::io::Result<()> {
         let len = u32::try_from(self.entry.len() - HEADER).map_err(std::io::Error::other)?;
         let crc = checksum(self.key, self.next_lsn, &self.entry[HEADER..]);
         self.entry[..4].copy_from_slice(&len.to_be_bytes());
         self.entry[4..12].copy_from_slice(&self.next_lsn.to_be_bytes());
         self.entry[12..16].copy_from_slice(&crc.to_be_bytes());
-        self.backend.write(self.offset, &self.entry)?;
+        let start = self.offset - self.tail.len() as u64;
+        let end = self.offset + self.entry.len() as u64;
+        let padded = end.next_multiple_of(BLOCK as u64).min(self.capacity.max(end));
+        let out = self.out.zeroed(usize::try_from(padded - start).map_err(std::io::Error::other)?);
+        out[..self.tail.len()].copy_from_slice(&self.tail);
+        out[self.tail.len()..][..self.entry.len()].copy_from_slice(&self.entry);
+        self.backend.write(start, out)?;
         self.backend.sync_data()?;
-        self.offset += self.entry.len() as u64;
+        let last_block = end - end % BLOCK as u64;
+        self.tail.clear();
+        self.tail.extend_from_slice(&out[(last_block - start) as usize..(end - start) as usize]);
+        self.offset = end;
         self.next_lsn += 1;
         Ok(())
     }
@@ -186,6 +221,7 @@ impl Log {
     /// them.
     pub(crate) fn restart(&mut self) {
         self.offset = 0;
+        self.tail.clear();
     }
 }
 
@@ -210,165 +246,4 @@ fn checksum(key: u64, lsn: u64, payload: &[u8]) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The CRC-32C this log has always used, one byte at a time: what entries already on disk
-    /// were written with.
-    fn reference_crc(data: &[u8]) -> u32 {
-        let mut crc = !0u32;
-        for &b in data {
-            crc ^= u32::from(b);
-            for _ in 0..8 {
-                crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82f6_3b78 } else { crc >> 1 };
-            }
-        }
-        !crc
-    }
-
-    #[test]
-    fn crc32c_matches_the_standard_check_value_and_the_values_logs_were_written_with() {
-        assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
-        let data: Vec<u8> = (0u32..300).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-        for len in 0..data.len() {
-            assert_eq!(crc32c::crc32c(&data[..len]), reference_crc(&data[..len]), "length {len}");
-        }
-        // The entry checksum covers key, LSN and length before the payload.
-        let (key, lsn, payload) = (0x0123_4567_89ab_cdef_u64, 42u64, &data[..100]);
-        let mut whole = key.to_be_bytes().to_vec();
-        whole.extend_from_slice(&lsn.to_be_bytes());
-        whole.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        whole.extend_from_slice(payload);
-        assert_eq!(checksum(key, lsn, payload), reference_crc(&whole));
-    }
-
-    /// A log image shared between opens, so a test can reopen what it wrote.
-    #[derive(Debug, Clone, Default)]
-    struct Image(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl StorageBackend for Image {
-        fn len(&self) -> std::io::Result<u64> {
-            Ok(self.0.lock().unwrap().len() as u64)
-        }
-        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
-            let image = self.0.lock().unwrap();
-            out.copy_from_slice(&image[offset as usize..offset as usize + out.len()]);
-            Ok(())
-        }
-        fn set_len(&self, len: u64) -> std::io::Result<()> {
-            self.0.lock().unwrap().resize(len as usize, 0);
-            Ok(())
-        }
-        fn sync_data(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-            let mut image = self.0.lock().unwrap();
-            let end = offset as usize + data.len();
-            if image.len() < end {
-                image.resize(end, 0);
-            }
-            image[offset as usize..end].copy_from_slice(data);
-            Ok(())
-        }
-    }
-
-    fn open(image: &Image, key: u64, checkpoint: u64) -> (Log, Vec<Vec<u8>>) {
-        let (log, entries, _) = Log::open(Box::new(image.clone()), key, checkpoint).unwrap();
-        (log, entries)
-    }
-
-    fn append(log: &mut Log, payload: &[u8]) {
-        log.begin().extend_from_slice(payload);
-        assert!(log.fits());
-        log.append().unwrap();
-    }
-
-    #[test]
-    fn a_new_log_is_zero_filled_to_its_size() {
-        let image = Image::default();
-        let (log, entries) = open(&image, 1, 0);
-        assert!(entries.is_empty());
-        assert_eq!(image.len().unwrap(), LOG_SIZE);
-        assert_eq!((log.capacity, log.last_lsn()), (LOG_SIZE, 0));
-    }
-
-    #[test]
-    fn entries_after_the_checkpoint_are_read_back_in_order() {
-        let image = Image::default();
-        let (mut log, _) = open(&image, 7, 40);
-        for p in [&b"one"[..], b"two", b"three"] {
-            append(&mut log, p);
-        }
-        let (log, entries) = open(&image, 7, 40);
-        assert_eq!(entries, vec![b"one".to_vec(), b"two".to_vec(), b"three".to_vec()]);
-        assert_eq!(log.last_lsn(), 43);
-        // Once checkpointed, they are not read again.
-        let (_, entries) = open(&image, 7, 43);
-        assert!(entries.is_empty());
-        // Nor by a data file with another key.
-        let (_, entries) = open(&image, 8, 40);
-        assert!(entries.is_empty());
-    }
-
-    #[test]
-    fn a_torn_entry_ends_the_scan() {
-        let image = Image::default();
-        let (mut log, _) = open(&image, 7, 0);
-        append(&mut log, b"whole");
-        append(&mut log, b"torn by the crash");
-        append(&mut log, b"after");
-        let torn = HEADER + 5 + HEADER + 3;
-        image.0.lock().unwrap()[torn] ^= 0x20;
-        let (log, entries) = open(&image, 7, 0);
-        assert_eq!(entries, vec![b"whole".to_vec()]);
-        assert_eq!(log.last_lsn(), 1);
-    }
-
-    #[test]
-    fn entries_of_an_earlier_cycle_are_not_read_back() {
-        let image = Image::default();
-        let (mut log, _) = open(&image, 7, 0);
-        for p in [&b"a"[..], b"b", b"c", b"d"] {
-            append(&mut log, p);
-        }
-        // A checkpoint at LSN 4, then the log starts over: the third slot still holds "c",
-        // a whole entry with a valid checksum, but of the earlier cycle.
-        log.restart();
-        append(&mut log, b"e");
-        append(&mut log, b"f");
-        let (_, entries) = open(&image, 7, 4);
-        assert_eq!(entries, vec![b"e".to_vec(), b"f".to_vec()]);
-    }
-
-    #[test]
-    fn only_a_chain_of_another_keys_entries_is_foreign_never_crash_damage() {
-        let tail_of = |image: &Image, key: u64, checkpoint: u64| {
-            Log::open(Box::new(image.clone()), key, checkpoint).unwrap().2
-        };
-        // Another data file's log: two whole entries under its key.
-        let theirs = Image::default();
-        let (mut log, _) = open(&theirs, 99, 0);
-        append(&mut log, b"their first");
-        append(&mut log, b"their second");
-        assert_eq!(tail_of(&theirs, 7, 0), Tail::Foreign);
-        assert_eq!(tail_of(&theirs, 7, 10), Tail::Foreign, "whatever our checkpoint");
-        // Our log, its first entry after a checkpoint torn in every way one byte can be.
-        let ours = Image::default();
-        let (mut log, _) = open(&ours, 7, 0);
-        for p in [&b"a"[..], b"b", b"c"] {
-            append(&mut log, p);
-        }
-        log.restart();
-        append(&mut log, b"new entry, torn");
-        let clean = ours.0.lock().unwrap().clone();
-        for at in 0..HEADER + 15 {
-            for flip in [0x01u8, 0x80, 0xff] {
-                *ours.0.lock().unwrap() = clean.clone();
-                ours.0.lock().unwrap()[at] ^= flip;
-                let tail = tail_of(&ours, 7, 3);
-                assert_ne!(tail, Tail::Foreign, "byte {at} ^ {flip:#x} read as another store's log");
-            }
-        }
-    }
-}
+mod tests;

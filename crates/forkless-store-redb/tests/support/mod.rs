@@ -34,7 +34,9 @@ pub const SMALL_LOG: u64 = 64 << 10;
 /// to fail, leaving its write in the volatile image only (a write the crash interrupts).
 #[derive(Debug, Clone)]
 pub struct Disk {
-    /// Bytes written so far (all writes, synced or not).
+    /// Bytes written so far (all writes, synced or not), without those at a write's start that
+    /// it leaves as they were and its trailing zeros: the log writes whole blocks, so an entry
+    /// rewrites the start of its block unchanged and pads the end of its last with zeros.
     pub written: Arc<std::sync::atomic::AtomicU64>,
     volatile: Arc<std::sync::Mutex<Vec<u8>>>,
     durable: Arc<std::sync::Mutex<Vec<u8>>>,
@@ -101,12 +103,14 @@ impl redb::StorageBackend for Disk {
         Ok(())
     }
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-        self.written.fetch_add(data.len() as u64, Ordering::SeqCst);
         let mut v = self.volatile.lock().unwrap();
         let end = offset as usize + data.len();
         if v.len() < end {
             v.resize(end, 0);
         }
+        let unchanged = data.iter().zip(&v[offset as usize..end]).take_while(|(new, old)| new == old).count();
+        let padding = data[unchanged..].iter().rev().take_while(|&&b| b == 0).count();
+        self.written.fetch_add((data.len() - unchanged - padding) as u64, Ordering::SeqCst);
         v[offset as usize..end].copy_from_slice(data);
         Ok(())
     }
