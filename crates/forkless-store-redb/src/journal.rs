@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use redb::Database;
 
 use super::Durability;
-use super::checkpoint::{commit, superseded};
+use super::checkpoint::{Scratch, Superseded, commit};
 use super::codec;
 use super::group::{
     DELIVERY_ALLOWANCE, Group, IMMEDIATE_POLL, Settled, coalesce, gather_waiters, gather_window, poll_briefly,
@@ -88,6 +88,9 @@ pub(crate) struct Writer {
     /// How long a log write and its sync took lately (a moving average): a batch window
     /// closes this much early, so that window and sync together stay within the window.
     sync_time: Duration,
+    /// What a group's write and a checkpoint work in, kept between uses.
+    group_scratch: Superseded,
+    checkpoint_scratch: Scratch,
 }
 
 /// A test hook for crash tests over real processes: with `FORKLESS_TEST_ABORT_IN_SYNC=N` in
@@ -125,6 +128,8 @@ impl Writer {
             pending_since: None,
             crash_hook: CrashHook::from_env(),
             sync_time: Duration::ZERO,
+            group_scratch: Superseded::default(),
+            checkpoint_scratch: Scratch::default(),
         }
     }
 
@@ -144,9 +149,8 @@ impl Writer {
         let ops = &mut group.ops;
         // A batch window of appends to one stream rewrites its stream row once per append;
         // only the last of each goes to the log.
-        let skip = superseded(ops);
-        let mut skip = skip.into_iter();
-        ops.retain(|_| !skip.next().unwrap_or(false));
+        let mut skip = self.group_scratch.of(ops).iter();
+        ops.retain(|_| !skip.next().copied().unwrap_or(false));
         let out = self.log.begin();
         for op in ops.iter() {
             codec::encode_op(op, out);
@@ -194,7 +198,7 @@ impl Writer {
             return Ok(());
         }
         let started = Instant::now();
-        commit(&self.db, &self.pending, self.log.last_lsn())
+        commit(&self.db, &self.pending, self.log.last_lsn(), &mut self.checkpoint_scratch)
             .map_err(|e| format!("checkpointing the write-ahead log into redb: {e}"))?;
         tracing::debug!(writes = self.pending.len(), took = ?started.elapsed(), "checkpoint");
         self.pending.clear();

@@ -198,7 +198,8 @@ pub(super) fn replay(
             codec::decode_ops(entry, &mut ops)?;
         }
         tracing::info!(entries = entries.len(), writes = ops.len(), "replaying the write-ahead log");
-        checkpoint::commit(&db, &ops, log.last_lsn()).map_err(backend_err)?;
+        checkpoint::commit(&db, &ops, log.last_lsn(), &mut checkpoint::Scratch::default())
+            .map_err(backend_err)?;
     }
     Ok((journal::Writer::new(db, log), entries.len(), tail))
 }
