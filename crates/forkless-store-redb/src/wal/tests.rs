@@ -230,3 +230,27 @@ fn only_a_chain_of_another_keys_entries_is_foreign_never_crash_damage() {
         }
     }
 }
+
+#[test]
+fn a_torn_write_never_damages_an_entry_already_in_its_block() {
+    // The second entry starts inside the first's block, so its write rewrites that block's
+    // start. A device tears a write at sector boundaries: whatever prefix of the write's
+    // sectors lands, the first entry reads back, and the second only if all of it landed.
+    const SECTOR: usize = 512;
+    let image = Image::default();
+    let (mut log, _) = open(&image, 7, 0);
+    append(&mut log, &[3; 700]);
+    let before = image.0.lock().unwrap().clone();
+    append(&mut log, &[5; 2_000]);
+    let after = image.0.lock().unwrap().clone();
+    // Both entries and their headers fit in the first block: the write covers that block.
+    for landed in 0..=BLOCK / SECTOR {
+        let mut torn = before.clone();
+        torn[..landed * SECTOR].copy_from_slice(&after[..landed * SECTOR]);
+        *image.0.lock().unwrap() = torn;
+        let (_, entries) = open(&image, 7, 0);
+        assert_eq!(entries.first(), Some(&vec![3; 700]), "{landed} sectors landed");
+        let whole = (HEADER * 2 + 2_700).div_ceil(SECTOR);
+        assert_eq!(entries.len(), if landed >= whole { 2 } else { 1 }, "{landed} sectors landed");
+    }
+}
