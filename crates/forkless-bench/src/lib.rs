@@ -19,9 +19,11 @@
 //! | `servers` | the forkless bench server (bench handler, any store) and the bare hyper echo |
 //! | `load` | the hyper 1 client, the SSE parser, the five loads |
 //! | `procstat` | CPU time and memory of a process |
+//! | `disk` | the scratch disk's sync latency, before and after a run |
 //! | `suite` | the plan (servers × loads), server processes, result rows |
 //! | `report` | ratios, markdown and JSON |
 
+pub mod disk;
 pub mod load;
 pub mod procstat;
 pub mod report;

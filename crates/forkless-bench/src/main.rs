@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use forkless_bench::servers::{self, StoreKind};
-use forkless_bench::{Error, report, suite};
+use forkless_bench::{Error, disk, report, suite};
 use forkless_server::AnswerMode;
 use forkless_store_redb::Durability;
 
@@ -249,6 +249,8 @@ fn real_main() -> Result<(), Error> {
             // The load generator is one thread: with the servers on CPU 0, it has CPU 1.
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let load_before = loadavg();
+            let sync_before = disk::sync_latency(&opts.scratch, SYNC_PROBES)?;
+            eprintln!("a 4 KiB write and fdatasync in {}: {sync_before}", opts.scratch.display());
             let rows = rt.block_on(suite::run(&opts, |row| {
                 let m = &row.measured;
                 if let Some(i) = &row.idle {
@@ -270,17 +272,20 @@ fn real_main() -> Result<(), Error> {
             }))?;
             let ratios = report::ratios(&rows);
             let load_after = loadavg();
+            let sync_after = disk::sync_latency(&opts.scratch, SYNC_PROBES)?;
             let unix =
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO);
             // The machine's load matters on a shared box: it goes into both files.
             let header = format!(
-                "forkless-bench run{}: finished at unix time {}, CPUs of the load generator: {}, servers pinned to CPU 0: {}, load average before / after: {} / {}\n\n",
+                "forkless-bench run{}: finished at unix time {}, CPUs of the load generator: {}, servers pinned to CPU 0: {}, load average before / after: {} / {}, a 4 KiB write and fdatasync on the scratch disk before / after: {} / {}\n\n",
                 if quick { " --quick" } else { "" },
                 unix.as_secs(),
                 std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
                 opts.pin,
                 load_before,
                 load_after,
+                sync_before,
+                sync_after,
             );
             let md = header + &report::markdown(&rows, &ratios);
             println!("{md}");
@@ -288,6 +293,8 @@ fn real_main() -> Result<(), Error> {
                 "quick": quick,
                 "load_average_before": load_before,
                 "load_average_after": load_after,
+                "sync_latency_before": sync_before,
+                "sync_latency_after": sync_after,
                 "pinned": opts.pin,
                 "unix_time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs(),
                 "load_generator_cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
@@ -310,6 +317,10 @@ fn which(program: &str) -> bool {
         .status()
         .is_ok()
 }
+
+/// Probes of the scratch disk's sync latency before and after a run (a fraction of a second
+/// each on a disk that syncs in a few hundred microseconds).
+const SYNC_PROBES: usize = 500;
 
 /// The 1-minute load average (`/proc/loadavg`), or "?".
 fn loadavg() -> String {
