@@ -1,5 +1,5 @@
 //! The on-disk encoding of event keys and rows and of write-ahead log entries' writes (format
-//! version 4). A session is stored as a header row (table `sessions`, key: session id) and one
+//! version 5). A session is stored as a header row (table `sessions`, key: session id) and one
 //! row per stream (table `streams`, key: session id and stream id), each encoded by
 //! [`forkless_store::codec`], so a write touches only the streams that changed: a session
 //! answering over SSE retains up to 1,024 completed streams.
@@ -30,12 +30,15 @@ use forkless_store::engine::Origin;
 
 /// The format version this code writes. Version 1 had no write-ahead log; version 2 kept a
 /// session's streams inside its record, rewritten whole on every write; version 3 did not keep
-/// what the client said at initialize. A version 3 file is read as it is (its sessions'
-/// client facts read as unknown) and stamped version 4 on open: [`MIGRATES_FROM`].
-pub(crate) const FORMAT_VERSION: u64 = 4;
+/// what the client said at initialize; version 4 wrote its log as one chain from its start,
+/// where version 5 writes it in two regions (see [`super::wal`]), so a version 4 build would
+/// miss entries in the second region. Files of versions 3 and 4 are read as they are (a
+/// version 3 file's sessions' client facts read as unknown; a single chain is what a version
+/// 5 scan reads first) and stamped version 5 on open: [`MIGRATES_FROM`].
+pub(crate) const FORMAT_VERSION: u64 = 5;
 
-/// The older format this code migrates on open (the only change: headers gained `client`).
-pub(crate) const MIGRATES_FROM: u64 = 3;
+/// The older formats this code migrates on open, by stamping the file with [`FORMAT_VERSION`].
+pub(crate) const MIGRATES_FROM: [u64; 2] = [3, 4];
 
 mod keys;
 pub(crate) use forkless_store::codec::{chunk_events, put_chunk_event};

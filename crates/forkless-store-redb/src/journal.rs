@@ -9,9 +9,10 @@
 //!
 //! The writes since the last checkpoint are also kept in memory; a checkpoint applies them
 //! to redb in one transaction (see [`super::checkpoint`]), with the LSN of the last log
-//! entry in the META table, and the log starts over. It happens when the log is full,
-//! [`CHECKPOINT_INTERVAL`] after the oldest write not yet checkpointed, and when the store
-//! closes.
+//! entry in the META table, on the checkpoint thread ([`super::checkpointer`]) while this
+//! thread logs into the log's other region (see [`super::wal`]). A region is handed over when
+//! it is full, [`CHECKPOINT_INTERVAL`] after its oldest write (if the checkpoint thread is
+//! free then), and when the store closes (then waited for).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
@@ -20,7 +21,8 @@ use std::time::{Duration, Instant};
 use redb::Database;
 
 use super::Durability;
-use super::checkpoint::{Scratch, Superseded, commit};
+use super::checkpoint::Superseded;
+use super::checkpointer::Checkpointer;
 use super::codec;
 use super::group::{
     DELIVERY_ALLOWANCE, Group, IMMEDIATE_POLL, Settled, coalesce, gather_waiters, gather_window, poll_briefly,
@@ -75,12 +77,13 @@ impl Poison {
     }
 }
 
-/// What the writer thread owns: redb, the log, and the writes logged since the last
-/// checkpoint.
+/// What the writer thread owns: the log, the writes logged in its current region, and the
+/// checkpoint thread (which owns redb).
 #[derive(Debug)]
 pub(crate) struct Writer {
-    db: Database,
+    checkpointer: Checkpointer,
     log: Log,
+    /// The writes of the log's current region, not yet handed over for a checkpoint.
     pending: Vec<Op>,
     /// When the oldest pending write was logged.
     pending_since: Option<Instant>,
@@ -88,9 +91,8 @@ pub(crate) struct Writer {
     /// How long a log write and its sync took lately (a moving average): a batch window
     /// closes this much early, so that window and sync together stay within the window.
     sync_time: Duration,
-    /// What a group's write and a checkpoint work in, kept between uses.
+    /// What a group's write works in, kept between uses.
     group_scratch: Superseded,
-    checkpoint_scratch: Scratch,
 }
 
 /// A test hook for crash tests over real processes: with `FORKLESS_TEST_ABORT_IN_SYNC=N` in
@@ -122,20 +124,19 @@ impl Writer {
     /// A writer over a log whose entries are all checkpointed.
     pub(crate) fn new(db: Database, log: Log) -> Self {
         Self {
-            db,
+            checkpointer: Checkpointer::new(db),
             log,
             pending: Vec::new(),
             pending_since: None,
             crash_hook: CrashHook::from_env(),
             sync_time: Duration::ZERO,
             group_scratch: Superseded::default(),
-            checkpoint_scratch: Scratch::default(),
         }
     }
 
     /// The redb database (read at recovery, before the writer thread starts).
     pub(crate) fn db(&self) -> &Database {
-        &self.db
+        self.checkpointer.db()
     }
 
     /// When the pending writes are due for a checkpoint, if there are any.
@@ -159,7 +160,7 @@ impl Writer {
     }
 
     /// Log the encoded group (and move it to the pending writes), or checkpoint it straight
-    /// into redb when it is too large for the log.
+    /// into redb when it is too large for a region of the log.
     fn log_group(&mut self, group: &mut Vec<Op>) -> Result<(), String> {
         if self.log.is_empty() {
             return Ok(());
@@ -169,7 +170,7 @@ impl Writer {
             return self.checkpoint();
         }
         if !self.log.fits() {
-            self.checkpoint()?;
+            self.hand_over()?;
         }
         self.crash_hook.before_sync();
         let started = Instant::now();
@@ -180,30 +181,56 @@ impl Writer {
         Ok(())
     }
 
-    /// Checkpoint, unless the store is poisoned: then what is pending is dropped here (the log
-    /// still holds what was synced, and the next open replays it).
+    /// Checkpoint everything and wait for it, unless the store is poisoned: then what is
+    /// pending is dropped here (the log still holds what was synced, and the next open
+    /// replays it).
     fn checkpoint_or_poison(&mut self, poison: &Poison) {
         if poison.check().is_ok() {
             fail_on(poison, self.checkpoint());
         }
+        self.drop_if_poisoned(poison);
+    }
+
+    /// Hand the current region over if its checkpoint is due by `by` and the checkpoint
+    /// thread is free (never waits for it: it is due again later); report a failed one.
+    fn hand_over_if_due(&mut self, by: Instant, poison: &Poison) {
+        fail_on(poison, self.checkpointer.failed());
+        if poison.check().is_ok()
+            && self.checkpoint_due().is_some_and(|due| due <= by)
+            && !self.checkpointer.busy()
+        {
+            fail_on(poison, self.hand_over());
+        }
+        self.drop_if_poisoned(poison);
+    }
+
+    fn drop_if_poisoned(&mut self, poison: &Poison) {
         if poison.check().is_err() {
             self.pending = Vec::new();
             self.pending_since = None;
         }
     }
 
-    /// Apply the pending writes to redb and start the log over.
-    fn checkpoint(&mut self) -> Result<(), String> {
-        if self.pending.is_empty() && !self.log.has_entries() {
+    /// Hand the current region's writes to the checkpoint thread and go on at the other
+    /// region's start, once that region's checkpoint is done (waits for it if not).
+    fn hand_over(&mut self) -> Result<(), String> {
+        if self.pending.is_empty() {
             return Ok(());
         }
-        let started = Instant::now();
-        commit(&self.db, &self.pending, self.log.last_lsn(), &mut self.checkpoint_scratch)
-            .map_err(|e| format!("checkpointing the write-ahead log into redb: {e}"))?;
-        tracing::debug!(writes = self.pending.len(), took = ?started.elapsed(), "checkpoint");
-        self.pending.clear();
+        self.checkpointer.start(&mut self.pending, self.log.last_lsn())?;
         self.pending_since = None;
-        self.log.restart();
+        self.log.switch();
+        Ok(())
+    }
+
+    /// Apply every write logged (and any pending beside the log) to redb and wait for it.
+    fn checkpoint(&mut self) -> Result<(), String> {
+        if self.pending.is_empty() {
+            return self.checkpointer.wait();
+        }
+        self.checkpointer.run(&mut self.pending, self.log.last_lsn())?;
+        self.pending_since = None;
+        self.log.switch();
         Ok(())
     }
 }
@@ -236,7 +263,12 @@ pub(crate) fn run(
         match rx.wait(writer.checkpoint_due()) {
             Ok(()) => {}
             Err(RecvTimeoutError::Timeout) => {
-                writer.checkpoint_or_poison(poison);
+                // Idle with a checkpoint due: hand the region over (waiting for the checkpoint
+                // thread if it is still busy, which a checkpoint a second old rarely is).
+                if poison.check().is_ok() {
+                    fail_on(poison, writer.hand_over());
+                }
+                writer.drop_if_poisoned(poison);
                 continue;
             }
             Err(RecvTimeoutError::Disconnected) => break,
@@ -268,12 +300,9 @@ fn handle(
             // makes room for both, so an event is delivered within the window of its append.
             let early = (writer.sync_time + DELIVERY_ALLOWANCE).min(window / 2);
             let close = Instant::now() + (window - early);
-            // A checkpoint due before the window closes runs now, while the window's events
-            // wait anyway, rather than after their sync, where it would hold back the next
-            // window's (the p99 of delivery latency).
-            if writer.checkpoint_due().is_some_and(|due| due <= close) {
-                writer.checkpoint_or_poison(poison);
-            }
+            // A checkpoint due before the window closes is handed over now, so that this
+            // group's entry goes to the region the checkpoint thread is not reading.
+            writer.hand_over_if_due(close, poison);
             gather_window(rx, group, close.saturating_duration_since(Instant::now()));
         }
         // Immediate, or somebody waits: whatever is queued joined this group, and so does what
@@ -281,6 +310,7 @@ fn handle(
         _ if company => gather_waiters(rx, group),
         _ => {}
     }
+    fail_on(poison, writer.checkpointer.failed());
     let result = if poison.check().is_err() {
         Err("store is poisoned by an earlier failure".to_owned())
     } else {
@@ -292,9 +322,7 @@ fn handle(
     group.clear();
     let waited_on = acks.len();
     settle(Settled { events, acks, result });
-    if writer.checkpoint_due().is_some_and(|due| due <= Instant::now()) {
-        writer.checkpoint_or_poison(poison);
-    }
+    writer.hand_over_if_due(Instant::now(), poison);
     waited_on
 }
 

@@ -34,6 +34,7 @@
 //! stops with a log line naming the failure.
 
 mod checkpoint;
+mod checkpointer;
 mod codec;
 mod group;
 mod inbox;

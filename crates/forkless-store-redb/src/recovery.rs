@@ -1,4 +1,4 @@
-//! Opening the durable store: the format check (and the migration from format 3), replaying
+//! Opening the durable store: the format check (and the migration from formats 3 and 4), replaying
 //! the write-ahead log into the data file, and reading every session back.
 //!
 //! This module owns what a restart finds and how it is made safe to serve: attachments are
@@ -92,17 +92,19 @@ impl RedbStore {
 
 pub(super) fn refuse_other_format(found: Option<u64>) -> Result<()> {
     match found {
-        Some(v) if v != codec::FORMAT_VERSION && v != codec::MIGRATES_FROM => Err(Error::Corrupt(format!(
-            "data file has format version {v}{}; this build reads version {} (and migrates version {}) only and will not rewrite it",
-            match v {
-                1 => " (an earlier build's, without a write-ahead log)",
-                2 => " (an earlier build's, with each session's streams inside its record)",
-                v if v > codec::FORMAT_VERSION => " (written by a newer build)",
-                _ => "",
-            },
-            codec::FORMAT_VERSION,
-            codec::MIGRATES_FROM,
-        ))),
+        Some(v) if v != codec::FORMAT_VERSION && !codec::MIGRATES_FROM.contains(&v) => {
+            Err(Error::Corrupt(format!(
+                "data file has format version {v}{}; this build reads version {} (and migrates versions {}) only and will not rewrite it",
+                match v {
+                    1 => " (an earlier build's, without a write-ahead log)",
+                    2 => " (an earlier build's, with each session's streams inside its record)",
+                    v if v > codec::FORMAT_VERSION => " (written by a newer build)",
+                    _ => "",
+                },
+                codec::FORMAT_VERSION,
+                codec::MIGRATES_FROM.map(|v| v.to_string()).join(" and "),
+            )))
+        }
         _ => Ok(()),
     }
 }
@@ -115,11 +117,11 @@ pub(super) fn check_format(db: &Database) -> Result<u64> {
         let mut meta = txn.open_table(META).map_err(backend_err)?;
         let found = meta.get("format").map_err(backend_err)?.map(|v| v.value());
         refuse_other_format(found)?;
-        if found == Some(codec::MIGRATES_FROM) {
-            // Format 3 rows read as they are; only the stamp changes (see `codec`). From here
-            // on this file is format 4, which a format 3 build refuses by name.
+        if let Some(from) = found.filter(|v| codec::MIGRATES_FROM.contains(v)) {
+            // Older rows and logs read as they are; only the stamp changes (see `codec`). From
+            // here on this file is of this build's format, which an older build refuses.
             meta.insert("format", codec::FORMAT_VERSION).map_err(backend_err)?;
-            tracing::info!(from = codec::MIGRATES_FROM, to = codec::FORMAT_VERSION, "data file migrated");
+            tracing::info!(from, to = codec::FORMAT_VERSION, "data file migrated");
         }
         match found {
             Some(_) => meta

@@ -1,9 +1,12 @@
 //! The write-ahead log: a fixed-size file beside the redb file that makes a group of writes
 //! durable with one write and one `fdatasync`.
 //!
-//! The log is created full of zeros ([`LOG_SIZE`]) and then only overwritten, from offset 0
-//! after every checkpoint, so a sync never has to update the file's size or allocate blocks.
-//! Each entry is one group of writes:
+//! The log is created full of zeros ([`LOG_SIZE`]) and then only overwritten, so a sync never
+//! has to update the file's size or allocate blocks. It is two regions, its halves: entries
+//! fill one region while a checkpoint copies the other's into redb on its own thread, and the
+//! writer moves on to the other region's start once that checkpoint is done (see
+//! [`super::journal`]), so a sync never waits for a checkpoint. Each entry is one group of
+//! writes:
 //!
 //! ```text
 //! entry : len:u32 lsn:u64 crc:u32 payload[len]      (big-endian; payload: codec::encode_op*)
@@ -13,7 +16,12 @@
 //! LSNs count up for the life of the data file (the last one applied to redb is in its META
 //! table), and a scan accepts only the exact next LSN, so entries left over from an earlier
 //! cycle, whose LSNs are all at or below the checkpoint, end the scan; a torn entry (a write
-//! that the crash interrupted) fails its checksum and ends it too. The `key` is a random number
+//! that the crash interrupted) fails its checksum and ends it too. A checkpoint covers whole
+//! regions, so the entries after it start at a region's start, fill at most that region and
+//! go on at the other's start: a scan starts at whichever region's start holds the entry
+//! after the checkpoint and, where the chain ends, goes on at the other region's start if the
+//! next entry is there. (A log written before regions
+//! existed is one chain from offset 0, which this reads the same way.) The `key` is a random number
 //! stored in the data file when it is created: a log that belongs to another data file (one
 //! deleted and created again beside an old log) fails every checksum and is ignored.
 //!
@@ -89,6 +97,8 @@ pub(crate) struct Log {
     backend: Box<dyn StorageBackend>,
     key: u64,
     capacity: u64,
+    /// The region entries go to: 0 or 1 (see [`region_start`]).
+    region: usize,
     offset: u64,
     next_lsn: u64,
     /// The entry being built: header space, then the payload.
@@ -105,6 +115,7 @@ impl std::fmt::Debug for Log {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Log")
             .field("capacity", &self.capacity)
+            .field("region", &self.region)
             .field("offset", &self.offset)
             .field("next_lsn", &self.next_lsn)
             .finish_non_exhaustive()
@@ -136,18 +147,32 @@ impl Log {
         let mut image = vec![0u8; usize::try_from(len).map_err(std::io::Error::other)?];
         backend.read(0, &mut image)?;
         let mut entries = Vec::new();
-        let mut at = 0;
         let mut next_lsn = checkpoint + 1;
-        while let Some(payload) = parse(&image[at..], key, next_lsn) {
-            at += HEADER + payload.len();
-            entries.push(payload.to_vec());
-            next_lsn += 1;
+        let second = region_start(len, 1);
+        // The chain starts at a region's start; where it ends, it may go on at the other's.
+        let (mut at, mut other) = match parse(&image, key, next_lsn) {
+            None if parse(&image[second..], key, next_lsn).is_some() => (second, Some(0)),
+            _ => (0, Some(second)),
+        };
+        loop {
+            while let Some(payload) = parse(&image[at..], key, next_lsn) {
+                at += HEADER + payload.len();
+                entries.push(payload.to_vec());
+                next_lsn += 1;
+            }
+            match other.take() {
+                Some(start) if !entries.is_empty() && parse(&image[start..], key, next_lsn).is_some() => {
+                    at = start;
+                }
+                _ => break,
+            }
         }
         let tail = tail(&image[at..], key, entries.is_empty());
         let log = Self {
             backend,
             key,
             capacity: len,
+            region: 0,
             offset: 0,
             next_lsn,
             entry: Vec::new(),
@@ -169,14 +194,22 @@ impl Log {
         self.entry.len() <= HEADER
     }
 
-    /// Whether the entry begun fits after the last one.
+    /// Whether the entry begun fits after the last one, in the region they are in.
     pub(crate) fn fits(&self) -> bool {
-        self.offset + self.entry.len() as u64 <= self.capacity
+        self.offset + self.entry.len() as u64 <= self.region_end(self.region)
     }
 
-    /// Whether the entry begun would fit in the log once it restarts.
+    /// Whether the entry begun would fit in an empty region (the smaller, the first).
     pub(crate) fn fits_when_empty(&self) -> bool {
-        self.entry.len() as u64 <= self.capacity
+        self.entry.len() as u64 <= self.region_end(0)
+    }
+
+    /// Where region `region` ends: the other's start, or the log's end.
+    fn region_end(&self, region: usize) -> u64 {
+        match region {
+            0 => region_start(self.capacity, 1) as u64,
+            _ => self.capacity,
+        }
     }
 
     /// Write the entry begun (which must fit) and sync it: one write, one `fdatasync`. The
@@ -192,7 +225,7 @@ impl Log {
         self.entry[12..16].copy_from_slice(&crc.to_be_bytes());
         let start = self.offset - self.tail.len() as u64;
         let end = self.offset + self.entry.len() as u64;
-        let padded = end.next_multiple_of(BLOCK as u64).min(self.capacity.max(end));
+        let padded = end.next_multiple_of(BLOCK as u64).min(self.region_end(self.region).max(end));
         let out = self.out.zeroed(usize::try_from(padded - start).map_err(std::io::Error::other)?);
         out[..self.tail.len()].copy_from_slice(&self.tail);
         out[self.tail.len()..][..self.entry.len()].copy_from_slice(&self.entry);
@@ -211,17 +244,23 @@ impl Log {
         self.next_lsn - 1
     }
 
-    /// Whether entries were written since the last restart.
-    pub(crate) fn has_entries(&self) -> bool {
-        self.offset > 0
-    }
-
-    /// Start over at offset 0, once a checkpoint has applied every entry to redb. Nothing is
-    /// written: the old entries' LSNs are now at or below the checkpoint's, so a scan rejects
-    /// them.
-    pub(crate) fn restart(&mut self) {
-        self.offset = 0;
+    /// Go on at the other region's start, once a checkpoint has applied every entry that
+    /// region holds to redb (whether this region's are applied yet does not matter: the
+    /// scan goes on from its last entry to the other's first). Nothing is written: the old
+    /// entries' LSNs are at or below the checkpoint's, so a scan rejects them.
+    pub(crate) fn switch(&mut self) {
+        self.region = 1 - self.region;
+        self.offset = region_start(self.capacity, self.region) as u64;
         self.tail.clear();
+    }
+}
+
+/// Where region `region` (0 or 1) of a log of `capacity` bytes starts: the first at 0, the
+/// second at the block boundary at or below the middle.
+fn region_start(capacity: u64, region: usize) -> usize {
+    match region {
+        0 => 0,
+        _ => usize::try_from(capacity / 2 / BLOCK as u64 * BLOCK as u64).unwrap_or(usize::MAX),
     }
 }
 

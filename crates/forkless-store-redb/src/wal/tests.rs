@@ -99,7 +99,8 @@ impl StorageBackend for Spans {
 #[test]
 fn entries_are_written_in_whole_blocks_and_read_back_across_block_boundaries() {
     // Sizes that start and end entries at every kind of place in a block, some longer
-    // than a block; and a log whose length is not a multiple of a block.
+    // than a block; and a log whose length is not a multiple of a block, filled through
+    // both its regions.
     let sizes: Vec<usize> = (0..60).map(|i| 1 + (i * 977 + i * i * 31) % 9_000).collect();
     for capacity in [LOG_SIZE, 300_000 + 123] {
         let spans = Spans::default();
@@ -111,7 +112,11 @@ fn entries_are_written_in_whole_blocks_and_read_back_across_block_boundaries() {
             let payload: Vec<u8> = (0..size).map(|b| (b * 7 + i) as u8 | 1).collect();
             log.begin().extend_from_slice(&payload);
             if !log.fits() {
-                break;
+                if log.region == 1 {
+                    break;
+                }
+                log.switch();
+                assert!(log.fits());
             }
             log.append().unwrap();
             written.push(payload);
@@ -132,15 +137,66 @@ fn entries_are_written_in_whole_blocks_and_read_back_across_block_boundaries() {
 }
 
 #[test]
-fn an_entry_after_a_restart_reads_back_alone() {
+fn an_entry_in_the_other_region_after_a_checkpoint_reads_back_alone() {
     let image = Image::default();
     let (mut log, _) = open(&image, 7, 0);
     append(&mut log, &[9; 5_000]);
     append(&mut log, b"two");
-    log.restart();
-    append(&mut log, b"first of the next cycle");
+    log.switch();
+    append(&mut log, b"first of the next region");
     let (_, entries) = open(&image, 7, 2);
-    assert_eq!(entries, vec![b"first of the next cycle".to_vec()]);
+    assert_eq!(entries, vec![b"first of the next region".to_vec()]);
+}
+
+#[test]
+fn the_regions_are_the_log_s_halves_on_block_boundaries() {
+    assert_eq!(region_start(LOG_SIZE, 1) as u64, LOG_SIZE / 2);
+    assert_eq!(region_start(300_000 + 123, 1), 36 * BLOCK);
+    let image = Image::default();
+    let (mut log, _) = open(&image, 7, 0);
+    log.switch();
+    assert_eq!((log.region, log.offset), (1, LOG_SIZE / 2));
+    log.switch();
+    assert_eq!((log.region, log.offset), (0, 0));
+    // An entry never crosses into the other region: one that fills the first region exactly
+    // fits, a byte more does not (it goes to the other region once that one is free).
+    let room = LOG_SIZE as usize / 2 - HEADER;
+    log.begin().extend_from_slice(&vec![1; room]);
+    assert!(log.fits() && log.fits_when_empty());
+    log.begin().extend_from_slice(&vec![1; room + 1]);
+    assert!(!log.fits() && !log.fits_when_empty());
+}
+
+#[test]
+fn the_chain_after_a_checkpoint_goes_on_in_the_other_region_and_back() {
+    let image = Image::default();
+    let (mut log, _) = open(&image, 7, 0);
+    append(&mut log, b"1");
+    append(&mut log, b"2");
+    log.switch();
+    append(&mut log, b"3");
+    append(&mut log, b"4");
+    let read = |checkpoint| -> Vec<Vec<u8>> { open(&image, 7, checkpoint).1 };
+    let of = |items: &[&str]| -> Vec<Vec<u8>> { items.iter().map(|i| i.as_bytes().to_vec()).collect() };
+    // A checkpoint covers whole regions, so the chain after it starts at a region's start:
+    // from the first region on into the second, or in the second.
+    assert_eq!(read(0), of(&["1", "2", "3", "4"]));
+    assert_eq!(read(2), of(&["3", "4"]));
+    // Once the first region is checkpointed (to 2), the writer goes back to its start: the
+    // chain runs from the second region on into the first.
+    log.switch();
+    append(&mut log, b"5");
+    append(&mut log, b"6");
+    assert_eq!(read(2), of(&["3", "4", "5", "6"]));
+    assert_eq!(read(4), of(&["5", "6"]));
+    assert_eq!(read(6), of(&[]));
+    // The second region's entries, checkpointed, are never read after the first's.
+    log.switch();
+    append(&mut log, b"7");
+    log.switch();
+    append(&mut log, b"8");
+    assert_eq!(read(7), of(&["8"]), "7 is below the checkpoint, so the chain does not go on into it");
+    assert_eq!(read(6), of(&["7", "8"]));
 }
 
 #[test]
@@ -191,9 +247,11 @@ fn entries_of_an_earlier_cycle_are_not_read_back() {
     for p in [&b"a"[..], b"b", b"c", b"d"] {
         append(&mut log, p);
     }
-    // A checkpoint at LSN 4, then the log starts over: the third slot still holds "c",
-    // a whole entry with a valid checksum, but of the earlier cycle.
-    log.restart();
+    // A checkpoint at LSN 4, then the log comes back to this region's start (by way of the
+    // other one, empty): the third slot still holds "c", a whole entry with a valid
+    // checksum, but of the earlier cycle.
+    log.switch();
+    log.switch();
     append(&mut log, b"e");
     append(&mut log, b"f");
     let (_, entries) = open(&image, 7, 4);
@@ -218,7 +276,8 @@ fn only_a_chain_of_another_keys_entries_is_foreign_never_crash_damage() {
     for p in [&b"a"[..], b"b", b"c"] {
         append(&mut log, p);
     }
-    log.restart();
+    log.switch();
+    log.switch();
     append(&mut log, b"new entry, torn");
     let clean = ours.0.lock().unwrap().clone();
     for at in 0..HEADER + 15 {

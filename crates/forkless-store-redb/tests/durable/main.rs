@@ -25,6 +25,7 @@ const T0: Timestamp = Timestamp::from_millis(5_000_000);
 #[path = "../support/mod.rs"]
 mod support;
 
+mod checkpoint;
 mod failures;
 mod replay;
 mod restart;
