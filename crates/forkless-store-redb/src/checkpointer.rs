@@ -38,11 +38,9 @@ struct Shared {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Handed over, not yet done: the writes and the LSN of their last log entry.
-    job: Option<(Vec<Op>, u64)>,
-    /// A job is being applied (taken off `job`, not yet done).
-    running: bool,
-    /// The first failure, kept: the store is poisoned by it and takes no further job.
+    phase: Phase,
+    /// The first failure, kept: the store is poisoned by it, and [`Checkpointer::start`]
+    /// hands nothing more over.
     failed: Option<String>,
     /// A done job's writes, emptied, for the writer to reuse.
     spare: Option<Vec<Op>>,
@@ -56,9 +54,20 @@ impl Shared {
     }
 }
 
+/// Where the checkpoint thread is.
+#[derive(Debug, Default)]
+enum Phase {
+    #[default]
+    Idle,
+    /// Handed over, not yet taken: the writes and the LSN of their last log entry.
+    Handed(Vec<Op>, u64),
+    /// Being applied.
+    Applying,
+}
+
 impl State {
     fn busy(&self) -> bool {
-        self.job.is_some() || self.running
+        !matches!(self.phase, Phase::Idle)
     }
 }
 
@@ -88,7 +97,7 @@ impl Checkpointer {
         self.wait()?;
         self.spawn()?;
         let job = std::mem::replace(ops, std::mem::take(&mut self.spare));
-        self.shared.lock().job = Some((job, lsn));
+        self.shared.lock().phase = Phase::Handed(job, lsn);
         self.shared.changed.notify_all();
         Ok(())
     }
@@ -144,32 +153,30 @@ fn work(db: &Database, shared: &Shared) {
         let (mut ops, lsn) = {
             let mut state = shared.lock();
             loop {
-                if let Some(job) = state.job.take() {
-                    state.running = true;
-                    break job;
+                // (Only this thread leaves `Handed`, so anything else here is `Idle`.)
+                match std::mem::take(&mut state.phase) {
+                    Phase::Handed(ops, lsn) => {
+                        state.phase = Phase::Applying;
+                        break (ops, lsn);
+                    }
+                    _ if state.closing => return,
+                    _ => {
+                        state = shared.changed.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner)
+                    }
                 }
-                if state.closing {
-                    return;
-                }
-                state = shared.changed.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner);
             }
         };
+        // Applied without the lock: the writer asks how it goes meanwhile.
         let started = std::time::Instant::now();
-        // (Read apart from the commit: the lock must not be held through it.)
-        let failed = shared.lock().failed.is_some();
-        let result = match failed {
-            // After a failure nothing more is applied: the log keeps it for the next open.
-            true => Ok(()),
-            false => commit(db, &ops, lsn, &mut scratch)
-                .map_err(|e| format!("checkpointing the write-ahead log into redb: {e}")),
-        };
+        let result = commit(db, &ops, lsn, &mut scratch)
+            .map_err(|e| format!("checkpointing the write-ahead log into redb: {e}"));
         tracing::debug!(writes = ops.len(), took = ?started.elapsed(), "checkpoint");
         ops.clear();
         let mut state = shared.lock();
         if let Err(why) = result {
             state.failed.get_or_insert(why);
         }
-        state.running = false;
+        state.phase = Phase::Idle;
         state.spare = Some(ops);
         drop(state);
         shared.changed.notify_all();

@@ -185,8 +185,14 @@ impl Writer {
     /// pending is dropped here (the log still holds what was synced, and the next open
     /// replays it).
     fn checkpoint_or_poison(&mut self, poison: &Poison) {
+        self.or_poison(poison, Self::checkpoint);
+    }
+
+    /// Take `step` (a checkpoint or a hand-over) unless the store is poisoned, poisoning it if
+    /// the step fails; a poisoned store's pending writes are dropped.
+    fn or_poison(&mut self, poison: &Poison, step: fn(&mut Self) -> Result<(), String>) {
         if poison.check().is_ok() {
-            fail_on(poison, self.checkpoint());
+            fail_on(poison, step(self));
         }
         self.drop_if_poisoned(poison);
     }
@@ -265,10 +271,7 @@ pub(crate) fn run(
             Err(RecvTimeoutError::Timeout) => {
                 // Idle with a checkpoint due: hand the region over (waiting for the checkpoint
                 // thread if it is still busy, which a checkpoint a second old rarely is).
-                if poison.check().is_ok() {
-                    fail_on(poison, writer.hand_over());
-                }
-                writer.drop_if_poisoned(poison);
+                writer.or_poison(poison, Writer::hand_over);
                 continue;
             }
             Err(RecvTimeoutError::Disconnected) => break,

@@ -20,9 +20,9 @@
 //! regions, so the entries after it start at a region's start, fill at most that region and
 //! go on at the other's start: a scan starts at whichever region's start holds the entry
 //! after the checkpoint and, where the chain ends, goes on at the other region's start if the
-//! next entry is there. (A log written before regions
-//! existed is one chain from offset 0, which this reads the same way.) The `key` is a random number
-//! stored in the data file when it is created: a log that belongs to another data file (one
+//! next entry is there. (A log written before regions existed is one chain from offset 0,
+//! which this reads the same way.) The `key` is a random number stored in the data file when
+//! it is created: a log that belongs to another data file (one
 //! deleted and created again beside an old log) fails every checksum and is ignored.
 //!
 //! Entries are written in whole 4 KiB blocks, so that the file can take them around the page
@@ -97,8 +97,8 @@ pub(crate) struct Log {
     backend: Box<dyn StorageBackend>,
     key: u64,
     capacity: u64,
-    /// The region entries go to: 0 or 1 (see [`region_start`]).
-    region: usize,
+    /// The region entries go to.
+    region: Region,
     offset: u64,
     next_lsn: u64,
     /// The entry being built: header space, then the payload.
@@ -148,7 +148,7 @@ impl Log {
         backend.read(0, &mut image)?;
         let mut entries = Vec::new();
         let mut next_lsn = checkpoint + 1;
-        let second = region_start(len, 1);
+        let second = Region::Second.start(len);
         // The chain starts at a region's start; where it ends, it may go on at the other's.
         let (mut at, mut other) = match parse(&image, key, next_lsn) {
             None if parse(&image[second..], key, next_lsn).is_some() => (second, Some(0)),
@@ -172,7 +172,7 @@ impl Log {
             backend,
             key,
             capacity: len,
-            region: 0,
+            region: Region::First,
             offset: 0,
             next_lsn,
             entry: Vec::new(),
@@ -196,20 +196,12 @@ impl Log {
 
     /// Whether the entry begun fits after the last one, in the region they are in.
     pub(crate) fn fits(&self) -> bool {
-        self.offset + self.entry.len() as u64 <= self.region_end(self.region)
+        self.offset + self.entry.len() as u64 <= self.region.end(self.capacity)
     }
 
     /// Whether the entry begun would fit in an empty region (the smaller, the first).
     pub(crate) fn fits_when_empty(&self) -> bool {
-        self.entry.len() as u64 <= self.region_end(0)
-    }
-
-    /// Where region `region` ends: the other's start, or the log's end.
-    fn region_end(&self, region: usize) -> u64 {
-        match region {
-            0 => region_start(self.capacity, 1) as u64,
-            _ => self.capacity,
-        }
+        self.entry.len() as u64 <= Region::First.end(self.capacity)
     }
 
     /// Write the entry begun (which must fit) and sync it: one write, one `fdatasync`. The
@@ -225,7 +217,7 @@ impl Log {
         self.entry[12..16].copy_from_slice(&crc.to_be_bytes());
         let start = self.offset - self.tail.len() as u64;
         let end = self.offset + self.entry.len() as u64;
-        let padded = end.next_multiple_of(BLOCK as u64).min(self.region_end(self.region).max(end));
+        let padded = end.next_multiple_of(BLOCK as u64).min(self.region.end(self.capacity).max(end));
         let out = self.out.zeroed(usize::try_from(padded - start).map_err(std::io::Error::other)?);
         out[..self.tail.len()].copy_from_slice(&self.tail);
         out[self.tail.len()..][..self.entry.len()].copy_from_slice(&self.entry);
@@ -249,18 +241,42 @@ impl Log {
     /// scan goes on from its last entry to the other's first). Nothing is written: the old
     /// entries' LSNs are at or below the checkpoint's, so a scan rejects them.
     pub(crate) fn switch(&mut self) {
-        self.region = 1 - self.region;
-        self.offset = region_start(self.capacity, self.region) as u64;
+        self.region = self.region.other();
+        self.offset = self.region.start(self.capacity) as u64;
         self.tail.clear();
     }
 }
 
-/// Where region `region` (0 or 1) of a log of `capacity` bytes starts: the first at 0, the
-/// second at the block boundary at or below the middle.
-fn region_start(capacity: u64, region: usize) -> usize {
-    match region {
-        0 => 0,
-        _ => usize::try_from(capacity / 2 / BLOCK as u64 * BLOCK as u64).unwrap_or(usize::MAX),
+/// One of the log's two regions: its halves, split at the block boundary at or below the
+/// middle. An entry never crosses from one into the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Region {
+    First,
+    Second,
+}
+
+impl Region {
+    fn other(self) -> Self {
+        match self {
+            Self::First => Self::Second,
+            Self::Second => Self::First,
+        }
+    }
+
+    /// Where this region starts in a log of `capacity` bytes.
+    fn start(self, capacity: u64) -> usize {
+        match self {
+            Self::First => 0,
+            Self::Second => usize::try_from(capacity / 2 / BLOCK as u64 * BLOCK as u64).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Where this region ends: the other's start, or the log's end.
+    fn end(self, capacity: u64) -> u64 {
+        match self {
+            Self::First => Self::Second.start(capacity) as u64,
+            Self::Second => capacity,
+        }
     }
 }
 

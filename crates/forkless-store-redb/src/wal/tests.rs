@@ -112,7 +112,7 @@ fn entries_are_written_in_whole_blocks_and_read_back_across_block_boundaries() {
             let payload: Vec<u8> = (0..size).map(|b| (b * 7 + i) as u8 | 1).collect();
             log.begin().extend_from_slice(&payload);
             if !log.fits() {
-                if log.region == 1 {
+                if log.region == Region::Second {
                     break;
                 }
                 log.switch();
@@ -150,14 +150,14 @@ fn an_entry_in_the_other_region_after_a_checkpoint_reads_back_alone() {
 
 #[test]
 fn the_regions_are_the_log_s_halves_on_block_boundaries() {
-    assert_eq!(region_start(LOG_SIZE, 1) as u64, LOG_SIZE / 2);
-    assert_eq!(region_start(300_000 + 123, 1), 36 * BLOCK);
+    assert_eq!(Region::Second.start(LOG_SIZE) as u64, LOG_SIZE / 2);
+    assert_eq!(Region::Second.start(300_000 + 123), 36 * BLOCK);
     let image = Image::default();
     let (mut log, _) = open(&image, 7, 0);
     log.switch();
-    assert_eq!((log.region, log.offset), (1, LOG_SIZE / 2));
+    assert_eq!((log.region, log.offset), (Region::Second, LOG_SIZE / 2));
     log.switch();
-    assert_eq!((log.region, log.offset), (0, 0));
+    assert_eq!((log.region, log.offset), (Region::First, 0));
     // An entry never crosses into the other region: one that fills the first region exactly
     // fits, a byte more does not (it goes to the other region once that one is free).
     let room = LOG_SIZE as usize / 2 - HEADER;
