@@ -22,6 +22,7 @@
 //! | `disk` | the scratch disk's sync latency, before and after a run |
 //! | `suite` | the plan (servers × loads), server processes, result rows |
 //! | `report` | ratios, markdown and JSON |
+//! | `targets` | the durable default's bars against the memory store (issue 11), per run |
 
 pub mod disk;
 pub mod load;
@@ -29,6 +30,7 @@ pub mod procstat;
 pub mod report;
 pub mod servers;
 pub mod suite;
+pub mod targets;
 mod wire;
 
 /// Why the harness failed.

@@ -271,6 +271,7 @@ fn real_main() -> Result<(), Error> {
                 );
             }))?;
             let ratios = report::ratios(&rows);
+            let targets = forkless_bench::targets::targets(&rows);
             let load_after = loadavg();
             let sync_after = disk::sync_latency(&opts.scratch, SYNC_PROBES)?;
             let unix =
@@ -287,7 +288,7 @@ fn real_main() -> Result<(), Error> {
                 sync_before,
                 sync_after,
             );
-            let md = header + &report::markdown(&rows, &ratios);
+            let md = header + &report::markdown(&rows, &ratios, &targets);
             println!("{md}");
             let meta = serde_json::json!({
                 "quick": quick,
@@ -299,7 +300,7 @@ fn real_main() -> Result<(), Error> {
                 "unix_time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs(),
                 "load_generator_cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
             });
-            let doc = report::Document { meta, rows: &rows, ratios: &ratios };
+            let doc = report::Document { meta, rows: &rows, ratios: &ratios, targets: &targets };
             let json = serde_json::to_string_pretty(&doc).map_err(|e| Error::Load(e.to_string()))?;
             std::fs::write(out.join("results.json"), json)?;
             std::fs::write(out.join("results.md"), md)?;

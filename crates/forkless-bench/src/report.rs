@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::suite::Row;
+use crate::targets::{Bar, Target};
 
 /// forkless against a reference on one echo load point.
 #[derive(Clone, Debug, Serialize)]
@@ -76,8 +77,9 @@ fn times(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}x"))
 }
 
-/// The markdown report: one table of every row, one of the idle figures, one of the ratios.
-pub fn markdown(rows: &[Row], ratios: &[Ratio]) -> String {
+/// The markdown report: one table of every row, one of the idle figures, one of the ratios,
+/// one of the targets.
+pub fn markdown(rows: &[Row], ratios: &[Ratio], targets: &[Target]) -> String {
     let mut md = String::new();
     let _ = writeln!(
         md,
@@ -142,6 +144,19 @@ pub fn markdown(rows: &[Row], ratios: &[Ratio]) -> String {
             );
         }
     }
+    if !targets.is_empty() {
+        let _ = writeln!(md);
+        let _ = writeln!(md, "| target (issue 11) | measured | bar | met |");
+        let _ = writeln!(md, "|---|---:|---:|---|");
+        for t in targets {
+            let (measured, bar) = match t.bar {
+                Bar::RatioAtLeast(bar) => (format!("{:.2}x", t.measured), format!("≥ {bar:.2}x")),
+                Bar::MillisAtMost(bar) => (format!("{:.2} ms", t.measured), format!("≤ {bar:.2} ms")),
+            };
+            let met = if t.met() { "yes" } else { "**no**" };
+            let _ = writeln!(md, "| {} | {measured} | {bar} | {met} |", t.what);
+        }
+    }
     md
 }
 
@@ -154,4 +169,6 @@ pub struct Document<'a> {
     pub rows: &'a [Row],
     /// forkless ÷ references.
     pub ratios: &'a [Ratio],
+    /// The durable default's targets.
+    pub targets: &'a [Target],
 }

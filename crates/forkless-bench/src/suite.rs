@@ -170,7 +170,10 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
     // The stream loads: forkless with each store, and the SSE-answering peers.
     let mut streaming =
         vec![opts.bench("forkless/memory/sse", &["--target", "forkless", "--answer", "sse"], true)];
-    if !opts.quick {
+    // The durable default in a quick run too: its targets (`crate::targets`) are read off it.
+    if opts.quick {
+        streaming.push(opts.forkless_redb("batched"));
+    } else {
         streaming.push(opts.forkless_redb("immediate"));
         streaming.push(opts.forkless_redb("batched"));
         streaming.push(opts.forkless_redb("batched-early"));

@@ -56,4 +56,8 @@ async fn quick_run_measures_every_load_without_errors() {
     }
     let ratios = forkless_bench::report::ratios(&rows);
     assert!(ratios.iter().any(|q| q.reference == "hyper/json" && q.throughput > 0.0));
+    // A quick run has no 16-connection echo: the notification and latency targets only.
+    let targets = forkless_bench::targets::targets(&rows);
+    assert_eq!(targets.len(), 2, "{targets:?}");
+    assert!(targets.iter().all(|t| t.measured.is_finite()), "{targets:?}");
 }

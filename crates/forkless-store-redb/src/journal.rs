@@ -25,7 +25,7 @@ use super::checkpoint::Superseded;
 use super::checkpointer::Checkpointer;
 use super::codec;
 use super::group::{
-    DELIVERY_ALLOWANCE, Group, IMMEDIATE_POLL, Settled, coalesce, gather_waiters, gather_window, poll_briefly,
+    Group, IMMEDIATE_POLL, Settled, SyncTimes, coalesce, gather_waiters, gather_window, poll_briefly,
 };
 use super::inbox::Inbox;
 use super::op::Op;
@@ -88,9 +88,9 @@ pub(crate) struct Writer {
     /// When the oldest pending write was logged.
     pending_since: Option<Instant>,
     crash_hook: CrashHook,
-    /// How long a log write and its sync took lately (a moving average): a batch window
-    /// closes this much early, so that window and sync together stay within the window.
-    sync_time: Duration,
+    /// How long log writes and their syncs took lately: a batch window closes early by a slow
+    /// one, so that window and sync together stay within the window.
+    sync_times: SyncTimes,
     /// What a group's write works in, kept between uses.
     group_scratch: Superseded,
 }
@@ -129,7 +129,7 @@ impl Writer {
             pending: Vec::new(),
             pending_since: None,
             crash_hook: CrashHook::from_env(),
-            sync_time: Duration::ZERO,
+            sync_times: SyncTimes::default(),
             group_scratch: Superseded::default(),
         }
     }
@@ -175,7 +175,7 @@ impl Writer {
         self.crash_hook.before_sync();
         let started = Instant::now();
         self.log.append().map_err(|e| format!("writing the write-ahead log: {e}"))?;
-        self.sync_time = (self.sync_time * 7 + started.elapsed()) / 8;
+        self.sync_times.record(started.elapsed());
         self.pending.append(group);
         self.pending_since.get_or_insert_with(Instant::now);
         Ok(())
@@ -301,8 +301,9 @@ fn handle(
         Some(window) if !group.is_urgent() => {
             // An event waits for the window, then for the sync and its delivery: the window
             // makes room for both, so an event is delivered within the window of its append.
-            let early = (writer.sync_time + DELIVERY_ALLOWANCE).min(window / 2);
-            let close = Instant::now() + (window - early);
+            // The window runs from when the group's first write was queued.
+            let opened = group.opened.unwrap_or_else(Instant::now);
+            let close = opened + (window - writer.sync_times.early(window));
             // A checkpoint due before the window closes is handed over now, so that this
             // group's entry goes to the region the checkpoint thread is not reading.
             writer.hand_over_if_due(close, poison);
