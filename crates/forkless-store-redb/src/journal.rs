@@ -25,7 +25,7 @@ use super::checkpoint::Superseded;
 use super::checkpointer::Checkpointer;
 use super::codec;
 use super::group::{
-    Group, IMMEDIATE_POLL, Settled, SyncTimes, coalesce, gather_waiters, gather_window, poll_briefly,
+    Group, IMMEDIATE_POLL, Settled, WindowPlan, coalesce, gather_waiters, gather_window, poll_briefly,
 };
 use super::inbox::Inbox;
 use super::op::Op;
@@ -88,9 +88,9 @@ pub(crate) struct Writer {
     /// When the oldest pending write was logged.
     pending_since: Option<Instant>,
     crash_hook: CrashHook,
-    /// How long log writes and their syncs took lately: a batch window closes early by a slow
-    /// one, so that window and sync together stay within the window.
-    sync_times: SyncTimes,
+    /// How long a batched group gathers, from the syncs and groups of late: window, sync and
+    /// delivery together stay within the window.
+    window_plan: WindowPlan,
     /// What a group's write works in, kept between uses.
     group_scratch: Superseded,
 }
@@ -129,7 +129,7 @@ impl Writer {
             pending: Vec::new(),
             pending_since: None,
             crash_hook: CrashHook::from_env(),
-            sync_times: SyncTimes::default(),
+            window_plan: WindowPlan::default(),
             group_scratch: Superseded::default(),
         }
     }
@@ -175,7 +175,7 @@ impl Writer {
         self.crash_hook.before_sync();
         let started = Instant::now();
         self.log.append().map_err(|e| format!("writing the write-ahead log: {e}"))?;
-        self.sync_times.record(started.elapsed());
+        self.window_plan.synced(started.elapsed());
         self.pending.append(group);
         self.pending_since.get_or_insert_with(Instant::now);
         Ok(())
@@ -303,7 +303,7 @@ fn handle(
             // makes room for both, so an event is delivered within the window of its append.
             // The window runs from when the group's first write was queued.
             let opened = group.opened.unwrap_or_else(Instant::now);
-            let close = opened + (window - writer.sync_times.early(window));
+            let close = opened + (window - writer.window_plan.early(window));
             // A checkpoint due before the window closes is handed over now, so that this
             // group's entry goes to the region the checkpoint thread is not reading.
             writer.hand_over_if_due(close, poison);
@@ -323,6 +323,7 @@ fn handle(
     fail_on(poison, result.clone());
     let events = if result.is_ok() { coalesce(&group.deliver) } else { Vec::new() };
     let acks = std::mem::take(&mut group.acks);
+    writer.window_plan.gathered(group.messages);
     group.clear();
     let waited_on = acks.len();
     settle(Settled { events, acks, result });
