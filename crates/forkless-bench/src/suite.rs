@@ -138,8 +138,11 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
         servers.extend(opts.rmcp("stateless", false).filter(|_| !sse));
         servers.extend(opts.peer("ts", !sse));
         servers.extend(opts.peer("python", !sse));
-        for spec in &servers {
-            for &clients in plan.clients {
+        // Every server at one client count before the next count: a row and its reference
+        // are measured seconds apart, not a minute, on a machine whose speed drifts.
+        let first = rows.len();
+        for &clients in plan.clients {
+            for spec in &servers {
                 let server = start(spec, opts.pin).await?;
                 let probe = server.probe();
                 let measured = load::echo(
@@ -165,6 +168,9 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
                 push(row, &mut rows);
             }
         }
+        // Reported server by server, as they were listed.
+        let listed = |name: &str| servers.iter().position(|spec| spec.name == name);
+        rows[first..].sort_by_key(|r| listed(&r.server));
     }
 
     // The stream loads: forkless with each store, and the SSE-answering peers.
