@@ -156,7 +156,16 @@ pub(crate) const FLOOD: usize = 256;
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct WindowPlan {
     slow: Duration,
-    last_group: usize,
+    load: Load,
+}
+
+/// What the last group written said of the load.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Load {
+    #[default]
+    Light,
+    /// It held [`FLOOD`] mutations or more.
+    Flood,
 }
 
 impl WindowPlan {
@@ -167,14 +176,17 @@ impl WindowPlan {
 
     /// The group just written held `messages` mutations.
     pub(crate) fn gathered(&mut self, messages: usize) {
-        self.last_group = messages;
+        self.load = if messages >= FLOOD { Load::Flood } else { Load::Light };
     }
 
     /// How long before the end of `window` a group stops gathering: half of it, or less
     /// under a flood.
     pub(crate) fn early(&self, window: Duration) -> Duration {
         let half = window / 2;
-        if self.last_group < FLOOD { half } else { (self.slow + DELIVERY_ALLOWANCE).min(half) }
+        match self.load {
+            Load::Light => half,
+            Load::Flood => (self.slow + DELIVERY_ALLOWANCE).min(half),
+        }
     }
 }
 
