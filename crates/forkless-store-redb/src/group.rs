@@ -83,6 +83,12 @@ impl Group {
         self.messages == 0
     }
 
+    /// When the group stops gathering if batched: `window` after its first write was queued
+    /// (from now if it has none), less what `plan` keeps free for its sync and delivery.
+    pub(crate) fn closes(&self, window: Duration, plan: &WindowPlan) -> Instant {
+        self.opened.unwrap_or_else(Instant::now) + (window - plan.early(window))
+    }
+
     /// Whether somebody waits on the group: it commits at once.
     pub(crate) fn is_urgent(&self) -> bool {
         !self.acks.is_empty()
@@ -372,5 +378,22 @@ mod tests {
 
         writing.clear();
         assert_eq!(writing.opened, None);
+    }
+
+    #[test]
+    fn a_window_closes_counting_from_its_first_write_not_from_when_the_writer_looks() {
+        let mut group = Group::default();
+        group.add([], [], None);
+        // Queued 3 ms before the writer looks at it.
+        let opened = Instant::now().checked_sub(Duration::from_millis(3)).expect("uptime");
+        group.opened = Some(opened);
+        let plan = WindowPlan::default();
+        assert_eq!(group.closes(WINDOW, &plan), opened + WINDOW / 2);
+        let mut flood = flooded();
+        flood.synced(Duration::from_micros(300));
+        assert_eq!(
+            group.closes(WINDOW, &flood),
+            opened + WINDOW - Duration::from_micros(300) - DELIVERY_ALLOWANCE
+        );
     }
 }

@@ -301,9 +301,7 @@ fn handle(
         Some(window) if !group.is_urgent() => {
             // An event waits for the window, then for the sync and its delivery: the window
             // makes room for both, so an event is delivered within the window of its append.
-            // The window runs from when the group's first write was queued.
-            let opened = group.opened.unwrap_or_else(Instant::now);
-            let close = opened + (window - writer.window_plan.early(window));
+            let close = group.closes(window, &writer.window_plan);
             // A checkpoint due before the window closes is handed over now, so that this
             // group's entry goes to the region the checkpoint thread is not reading.
             writer.hand_over_if_due(close, poison);
