@@ -88,6 +88,22 @@ pub type PgStore = SharedStore<Postgres>;
 
 /// Connect, migrate the schema (see [`schema`]) and start the hint listener.
 pub async fn connect(config: PgConfig) -> Result<PgStore> {
+    let (db, pg) = open(&config).await?;
+    let node = config.node.unwrap_or_else(random_node);
+    let store = SharedStore::new(db, config.hints, node, config.pipeline, config.tail);
+    if config.hints == Hints::Notify {
+        store.own_task(tokio::spawn(listener::listen(store.hint_sink(), pg)));
+    }
+    Ok(store)
+}
+
+/// The database alone, connected and migrated, without a store around it or a hint listener
+/// (for a [`SharedStore`] over a wrapper of it, such as a fault-injecting one in tests).
+pub async fn database(config: &PgConfig) -> Result<Postgres> {
+    Ok(open(config).await?.0)
+}
+
+async fn open(config: &PgConfig) -> Result<(Postgres, tokio_postgres::Config)> {
     let pg = tokio_postgres::Config::from_str(&config.url)
         .map_err(|e| Error::Backend(format!("postgres: bad connection string: {e}")))?;
     let (mut client, conn) = pg.connect(NoTls).await.map_err(backend)?;
@@ -102,12 +118,7 @@ pub async fn connect(config: PgConfig) -> Result<PgStore> {
         .max_size(config.pool_size.max(1))
         .build()
         .map_err(|e| Error::Backend(format!("postgres pool: {e}")))?;
-    let node = config.node.unwrap_or_else(random_node);
-    let store = SharedStore::new(Postgres { pool }, config.hints, node, config.pipeline, config.tail);
-    if config.hints == Hints::Notify {
-        store.own_task(tokio::spawn(listener::listen(store.hint_sink(), pg)));
-    }
-    Ok(store)
+    Ok((Postgres { pool }, pg))
 }
 
 fn random_node() -> String {

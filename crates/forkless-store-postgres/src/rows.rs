@@ -20,9 +20,22 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 /// A database failure as the store's error (nothing was applied, or the commit's outcome is
-/// unknown; either way a delivered event is never taken back).
+/// unknown; either way a delivered event is never taken back). An error the server reported
+/// carries its SQLSTATE and message (`tokio_postgres` shows only "db error").
 pub(crate) fn backend(e: tokio_postgres::Error) -> Error {
-    Error::Backend(format!("postgres: {e}"))
+    Error::Backend(describe(&e))
+}
+
+/// `e` as one line for a log: the server's SQLSTATE, message and detail when it sent them.
+fn describe(e: &tokio_postgres::Error) -> String {
+    let Some(db) = e.as_db_error() else { return format!("postgres: {e}") };
+    let mut line = format!("postgres: {} {}: {}", db.severity(), db.code().code(), db.message());
+    if let Some(detail) = db.detail() {
+        line.push_str(" (");
+        line.push_str(detail);
+        line.push(')');
+    }
+    line
 }
 
 /// Milliseconds as the database stores them.

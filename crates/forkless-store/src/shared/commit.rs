@@ -14,8 +14,10 @@
 //!   the id such an append returns is provisional until its batch is stored. No client can
 //!   have seen it: events are delivered only once stored. If a write reports an error it may
 //!   still have stored the batch, so an event already answered is stored again only under the
-//!   id it was given; one that cannot be is dropped and counted
-//!   (`forkless_store_events_lost_total`), as a crash drops what it had not stored.
+//!   id it was given (or found stored under it already); the batch is tried again after a
+//!   database failure ([`SETTLE_RETRIES`]), and an answered event that still cannot be stored
+//!   is dropped and counted (`forkless_store_events_lost_total`), as a crash drops what it
+//!   had not stored.
 //! - A core refusal on a cached record is re-checked on the database's own, so an append is
 //!   only ever refused on the database's version.
 //!
@@ -70,6 +72,15 @@ pub(super) struct Job {
     /// event).
     pub(super) reply: Option<oneshot::Sender<Result<EventId>>>,
 }
+
+/// How often a batch holding appends answered before it was stored is computed and written
+/// again after the database failed, before those appends are dropped: the first retry after
+/// [`RETRY_FIRST`], each later one after twice the wait before it (about 1.3 s in all), so a
+/// dropped connection, a deadlock victim or a restarted primary costs no event.
+pub const SETTLE_RETRIES: u32 = 8;
+
+/// The wait before the first retry of [`SETTLE_RETRIES`].
+pub const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The same failure, for every append of a batch.
 fn again(e: &Error) -> Error {
@@ -153,8 +164,11 @@ impl<D: Database> Inner<D> {
     }
 
     /// Compute and store `slots` without pipelining, loading the `fresh` sessions from the
-    /// database, until they are stored or refused.
+    /// database, until they are stored or refused. While it holds appends answered before
+    /// they were stored, a database failure (reading a session, or writing the batch) is
+    /// tried again, up to [`SETTLE_RETRIES`] times, before they are dropped.
     async fn settle(&self, mut slots: Vec<Slot>, mut fresh: HashSet<SessionId>) {
+        let mut retries = Retries::default();
         for _ in 0..MAX_CAS_ATTEMPTS {
             let mut batch = Computed::default();
             for slot in slots {
@@ -166,16 +180,25 @@ impl<D: Database> Inner<D> {
                 slots = batch.into_slots().collect();
                 continue;
             }
+            if batch.unreachable() && retries.wait().await {
+                slots = self.again(batch);
+                continue;
+            }
             let sent = Validated::now();
             match self.write(&batch).await {
                 Ok(Committed::All { .. }) => {
                     self.stored(&batch, sent);
+                    self.kept(&batch);
                     return self.answer(batch.slots);
                 }
                 Ok(Committed::Moved(id)) => {
                     self.forget(id);
                     fresh.insert(id);
                     slots = batch.into_slots().collect();
+                }
+                Err(e) if batch.answered() && !matches!(e, Error::LeaseLost(_)) && retries.wait().await => {
+                    tracing::debug!(error = %e, "a batch holding answered appends failed; trying again");
+                    slots = self.again(batch);
                 }
                 Err(e) => {
                     for id in batch.working.keys() {
@@ -192,6 +215,15 @@ impl<D: Database> Inner<D> {
         let contended =
             slots.into_iter().map(|s| (s, Outcome::Refused(Error::Contended { attempts: MAX_CAS_ATTEMPTS })));
         self.answer(contended.collect());
+    }
+
+    /// `batch`'s appends, to be computed again on the database's records after a failure
+    /// (a failed write may have stored it, so each answered append is pinned to its id).
+    fn again(&self, batch: Computed) -> Vec<Slot> {
+        for id in batch.working.keys().chain(batch.unreadable.keys()) {
+            self.forget(*id);
+        }
+        batch.into_slots().map(|slot| Slot { pinned: slot.pinned || slot.given.is_some(), ..slot }).collect()
     }
 
     /// Store `batch` as one write, unless this node's lease may have lapsed.
@@ -260,6 +292,17 @@ impl<D: Database> Inner<D> {
         }
     }
 
+    /// Wake the watchers of the streams whose answered events `batch` found stored already
+    /// (by a write that reported an error, so nothing woke them then).
+    fn kept(&self, batch: &Computed) {
+        for (slot, _) in batch.slots.iter().filter(|(_, o)| matches!(o, Outcome::Kept)) {
+            let (session, Some(id)) = (slot.job.session, slot.given) else { continue };
+            if let Some(stream) = batch.working.get(&session).and_then(|w| w.end.stream(id.stream)) {
+                self.hub.announce(session, stream);
+            }
+        }
+    }
+
     /// Answer every append not answered yet; count the answered ones that were dropped.
     fn answer(&self, slots: Vec<(Slot, Outcome)>) {
         let (mut lost, mut why) = (0, None);
@@ -276,6 +319,8 @@ impl<D: Database> Inner<D> {
                     why.get_or_insert(reason);
                     continue;
                 }
+                Outcome::Unreachable(e) => Err(e),
+                Outcome::Kept => continue,
                 Outcome::Moot => continue,
             };
             match (slot.job.reply.take(), result) {
@@ -298,5 +343,23 @@ impl<D: Database> Inner<D> {
         for (session, n) in settled {
             self.unstored.settle(session, n);
         }
+    }
+}
+
+/// The database failures a settling batch has met, and the wait before its next try.
+#[derive(Default)]
+struct Retries {
+    failed: u32,
+}
+
+impl Retries {
+    /// Wait before the next try; `false` (at once) when the tries are spent.
+    async fn wait(&mut self) -> bool {
+        if self.failed == SETTLE_RETRIES {
+            return false;
+        }
+        tokio::time::sleep(RETRY_FIRST * 2u32.pow(self.failed)).await;
+        self.failed += 1;
+        true
     }
 }

@@ -35,6 +35,7 @@ use crate::{Append, Error, Reader, Result, Store, StoredEvent, StreamWatch, Usag
 mod cache;
 mod commit;
 mod database;
+mod faulty;
 mod hub;
 mod interest;
 mod lease;
@@ -45,11 +46,12 @@ mod unstored;
 
 pub use crate::Takeover;
 use cache::Cache;
-pub use commit::Pipeline;
+pub use commit::{Pipeline, RETRY_FIRST, SETTLE_RETRIES};
 pub use database::{
     Batch, Chunk, Committed, Database, Declared, Hint, HintFilter, Loaded, OwnerFacts, SessionWrite, Write,
     Written,
 };
+pub use faulty::{DbFault, DbFaults, FaultyDatabase};
 use hub::Hub;
 pub use hub::{HintSink, Hints, unhex};
 use hub::{hint, session_hint};

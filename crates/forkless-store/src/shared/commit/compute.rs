@@ -35,6 +35,13 @@ pub(super) enum Outcome {
     /// Answered, pinned to an id it can no longer be stored under: dropped (it may have been
     /// stored by the write that reported an error).
     Lost(String),
+    /// Answered, but the database failed while it was computed (its session could not be
+    /// read, or its retention sized): computed again while the committer has tries left, then
+    /// dropped.
+    Unreachable(Error),
+    /// Answered, and found stored under its id already, byte for byte, by a write that
+    /// reported an error: nothing more to store.
+    Kept,
     /// Answered, then refused because its session ended or its stream ended or was fenced
     /// meanwhile: dropped with them (promise 7), as it would have been had it been stored.
     Moot,
@@ -83,6 +90,9 @@ pub(super) struct Computed {
     /// (its later appends wait unanswered in `waiting`).
     pub(super) stale: Option<SessionId>,
     pub(super) waiting: Vec<Slot>,
+    /// Sessions the database failed to read for this batch, with the failure: their later
+    /// appends are refused with it too, so none of them takes the place of one refused.
+    pub(super) unreadable: HashMap<SessionId, Error, IdHashBuilder>,
 }
 
 impl Computed {
@@ -93,6 +103,18 @@ impl Computed {
 
     pub(super) fn is_empty(&self) -> bool {
         self.slots.is_empty() && self.waiting.is_empty()
+    }
+
+    /// Whether it holds an append answered before it was stored (one whose loss no error
+    /// could report).
+    pub(super) fn answered(&self) -> bool {
+        let answered = |s: &Slot| s.given.is_some();
+        self.slots.iter().any(|(s, _)| answered(s)) || self.waiting.iter().any(answered)
+    }
+
+    /// Whether the database failed while an answered append was computed.
+    pub(super) fn unreachable(&self) -> bool {
+        self.slots.iter().any(|(_, o)| matches!(o, Outcome::Unreachable(_)))
     }
 
     /// The batch's events as the chunks a database stores: a stream's consecutive events in
@@ -145,6 +167,10 @@ impl<D: Database> Inner<D> {
             return batch.waiting.push(slot);
         }
         let job = &slot.job;
+        if let Some(e) = batch.unreadable.get(&job.session) {
+            let e = super::again(e);
+            return batch.refuse(slot, e);
+        }
         let w = match batch.working.entry(job.session) {
             Entry::Occupied(o) => o.into_mut(),
             Entry::Vacant(v) => match base.and_then(|b| b.working.get(&job.session)) {
@@ -153,7 +179,7 @@ impl<D: Database> Inner<D> {
                     let from_cache = !fresh.contains(&job.session);
                     match self.current(job.session, from_cache).await {
                         Ok((version, record)) => v.insert(Working::new(version, record, from_cache)),
-                        Err(e) => return batch.refuse(slot, e),
+                        Err(e) => return batch.unreadable(slot, e),
                     }
                 }
             },
@@ -173,9 +199,16 @@ impl<D: Database> Inner<D> {
             }
             Err(e) => return batch.refuse(slot, e.into()),
         };
-        if slot.pinned && slot.given != Some(id) {
-            let why = "its id may be stored already by a write that reported an error".to_owned();
-            return batch.slots.push((slot, Outcome::Lost(why)));
+        if slot.pinned
+            && let Some(given) = slot.given
+            && given != id
+        {
+            let outcome = match self.stored_as(job.session, given, &job.payload).await {
+                Ok(true) => Outcome::Kept,
+                Ok(false) => Outcome::Lost("its id was taken by another event meanwhile".to_owned()),
+                Err(e) => return batch.unreadable(slot, e),
+            };
+            return batch.slots.push((slot, outcome));
         }
         // Retention needs the sizes of the stream's events not yet stored: this batch's and
         // those of the batch it was computed on (looked up only when retention is due).
@@ -193,7 +226,7 @@ impl<D: Database> Inner<D> {
         match self.evict(record, id, size, &job.limits, &pending).await {
             Ok(Some((by, n))) => w.evicted[usize::from(by == EvictedBy::StreamMaxBytes)] += n,
             Ok(None) => {}
-            Err(e) if slot.pinned => return batch.refuse(slot, e),
+            Err(e) if slot.pinned => return batch.unreadable(slot, e),
             // The append is in the batch's record already: the batch is computed again, on the
             // database's record, where retention is asked for again.
             Err(_) => {
@@ -222,6 +255,19 @@ impl<D: Database> Inner<D> {
             slot.given = Some(id);
         }
         batch.slots.push((slot, Outcome::Stored(id)));
+    }
+
+    /// Whether the database holds `payload` under `id` (an answered append a write that
+    /// reported an error stored after all).
+    async fn stored_as(&self, session: SessionId, id: EventId, payload: &[u8]) -> Result<bool> {
+        let before = Seq::new(id.seq.get().saturating_sub(1));
+        let found = self.db.read(session, id.stream, before, 1, crate::Reader::Inspector).await;
+        match found {
+            Ok(events) => Ok(events.first().is_some_and(|e| e.seq == id.seq && e.payload == payload)),
+            Err(Error::Backend(m)) => Err(Error::Backend(m)),
+            // Ended, dropped or evicted meanwhile: not stored under it (any more).
+            Err(_) => Ok(false),
+        }
     }
 
     /// Retention after appending `id` (of `size` bytes) to `new`, with `pending` the earlier,
@@ -272,9 +318,20 @@ impl Computed {
         let outcome = match slot.job.reply {
             Some(_) => Outcome::Refused(e),
             None if moot => Outcome::Moot,
+            None if matches!(e, Error::Backend(_)) => Outcome::Unreachable(e),
             None => Outcome::Lost(e.to_string()),
         };
         self.slots.push((slot, outcome));
+    }
+
+    /// `slot` is refused with `e`, a failure to read its session; the session's later appends
+    /// in this batch are refused with it too (a backend failure), so none of them is numbered
+    /// on a record that lacks `slot`.
+    fn unreadable(&mut self, slot: Slot, e: Error) {
+        if matches!(e, Error::Backend(_)) {
+            self.unreadable.insert(slot.job.session, super::again(&e));
+        }
+        self.refuse(slot, e);
     }
 }
 
