@@ -63,10 +63,35 @@ pub async fn fresh() -> Option<TestPrefix> {
             return None;
         }
     }
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        let url = url();
+        let _ = std::thread::spawn(move || drop_abandoned(&url)).join();
+    });
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
     let prefix = format!("forkless_t_{}_{}_{nanos}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
     Some(TestPrefix { prefix, url: url() })
+}
+
+/// Delete the keys of test processes that are gone: a test that panicked or was killed before
+/// its guard ran, or a write of a store's background task that landed after its guard deleted
+/// the prefix (its request was on the wire already). Once per test process.
+fn drop_abandoned(url: &str) {
+    let Ok(client) = redis::Client::open(url) else { return };
+    let Ok(mut conn) = client.get_connection() else { return };
+    let keys: Vec<String> = match redis::cmd("KEYS").arg("forkless_t_*").query(&mut conn) {
+        Ok(keys) => keys,
+        Err(_) => return,
+    };
+    let gone = |key: &String| {
+        let pid = key.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
+        pid.is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+    };
+    let abandoned: Vec<String> = keys.into_iter().filter(gone).collect();
+    for chunk in abandoned.chunks(500) {
+        let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(chunk).query(&mut conn);
+    }
 }
 
 impl Drop for TestPrefix {
