@@ -9,6 +9,7 @@
 
 use bytes::Bytes;
 use forkless_core::{AppendTarget, EventId, EventKind, Limits, Seq, SessionRecord, Timestamp};
+use forkless_store::conformance::until_delivered;
 use forkless_store::shared::{
     DbFault, DbFaults, FaultyDatabase, Hints, Pipeline, SETTLE_RETRIES, SharedStore, TailConfig,
 };
@@ -139,6 +140,25 @@ async fn negative_control_a_database_down_for_longer_than_the_store_tries_is_see
     );
     let seqs: Vec<u64> = view.log.iter().map(|(s, _)| *s).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "the log itself stays gap-free");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_a_failed_write_stored_after_all_reaches_its_watchers() {
+    let Some(db) = fresh().await else { return };
+    let (store, faults) = store(&db, Pipeline::On).await;
+    let record = forkless_store::conformance::new_record(3, true);
+    store.create(record.clone()).await.expect("create");
+    let stream = record.standalone().id();
+    let mut watch = store.watch(record.id(), stream).await.expect("watch");
+    // One notification, alone in its batch: the write stores it and reports an error, so
+    // only finding it stored under its id can wake the watcher (hints are off).
+    faults.inject(DbFault::BatchUnacknowledged);
+    let id = emit(&store, &record, 7).await.expect("answered");
+    until_delivered(&mut watch, id.seq).await;
+    assert_eq!(faults.pending(), 0, "the fault fired");
+    let events = store.read(record.id(), stream, Seq::PRIMING, 10, Reader::Inspector).await.expect("read");
+    let logged: Vec<(Seq, &[u8])> = events.iter().map(|e| (e.seq, &e.payload[..])).collect();
+    assert_eq!(logged, [(id.seq, &b"{\"n\":7}"[..])], "stored once, under the id it was answered");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -167,7 +167,9 @@ impl<D: Database> Inner<D> {
             return batch.waiting.push(slot);
         }
         let job = &slot.job;
-        if let Some(e) = batch.unreadable.get(&job.session) {
+        if !batch.unreadable.is_empty()
+            && let Some(e) = batch.unreadable.get(&job.session)
+        {
             let e = super::again(e);
             return batch.refuse(slot, e);
         }
