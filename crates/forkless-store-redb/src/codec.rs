@@ -41,7 +41,7 @@ pub(crate) const FORMAT_VERSION: u64 = 5;
 pub(crate) const MIGRATES_FROM: [u64; 2] = [3, 4];
 
 mod keys;
-pub(crate) use forkless_store::codec::{chunk_events, put_chunk_event};
+pub(crate) use forkless_store::codec::{chunk_events, chunk_last, put_chunk_event};
 pub(crate) use keys::{event_key, split_event_key};
 
 /// Append one write to a log entry's payload.

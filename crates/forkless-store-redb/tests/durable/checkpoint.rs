@@ -173,3 +173,66 @@ async fn a_full_region_waits_for_the_other_region_s_checkpoint_then_goes_on() {
     let events = after.read(sid, s, Seq::PRIMING, 100, Reader::Inspector).await.unwrap();
     assert!(events.iter().zip(1..=7u8).all(|(e, n)| e.seq.get() == u64::from(n) && e.payload == big(n)));
 }
+
+/// The data file's event rows (each a run of events) under `session`, and the first seq of
+/// each.
+fn event_rows(path: &std::path::Path, session: SessionId) -> Vec<u64> {
+    let db = redb::ReadOnlyDatabase::open(path).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let events = txn.open_table(redb::TableDefinition::<&[u8], &[u8]>::new("events")).unwrap();
+    let (mut lo, mut hi) = ([0u8; 36], [0xffu8; 36]);
+    lo[..16].copy_from_slice(session.as_bytes());
+    hi[..16].copy_from_slice(session.as_bytes());
+    events
+        .range(&lo[..]..=&hi[..])
+        .unwrap()
+        .map(|row| u64::from_be_bytes(row.unwrap().0.value()[28..].try_into().unwrap()))
+        .collect()
+}
+
+/// Events evicted in a later checkpoint than the one that stored them leave the data file:
+/// every row of them when all are gone (an ended session's tombstone used to keep the last
+/// row of each stream for its whole TTL, and the file grew by 25 MB/s under session churn),
+/// and every row before the one holding the oldest retained event otherwise.
+#[tokio::test]
+async fn evicted_events_leave_the_data_file_whole_rows_at_a_time() {
+    let dir = tempdir();
+    let path = dir.path().join("data.redb");
+    let (ended, kept) = (record(41), record(42));
+    let (ended_id, kept_id, kept_stream) = (ended.id(), kept.id(), kept.standalone().id());
+    let keep_300 = Limits { stream_max_events: 300, ..Limits::default() };
+    {
+        let (store, _) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
+        store.create(ended).await.unwrap();
+        store.create(kept).await.unwrap();
+        for n in 1..=600 {
+            standalone_event(&store, ended_id, payload(n)).await.unwrap();
+            standalone_event(&store, kept_id, payload(n)).await.unwrap();
+        }
+    }
+    // Stored as rows of at most 256 events: 1, 257, 513.
+    assert_eq!(event_rows(&path, ended_id), [1, 257, 513]);
+    {
+        let (store, _) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
+        transact(&store, ended_id, |r| r.on_end(forkless_core::EndReason::Deleted, T0)).await.unwrap();
+        // One more event under a 300-event limit evicts 1..=301: the oldest kept is 302.
+        store
+            .append(Append {
+                session: kept_id,
+                target: AppendTarget::Standalone,
+                payload: payload(601),
+                kind: EventKind::Intermediate,
+                now: T0,
+                limits: &keep_300,
+            })
+            .await
+            .unwrap();
+    }
+    assert_eq!(event_rows(&path, ended_id), Vec::<u64>::new(), "an ended session's rows are all gone");
+    assert_eq!(event_rows(&path, kept_id), [257, 513, 601], "the row holding 302 stays, the one before goes");
+    let (store, _) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
+    let back = store.read(kept_id, kept_stream, Seq::new(301), 1000, Reader::Inspector).await.unwrap();
+    let seqs: Vec<u64> = back.iter().map(|e| e.seq.get()).collect();
+    assert_eq!(seqs, (302..=601).collect::<Vec<_>>(), "exactly the retained events read back");
+    assert!(back.iter().all(|e| e.payload == payload(e.seq.get())));
+}
