@@ -17,12 +17,27 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use super::inbox::{Inbox, Queued};
-use super::op::Op;
+use super::op::{Op, StreamRow};
+use forkless_store::engine::Origin;
 
 /// One mutation's writes, as its journal collects them. An append to an existing stream, the
 /// most frequent mutation, writes its event and its stream's row: those stay inline, without
 /// an allocation per append.
-pub(crate) type Ops = SmallVec<[Op; 2]>;
+pub(crate) type Writes = SmallVec<[Write; 2]>;
+
+/// One write of a mutation on its way to the queue.
+#[derive(Debug)]
+pub(crate) enum Write {
+    /// A write as the log holds it.
+    Op(Op),
+    /// A stream's row as the mutation left it (`prefix` = session + stream; `origin`: whether
+    /// the mutation created the stream), written into the row the queued group already holds
+    /// for that stream if it has one.
+    Row { prefix: [u8; 28], stream: forkless_core::Stream, origin: Origin },
+}
+
+/// Where in a group's writes each stream's row is, by session + stream.
+type Rows = std::collections::HashMap<[u8; 28], usize, forkless_core::IdHashBuilder>;
 
 /// Acknowledges a write (or a barrier) once it is durable, or with the failure.
 pub(crate) type Ack = tokio::sync::oneshot::Sender<Result<(), String>>;
@@ -34,6 +49,9 @@ pub(crate) type Ack = tokio::sync::oneshot::Sender<Result<(), String>>;
 #[derive(Debug, Default)]
 pub(crate) struct Group {
     pub(crate) ops: Vec<Op>,
+    /// The row in `ops` of each stream written since the last deletion of it (or of its
+    /// session) in `ops`: a later row of the stream is written into that one.
+    rows: Rows,
     pub(crate) deliver: Vec<EventId>,
     pub(crate) acks: Vec<Ack>,
     /// Mutations and barriers in the group.
@@ -47,25 +65,66 @@ impl Group {
     /// One mutation's writes and appended events; `waiter`: somebody waits for exactly these
     /// writes (an answer sent at once, or any write in immediate mode; with no writes, a
     /// barrier), so the group commits now rather than at the window's end.
+    ///
+    /// A stream's row is written into the row the group holds for that stream, if no deletion
+    /// of the stream or its session came after it: every append rewrites its stream's row, and
+    /// carrying one row per append through the queue, the log's encoder and the checkpoint
+    /// (to be skipped there as superseded) was a third of the bytes an append moved. Moving a
+    /// row's write earlier changes nothing: within a group only a deletion of the stream acts
+    /// on its row, the group is one log entry applied whole, and no deletion is crossed.
     pub(crate) fn add(
         &mut self,
-        ops: impl IntoIterator<Item = Op>,
+        writes: impl IntoIterator<Item = Write>,
         deliver: impl IntoIterator<Item = EventId>,
         waiter: Option<Ack>,
     ) {
         if self.messages == 0 {
             self.opened = Some(Instant::now());
         }
-        self.ops.extend(ops);
+        for write in writes {
+            match write {
+                Write::Op(op) => {
+                    match &op {
+                        Op::DropStream { prefix } => {
+                            self.rows.remove(prefix);
+                        }
+                        Op::DropSession { session } => self.rows.retain(|p, _| !p.starts_with(session)),
+                        _ => {}
+                    }
+                    self.ops.push(op);
+                }
+                Write::Row { prefix, stream, origin } => self.put_row(prefix, stream, origin),
+            }
+        }
         self.deliver.extend(deliver);
         self.acks.extend(waiter);
         self.messages += 1;
     }
 
-    /// Move everything in `other` to the end of this group, leaving `other` empty.
+    /// Write a stream's row: into the one the group holds for it, or as a new write.
+    fn put_row(&mut self, prefix: [u8; 28], stream: forkless_core::Stream, origin: Origin) {
+        // A stream the mutation created has no row before it (it was deleted, or never was).
+        if origin == Origin::Existing
+            && let Some(&at) = self.rows.get(&prefix)
+            && let Some(Op::PutStream { prefix: held, stream: StreamRow::Seen(row), .. }) =
+                self.ops.get_mut(at)
+            && *held == prefix
+        {
+            // The held write keeps its origin: if it created the stream, the group still does.
+            **row = stream;
+            return;
+        }
+        self.rows.insert(prefix, self.ops.len());
+        self.ops.push(Op::PutStream { prefix, stream: StreamRow::Seen(Box::new(stream)), origin });
+    }
+
+    /// Move everything in `other` to the end of this group, leaving `other` empty. Rows that
+    /// `other` held are not written into this group's from then on (the writer only takes
+    /// queued groups, it adds nothing).
     pub(crate) fn take_from(&mut self, other: &mut Self) {
         if self.messages == 0 {
             self.ops.clear();
+            self.rows.clear();
             self.deliver.clear();
             self.acks.clear();
             self.opened = None;
@@ -73,6 +132,8 @@ impl Group {
             return;
         }
         self.ops.append(&mut other.ops);
+        self.rows.clear();
+        other.rows.clear();
         self.deliver.append(&mut other.deliver);
         self.acks.append(&mut other.acks);
         self.messages += std::mem::take(&mut other.messages);
@@ -100,6 +161,8 @@ impl Group {
         const KEEP: usize = 16 << 10;
         self.ops.clear();
         self.ops.shrink_to(KEEP);
+        self.rows.clear();
+        self.rows.shrink_to(KEEP);
         self.deliver.clear();
         self.deliver.shrink_to(KEEP);
         self.acks.clear();
@@ -297,103 +360,4 @@ pub(crate) fn gather_window(rx: &Inbox, group: &mut Group, window: Duration) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const WINDOW: Duration = Duration::from_millis(5);
-
-    /// A plan after a flood's group.
-    fn flooded() -> WindowPlan {
-        let mut plan = WindowPlan::default();
-        plan.gathered(FLOOD);
-        plan
-    }
-
-    #[test]
-    fn without_a_flood_a_group_gathers_for_half_the_window() {
-        let mut plan = WindowPlan::default();
-        assert_eq!(plan.early(WINDOW), WINDOW / 2);
-        plan.synced(Duration::from_micros(100));
-        plan.gathered(FLOOD - 1);
-        assert_eq!(plan.early(WINDOW), WINDOW / 2, "fast syncs do not lengthen a light load's gather");
-        plan.gathered(FLOOD);
-        assert!(plan.early(WINDOW) < WINDOW / 2, "a flood gathers longer");
-        plan.gathered(3);
-        assert_eq!(plan.early(WINDOW), WINDOW / 2, "and the flood's end shortens it again");
-    }
-
-    #[test]
-    fn under_a_flood_a_slow_sync_closes_windows_earlier_at_once_and_is_forgotten_gradually() {
-        let mut plan = flooded();
-        assert_eq!(plan.early(WINDOW), DELIVERY_ALLOWANCE);
-        for _ in 0..100 {
-            plan.synced(Duration::from_micros(200));
-        }
-        assert_eq!(plan.early(WINDOW), Duration::from_micros(200) + DELIVERY_ALLOWANCE);
-        // One slow sync among fast ones: planned for from the next group on.
-        plan.synced(Duration::from_millis(1));
-        assert_eq!(plan.early(WINDOW), Duration::from_millis(1) + DELIVERY_ALLOWANCE);
-        plan.synced(Duration::from_micros(200));
-        let after_one = plan.early(WINDOW);
-        assert!(after_one < Duration::from_millis(1) + DELIVERY_ALLOWANCE);
-        assert!(after_one > Duration::from_micros(900) + DELIVERY_ALLOWANCE);
-        // Forgotten after a few dozen fast ones (half of it in about 22).
-        for _ in 0..22 {
-            plan.synced(Duration::from_micros(200));
-        }
-        assert!(plan.early(WINDOW) < Duration::from_micros(600) + DELIVERY_ALLOWANCE);
-        for _ in 0..200 {
-            plan.synced(Duration::from_micros(200));
-        }
-        assert_eq!(plan.early(WINDOW), Duration::from_micros(200) + DELIVERY_ALLOWANCE);
-    }
-
-    #[test]
-    fn a_window_never_closes_before_its_middle() {
-        let mut plan = flooded();
-        plan.synced(Duration::from_millis(40));
-        assert_eq!(plan.early(WINDOW), WINDOW / 2);
-    }
-
-    #[test]
-    fn a_group_is_opened_by_its_first_write_and_keeps_that_time_when_joined() {
-        let mut queued = Group::default();
-        assert_eq!(queued.opened, None);
-        queued.add([], [], None);
-        let first = queued.opened.expect("opened by its first write");
-        queued.add([], [], None);
-        assert_eq!(queued.opened, Some(first), "a later write does not move it");
-
-        // The writer's empty group takes the queue whole, with its opening time.
-        let mut writing = Group::default();
-        writing.take_from(&mut queued);
-        assert_eq!((writing.opened, queued.opened), (Some(first), None));
-
-        // Joining a later queue to a group already open keeps the earlier time.
-        queued.add([], [], None);
-        let later = queued.opened.unwrap();
-        assert!(later >= first);
-        writing.take_from(&mut queued);
-        assert_eq!((writing.opened, writing.messages), (Some(first), 3));
-
-        writing.clear();
-        assert_eq!(writing.opened, None);
-    }
-
-    #[test]
-    fn a_window_closes_counting_from_its_first_write_not_from_when_the_writer_looks() {
-        let mut group = Group::default();
-        group.add([], [], None);
-        // Queued 3 ms before the writer looks at it.
-        let opened = Instant::now().checked_sub(Duration::from_millis(3)).expect("uptime");
-        group.opened = Some(opened);
-        let plan = WindowPlan::default();
-        assert_eq!(group.closes(WINDOW, &plan), opened + WINDOW / 2);
-        let mut flood = flooded();
-        flood.synced(Duration::from_micros(300));
-        assert_eq!(
-            group.closes(WINDOW, &flood),
-            opened + WINDOW - Duration::from_micros(300) - DELIVERY_ALLOWANCE
-        );
-    }
-}
+mod tests;

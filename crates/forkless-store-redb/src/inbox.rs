@@ -16,8 +16,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-use super::group::{Ack, EventId, Group};
-use super::op::Op;
+use super::group::{Ack, EventId, Group, Write};
 
 #[derive(Debug, Default)]
 pub(crate) struct Inbox {
@@ -57,7 +56,7 @@ impl Inbox {
     /// unsent.
     pub(crate) fn send(
         &self,
-        ops: impl IntoIterator<Item = Op>,
+        writes: impl IntoIterator<Item = Write>,
         deliver: impl IntoIterator<Item = EventId>,
         waiter: Option<Ack>,
     ) -> Result<(), Closed> {
@@ -65,7 +64,7 @@ impl Inbox {
         if state.closed {
             return Err(Closed);
         }
-        state.queued.add(ops, deliver, waiter);
+        state.queued.add(writes, deliver, waiter);
         let wake = state.waiting;
         drop(state);
         if wake {
@@ -149,6 +148,7 @@ impl Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::op::Op;
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -159,8 +159,8 @@ mod tests {
         inbox.send([], [], Some(ack)).map(|()| done)
     }
 
-    fn trim(low_water: u64) -> Op {
-        Op::Trim { prefix: [1; 28], low_water }
+    fn trim(low_water: u64) -> Write {
+        Write::Op(Op::Trim { prefix: [1; 28], low_water })
     }
 
     fn low_waters(group: &Group) -> Vec<u64> {

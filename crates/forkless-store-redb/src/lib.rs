@@ -51,7 +51,7 @@ use std::time::Duration;
 
 use forkless_core::{AppendTarget, EventId, EventKind, Seq, SessionId, SessionRecord, StreamId, Timestamp};
 
-use self::group::Ack;
+use self::group::{Ack, Write};
 use self::journal::Poison;
 use self::op::Op;
 use forkless_store::engine::{Effect, Engine, Origin};
@@ -219,7 +219,7 @@ impl RedbStore {
     /// [`Self::journal`], with `waiter` acknowledged once the mutation's writes are durable
     /// (it travels with them, so the writer commits their group at once).
     fn journal_for(&self, mut waiter: Option<Ack>) -> impl FnMut(Effect<'_>) + '_ {
-        let mut ops = group::Ops::new();
+        let mut ops = group::Writes::new();
         let mut deliver = smallvec::SmallVec::<[group::EventId; 1]>::new();
         move |effect| match effect {
             Effect::Record(r) => {
@@ -230,26 +230,28 @@ impl RedbStore {
             Effect::Stream { session, meta, origin } => ops.push(put_stream(session, meta, origin)),
             Effect::Event { record, id, payload, origin } => {
                 deliver.push(group::EventId { session: record.id(), event: id });
-                ops.push(Op::PutEvent {
+                ops.push(Write::Op(Op::PutEvent {
                     key: codec::event_key(record.id(), id.stream, id.seq),
                     payload: payload.clone(),
-                });
+                }));
                 // An append changes its stream's row, never the session's header (which holds
                 // no counters): the header stays as its last write left it.
                 if let Some(meta) = record.stream(id.stream) {
                     ops.push(put_stream(record.id(), meta, origin));
                 }
                 if record.session().ended().is_some() {
-                    ops.push(Op::DropEvents { session: *record.id().as_bytes() });
+                    ops.push(Write::Op(Op::DropEvents { session: *record.id().as_bytes() }));
                 }
             }
             Effect::Trim { session, stream, low_water } => {
-                ops.push(Op::Trim { prefix: prefix(session, stream), low_water: low_water.get() });
+                ops.push(Write::Op(Op::Trim { prefix: prefix(session, stream), low_water: low_water.get() }))
             }
             Effect::DropStream { session, stream } => {
-                ops.push(Op::DropStream { prefix: prefix(session, stream) })
+                ops.push(Write::Op(Op::DropStream { prefix: prefix(session, stream) }))
             }
-            Effect::DropSession(session) => ops.push(Op::DropSession { session: *session.as_bytes() }),
+            Effect::DropSession(session) => {
+                ops.push(Write::Op(Op::DropSession { session: *session.as_bytes() }))
+            }
             Effect::End => {
                 if !ops.is_empty() || waiter.is_some() {
                     // Closed: the store is closing; a waiter dropped unsent then asks a barrier,
@@ -261,12 +263,15 @@ impl RedbStore {
     }
 }
 
-fn put_header(record: &SessionRecord) -> Op {
-    Op::PutHeader { session: *record.id().as_bytes(), header: forkless_store::codec::encode_header(record) }
+fn put_header(record: &SessionRecord) -> Write {
+    Write::Op(Op::PutHeader {
+        session: *record.id().as_bytes(),
+        header: forkless_store::codec::encode_header(record),
+    })
 }
 
-fn put_stream(session: SessionId, meta: &forkless_core::Stream, origin: Origin) -> Op {
-    Op::PutStream { prefix: prefix(session, meta.id()), stream: op::StreamRow::Seen(meta.clone()), origin }
+fn put_stream(session: SessionId, meta: &forkless_core::Stream, origin: Origin) -> Write {
+    Write::Row { prefix: prefix(session, meta.id()), stream: meta.clone(), origin }
 }
 
 fn prefix(session: SessionId, stream: StreamId) -> [u8; 28] {

@@ -130,15 +130,23 @@ pub(crate) struct AlignedBuf {
 }
 
 impl AlignedBuf {
-    /// `len` zeroed bytes starting at a block boundary.
-    pub(crate) fn zeroed(&mut self, len: usize) -> &mut [u8] {
+    /// `len` bytes starting at a block boundary: `parts` one after another, then zeros.
+    /// Only the bytes after the parts are zeroed: a group's log entry is hundreds of
+    /// kilobytes under a flood, and zeroing it all before copying it in cost the writer
+    /// thread a tenth of its time.
+    pub(crate) fn fill(&mut self, parts: &[&[u8]], len: usize) -> &[u8] {
         if self.bytes.len() < len + BLOCK {
             // Growing moves the contents; they are rewritten below anyway.
             self.bytes = vec![0; (len + BLOCK).next_power_of_two()];
         }
         let start = self.bytes.as_ptr().align_offset(BLOCK);
         let out = &mut self.bytes[start..start + len];
-        out.fill(0);
+        let mut at = 0;
+        for part in parts {
+            out[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        out[at..].fill(0);
         out
     }
 }
@@ -154,9 +162,10 @@ mod tests {
         let log = LogFile::open(&dir.path().join("log")).unwrap();
         log.set_len(4 * BLOCK as u64).unwrap();
         let mut buf = AlignedBuf::default();
-        let block = buf.zeroed(2 * BLOCK);
-        block[..5].copy_from_slice(b"first");
-        block[BLOCK..BLOCK + 6].copy_from_slice(b"second");
+        let mut second = vec![0; BLOCK + 6];
+        second[..5].copy_from_slice(b"first");
+        second[BLOCK..].copy_from_slice(b"second");
+        let block = buf.fill(&[&second], 2 * BLOCK);
         log.write(BLOCK as u64, block).unwrap();
         log.write(3 * BLOCK as u64 + 7, b"unaligned").unwrap();
         log.sync_data().unwrap();
@@ -169,13 +178,17 @@ mod tests {
     }
 
     #[test]
-    fn an_aligned_buffer_starts_on_a_block_boundary_whatever_its_size() {
+    fn an_aligned_buffer_starts_on_a_block_boundary_holds_its_parts_then_zeros() {
         let mut buf = AlignedBuf::default();
+        // Each use leaves ones behind in the bytes the next must zero.
+        let ones = vec![1u8; 40 * BLOCK];
+        buf.fill(&[&ones], 40 * BLOCK);
         for len in [BLOCK, 3 * BLOCK, BLOCK, 40 * BLOCK] {
-            let out = buf.zeroed(len);
+            let out = buf.fill(&[b"ab", b"", b"cde"], len);
             assert_eq!((out.as_ptr().align_offset(BLOCK), out.len()), (0, len));
-            assert!(out.iter().all(|&b| b == 0));
-            out[len - 1] = 1;
+            assert_eq!(&out[..5], b"abcde");
+            assert!(out[5..].iter().all(|&b| b == 0), "zeros after the parts");
+            buf.fill(&[&ones[..len]], len);
         }
     }
 }

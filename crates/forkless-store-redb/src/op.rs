@@ -5,7 +5,9 @@ use bytes::Bytes;
 
 use forkless_store::engine::Origin;
 
-/// One write.
+/// One write. Every append's event travels as one through the inbox, the group and the
+/// checkpoint's list, so it is kept small: a stream's row, the one large write, is boxed (and
+/// written into the queued group once per stream, see [`super::group::Group::add`]).
 #[derive(Debug)]
 pub(crate) enum Op {
     /// Write a session's header row.
@@ -48,9 +50,12 @@ pub(crate) enum Op {
 /// never encoded), or the encoded row as a log entry holds it (read back at recovery).
 #[derive(Debug)]
 pub(crate) enum StreamRow {
-    Seen(forkless_core::Stream),
+    Seen(Box<forkless_core::Stream>),
     Encoded(Vec<u8>),
 }
+
+// An event's write (its key and payload) is the largest unboxed one.
+const _: () = assert!(size_of::<Op>() <= 72);
 
 impl StreamRow {
     /// Append the encoded row to `out`.

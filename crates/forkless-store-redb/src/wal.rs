@@ -218,9 +218,8 @@ impl Log {
         let start = self.offset - self.tail.len() as u64;
         let end = self.offset + self.entry.len() as u64;
         let padded = end.next_multiple_of(BLOCK as u64).min(self.region.end(self.capacity).max(end));
-        let out = self.out.zeroed(usize::try_from(padded - start).map_err(std::io::Error::other)?);
-        out[..self.tail.len()].copy_from_slice(&self.tail);
-        out[self.tail.len()..][..self.entry.len()].copy_from_slice(&self.entry);
+        let len = usize::try_from(padded - start).map_err(std::io::Error::other)?;
+        let out = self.out.fill(&[&self.tail, &self.entry], len);
         self.backend.write(start, out)?;
         self.backend.sync_data()?;
         let last_block = end - end % BLOCK as u64;

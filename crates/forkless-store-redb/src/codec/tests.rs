@@ -31,7 +31,7 @@ fn a_stream_row_encoded_in_the_log_reads_back_as_the_row() {
     let prefix = [7u8; 28];
     let mut log = Vec::new();
     for (origin, stream) in [
-        (Origin::Existing, crate::op::StreamRow::Seen(stream)),
+        (Origin::Existing, crate::op::StreamRow::Seen(Box::new(stream))),
         (Origin::New, crate::op::StreamRow::Encoded(row.clone())),
     ] {
         encode_op(&Op::PutStream { prefix, stream, origin }, &mut log);
