@@ -91,14 +91,21 @@ fn forget_set<K: Eq + std::hash::Hash>(table: &mut Set<K>) {
 }
 
 /// Which of `ops` a transaction applying them all can skip: a header or stream row written
-/// again or deleted by a later op, and events (and trims) of a stream or session whose events
-/// a later op deletes. Every append rewrites its session's header and its stream's row, so a
+/// again or deleted by a later op, events (and trims) of a stream or session whose events
+/// a later op deletes, and events below the low-water mark of a later trim of their stream. Every append rewrites its session's header and its stream's row, so a
 /// checkpoint of many appends writes each once instead of once per append; and a session
 /// answering every request over SSE drops its oldest answered streams within the second that
 /// opened them (retention by count), so their events are never written at all. The skipped
 /// writes change nothing the later ops leave behind, and a group is one log entry, applied
 /// whole or not at all, so the log may skip them too. (The remaining event ops apply in order:
 /// their effects depend on each other.)
+///
+/// Ending a session evicts all its events (a trim of each stream to its high-water mark),
+/// and a client that ends its sessions as it goes ends most of them within the second that
+/// wrote their events: those events were written into redb by the checkpoint only to be
+/// deleted by the same transaction. A trim keeps no event below its mark (recovery ignores
+/// them, and every event appended after it is above it), so skipping them changes nothing it
+/// leaves behind.
 ///
 /// Its tables are kept for the next use.
 #[derive(Default)]
@@ -110,6 +117,8 @@ pub(crate) struct Superseded {
     /// The last deletion of each stream: a stream created and deleted within `ops` never
     /// reaches the store, so its deletion has nothing to delete either.
     drops: Map<[u8; 28], usize>,
+    /// The highest low-water mark a later trim sets for each stream.
+    trimmed: Map<[u8; 28], u64>,
     skip: Vec<bool>,
 }
 
@@ -123,7 +132,7 @@ impl Superseded {
     /// Which of `ops` can be skipped (`true`), in the tables kept from the last call.
     pub(crate) fn of(&mut self, ops: &[Op]) -> &[bool] {
         self.forget();
-        let Self { sessions, streams, gone_sessions, gone_streams, drops, skip } = self;
+        let Self { sessions, streams, gone_sessions, gone_streams, drops, trimmed, skip } = self;
         let gone = |prefix: &[u8], gone_sessions: &Set<[u8; 16]>, gone_streams: &Set<[u8; 28]>| {
             let (session, stream) =
                 (<[u8; 16]>::try_from(&prefix[..16]), <[u8; 28]>::try_from(&prefix[..28]));
@@ -142,8 +151,14 @@ impl Superseded {
                         skip[drop] = true;
                     }
                 }
-                Op::PutEvent { key, .. } => skip[i] = gone(key, gone_sessions, gone_streams),
-                Op::Trim { prefix, .. } => skip[i] = gone(prefix, gone_sessions, gone_streams),
+                Op::PutEvent { key, .. } => {
+                    skip[i] = gone(key, gone_sessions, gone_streams) || below_trim(key, trimmed)
+                }
+                Op::Trim { prefix, low_water } => {
+                    skip[i] = gone(prefix, gone_sessions, gone_streams);
+                    let mark = trimmed.entry(*prefix).or_default();
+                    *mark = (*mark).max(*low_water);
+                }
                 Op::DropStream { prefix } => {
                     streams.insert(*prefix);
                     gone_streams.insert(*prefix);
@@ -168,9 +183,17 @@ impl Superseded {
         forget_set(&mut self.gone_sessions);
         forget_set(&mut self.gone_streams);
         forget(&mut self.drops);
+        forget(&mut self.trimmed);
         self.skip.clear();
         self.skip.shrink_to(KEEP);
     }
+}
+
+/// Whether the event under `key` is below the mark a later trim of its stream sets.
+fn below_trim(key: &[u8; 36], trimmed: &Map<[u8; 28], u64>) -> bool {
+    let (prefix, seq) = key.split_at(28);
+    let seq = u64::from_be_bytes(seq.try_into().unwrap_or_default());
+    <[u8; 28]>::try_from(prefix).is_ok_and(|p| trimmed.get(&p).is_some_and(|&low| seq < low))
 }
 
 /// A checkpoint's new events, gathered per stream into rows of consecutive events: one B-tree
@@ -376,78 +399,4 @@ pub(crate) fn is_empty(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(session: u8, stream: u8, seq: u64) -> [u8; 36] {
-        let mut k = [0u8; 36];
-        k[0] = session;
-        k[16] = stream;
-        k[28..].copy_from_slice(&seq.to_be_bytes());
-        k
-    }
-
-    fn prefix(session: u8, stream: u8) -> [u8; 28] {
-        let mut p = [0u8; 28];
-        p.copy_from_slice(&key(session, stream, 0)[..28]);
-        p
-    }
-
-    fn event(session: u8, stream: u8, seq: u64) -> Op {
-        Op::PutEvent { key: key(session, stream, seq), payload: bytes::Bytes::from_static(b"{}") }
-    }
-
-    /// Writes a later op deletes are skipped; everything else applies.
-    #[test]
-    fn superseded_skips_only_what_a_later_op_deletes() {
-        let mut session_one = [0u8; 16];
-        session_one[0] = 1;
-        let ops = vec![
-            event(1, 1, 1),                                  // 0: its stream is dropped below
-            Op::Trim { prefix: prefix(1, 1), low_water: 1 }, // 1: likewise
-            event(1, 2, 1),                                  // 2: kept: stream 2 stays
-            Op::PutStream { prefix: prefix(1, 1), stream: vec![1].into(), origin: Origin::Existing }, // 3: dropped below
-            Op::DropStream { prefix: prefix(1, 1) },                                                  // 4
-            event(2, 1, 1), // 5: its session's events go below
-            Op::DropEvents {
-                session: {
-                    let mut s = [0u8; 16];
-                    s[0] = 2;
-                    s
-                },
-            }, // 6
-            event(2, 1, 2), // 7: after the drop: kept
-            Op::PutHeader { session: session_one, header: vec![1] }, // 8: rewritten below
-            Op::PutHeader { session: session_one, header: vec![2] }, // 9
-        ];
-        let skip = Superseded::default().of(&ops).to_vec();
-        assert_eq!(skip, [true, true, false, true, false, true, false, false, true, false]);
-        // Tables kept from an earlier use carry nothing into the next: the writer thread
-        // reuses one for every group, and a leftover key would skip a write that must stay.
-        let mut kept = Superseded::default();
-        kept.of(&ops);
-        let later = [
-            event(1, 1, 2), // its stream's drop was in the earlier list, not this one
-            Op::PutStream { prefix: prefix(1, 1), stream: vec![1].into(), origin: Origin::Existing },
-            Op::PutHeader { session: session_one, header: vec![3] },
-        ];
-        assert_eq!(kept.of(&later), [false, false, false], "a later list starts afresh");
-        assert_eq!(kept.of(&ops), skip);
-    }
-
-    /// A stream created and deleted within one list of writes never reaches the store: its
-    /// deletion is skipped too. One that existed before keeps its deletion.
-    #[test]
-    fn a_stream_created_and_dropped_in_one_checkpoint_is_never_stored() {
-        let put =
-            |stream, origin| Op::PutStream { prefix: prefix(1, stream), stream: vec![0].into(), origin };
-        let ops = vec![
-            put(1, Origin::New),
-            event(1, 1, 1),
-            Op::DropStream { prefix: prefix(1, 1) },
-            put(2, Origin::Existing),
-            Op::DropStream { prefix: prefix(1, 2) },
-        ];
-        assert_eq!(Superseded::default().of(&ops), [true, true, true, true, false]);
-    }
-}
+mod tests;
