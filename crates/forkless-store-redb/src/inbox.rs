@@ -6,8 +6,9 @@
 //! has just written (empty, its buffers kept), so once warm nothing is allocated and every
 //! write is copied once on its way in. (`std::sync::mpsc` allocated and zeroed a block for
 //! every 31 messages, which the writer thread then freed, and copied each message out again.)
-//! A sender wakes the writer only when it waits on the inbox; the writer's sleep within a
-//! batch window is a timed sleep, so an append never wakes it.
+//! A sender wakes the writer only when the writer waits for what it sends: any write while
+//! idle, but within a batch window only a write somebody waits on (or one that fills the
+//! group), so an append nobody waits on never wakes it.
 //!
 //! It owns the queue and its closing; what a group is and how the writer gathers one is
 //! [`super::group`]'s.
@@ -37,12 +38,41 @@ pub(crate) enum Queued {
     Closed,
 }
 
+/// Whether a send woke the writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Woke {
+    Writer,
+    No,
+}
+
 #[derive(Debug, Default)]
 struct State {
     queued: Group,
     closed: bool,
-    /// The writer waits on `arrived`: a sender must notify it.
-    waiting: bool,
+    writer: Sleep,
+}
+
+/// What the writer waits on `arrived` for, which tells a sender whether to notify it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Sleep {
+    /// It is not waiting.
+    #[default]
+    Awake,
+    /// Idle: any write.
+    ForAny,
+    /// Within a batch window: a write somebody waits on, or a queue of `room` mutations.
+    ForUrgent { room: usize },
+}
+
+impl State {
+    /// Whether what is queued ends a wait of this kind.
+    fn ends(&self, sleep: Sleep) -> bool {
+        match sleep {
+            Sleep::Awake => false,
+            Sleep::ForAny => !self.queued.is_empty(),
+            Sleep::ForUrgent { room } => self.queued.is_urgent() || self.queued.messages >= room,
+        }
+    }
 }
 
 impl Inbox {
@@ -53,24 +83,29 @@ impl Inbox {
 
     /// Queue one mutation's writes (see [`Group::add`]), unless the inbox is closed: then they
     /// are dropped, and with them the waiter, whose side sees its acknowledgement dropped
-    /// unsent.
+    /// unsent. Wakes the writer if it waits for these writes.
     pub(crate) fn send(
         &self,
         writes: impl IntoIterator<Item = Write>,
         deliver: impl IntoIterator<Item = EventId>,
         waiter: Option<Ack>,
-    ) -> Result<(), Closed> {
+    ) -> Result<Woke, Closed> {
         let mut state = self.lock();
         if state.closed {
             return Err(Closed);
         }
         state.queued.add(writes, deliver, waiter);
-        let wake = state.waiting;
-        drop(state);
+        let wake = state.ends(state.writer);
         if wake {
-            self.arrived.notify_one();
+            // Only one notification per wait.
+            state.writer = Sleep::Awake;
         }
-        Ok(())
+        drop(state);
+        if !wake {
+            return Ok(Woke::No);
+        }
+        self.arrived.notify_one();
+        Ok(Woke::Writer)
     }
 
     /// Refuse further writes; the writer still takes those already queued.
@@ -124,24 +159,55 @@ impl Inbox {
             if state.closed {
                 return Err(RecvTimeoutError::Disconnected);
             }
-            state.waiting = true;
             state = match deadline {
-                None => self.arrived.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner),
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        state.waiting = false;
-                        return Err(RecvTimeoutError::Timeout);
-                    }
-                    let (state, _) = self
-                        .arrived
-                        .wait_timeout(state, left)
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    state
+                None => {
+                    state.writer = Sleep::ForAny;
+                    self.arrived.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner)
                 }
+                Some(deadline) => match self.sleep(state, Sleep::ForAny, deadline) {
+                    Ok(state) => state,
+                    Err(()) => return Err(RecvTimeoutError::Timeout),
+                },
             };
-            state.waiting = false;
+            state.writer = Sleep::Awake;
         }
+    }
+
+    /// Within a batch window: wait until somebody waits on a queued write, `room` mutations
+    /// are queued, the inbox closes, or `deadline` passes. Writes nobody waits on join the
+    /// queue meanwhile without waking this thread (which takes them all at the end).
+    pub(crate) fn wait_urgent(&self, deadline: Instant, room: usize) {
+        let mut state = self.lock();
+        let sleep = Sleep::ForUrgent { room };
+        loop {
+            if state.closed || state.ends(sleep) {
+                return;
+            }
+            state = match self.sleep(state, sleep, deadline) {
+                Ok(state) => state,
+                Err(()) => return,
+            };
+            state.writer = Sleep::Awake;
+        }
+    }
+
+    /// Wait on `arrived` as `sleep` says, until `deadline` at the latest (`Err` once it has
+    /// passed, the writer marked awake).
+    fn sleep<'a>(
+        &self,
+        mut state: MutexGuard<'a, State>,
+        sleep: Sleep,
+        deadline: Instant,
+    ) -> Result<MutexGuard<'a, State>, ()> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            state.writer = Sleep::Awake;
+            return Err(());
+        }
+        state.writer = sleep;
+        let (state, _) =
+            self.arrived.wait_timeout(state, left).unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(state)
     }
 }
 
@@ -156,7 +222,7 @@ mod tests {
 
     fn barrier(inbox: &Inbox) -> Result<Done, Closed> {
         let (ack, done) = tokio::sync::oneshot::channel();
-        inbox.send([], [], Some(ack)).map(|()| done)
+        inbox.send([], [], Some(ack)).map(|_| done)
     }
 
     fn trim(low_water: u64) -> Write {
@@ -228,10 +294,10 @@ mod tests {
             std::thread::spawn(move || inbox.wait(None))
         };
         // Wait until the writer sleeps on the inbox, so the send must wake it.
-        while !inbox.lock().waiting {
+        while inbox.lock().writer != Sleep::ForAny {
             std::thread::yield_now();
         }
-        inbox.send([trim(1)], [], None).unwrap();
+        assert_eq!(inbox.send([trim(1)], [], None), Ok(Woke::Writer));
         assert_eq!(writer.join().unwrap(), Ok(()));
         inbox.take_into(&mut Group::default()).unwrap();
         // Closing wakes a writer waiting on an empty inbox.
@@ -239,10 +305,60 @@ mod tests {
             let inbox = Arc::clone(&inbox);
             std::thread::spawn(move || inbox.wait(None))
         };
-        while !inbox.lock().waiting {
+        while inbox.lock().writer != Sleep::ForAny {
             std::thread::yield_now();
         }
         inbox.close();
         assert_eq!(writer.join().unwrap(), Err(RecvTimeoutError::Disconnected));
+    }
+
+    /// Within a batch window appends nobody waits on join the queue without waking the
+    /// writer (on a core shared with the server every wake-up preempts it); a write somebody
+    /// waits on, a full group or closing ends the wait at once, and the deadline ends it too.
+    #[test]
+    fn within_a_window_only_a_write_somebody_waits_on_or_a_full_group_wakes_the_writer() {
+        let inbox = Arc::new(Inbox::default());
+        let far = Instant::now() + Duration::from_secs(600);
+        let waiting = |inbox: &Inbox, room| {
+            while inbox.lock().writer != (Sleep::ForUrgent { room }) {
+                std::thread::yield_now();
+            }
+        };
+        let writer = {
+            let inbox = Arc::clone(&inbox);
+            std::thread::spawn(move || inbox.wait_urgent(far, 3))
+        };
+        waiting(&inbox, 3);
+        assert_eq!(inbox.send([trim(1)], [], None), Ok(Woke::No));
+        assert_eq!(inbox.send([trim(2)], [], None), Ok(Woke::No));
+        assert_eq!(inbox.send([trim(3)], [], None), Ok(Woke::Writer), "the third fills the group");
+        writer.join().unwrap();
+        let mut group = Group::default();
+        assert_eq!(inbox.take_into(&mut group), Ok(3), "every write waited in the queue");
+
+        let writer = {
+            let inbox = Arc::clone(&inbox);
+            std::thread::spawn(move || inbox.wait_urgent(far, 100))
+        };
+        waiting(&inbox, 100);
+        assert_eq!(inbox.send([trim(4)], [], None), Ok(Woke::No));
+        let _done = barrier(&inbox).unwrap();
+        assert_eq!(inbox.lock().writer, Sleep::Awake, "one notification per wait");
+        writer.join().unwrap();
+        // Already urgent: no wait at all.
+        inbox.wait_urgent(far, 100);
+        inbox.take_into(&mut group).unwrap();
+
+        let writer = {
+            let inbox = Arc::clone(&inbox);
+            std::thread::spawn(move || inbox.wait_urgent(far, 100))
+        };
+        waiting(&inbox, 100);
+        inbox.close();
+        writer.join().unwrap();
+        // The deadline ends a wait nothing else ends.
+        let open = Inbox::default();
+        open.wait_urgent(Instant::now() + Duration::from_millis(1), 100);
+        assert_eq!(open.lock().writer, Sleep::Awake);
     }
 }
