@@ -76,6 +76,7 @@ pub mod revision;
 pub mod session;
 pub mod stream;
 mod stream_map;
+pub mod task;
 pub mod time;
 mod wake;
 
@@ -97,5 +98,9 @@ pub use stream::{
     StreamKind, StreamState,
 };
 pub use stream_map::StreamChange;
+pub use task::{
+    CancelOutcome, FailCause, NewTask, OnOwnerLost, Outcome, Settlement, TaskError, TaskOwner, TaskParts,
+    TaskRecord, TaskStatus, Update,
+};
 pub use time::Timestamp;
 pub use wake::{Schedule, Wake};

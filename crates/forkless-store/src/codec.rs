@@ -29,10 +29,12 @@ use forkless_core::{
 use crate::Error;
 
 mod chunk;
+mod task;
 pub use chunk::{
     MAX_CHUNK_BYTES, MAX_CHUNK_EVENTS, chunk_events, chunk_has_room, chunk_last, push_chunk_events,
     push_chunk_sizes, put_chunk_event,
 };
+pub use task::{decode_task, encode_task};
 
 fn corrupt(what: &str) -> Error {
     Error::Corrupt(format!("undecodable session record: {what}"))

@@ -12,6 +12,15 @@ pub enum Error {
     /// No session with this id (never existed, or removed).
     #[error("unknown session")]
     SessionUnknown,
+    /// No task with this id (never existed, or expired and removed).
+    #[error("unknown task")]
+    TaskUnknown,
+    /// A task with this id already exists.
+    #[error("task already exists")]
+    TaskExists,
+    /// The core refused a task's transition (ended, superseded, a reused key, ...).
+    #[error(transparent)]
+    Task(#[from] forkless_core::TaskError),
     /// A session with this id already exists.
     #[error("session already exists")]
     SessionExists,

@@ -188,3 +188,41 @@ impl<S: Store> Store for FaultyStore<S> {
         self.inner.adopt(session, what, now).await
     }
 }
+
+/// Tasks pass through untouched: the faults above are the session store's.
+impl<S: Store> crate::TaskStore for FaultyStore<S> {
+    async fn create_task(&self, task: &forkless_core::TaskRecord) -> Result<()> {
+        self.inner.create_task(task).await
+    }
+
+    async fn load_task(
+        &self,
+        id: forkless_core::TaskId,
+    ) -> Result<Option<Versioned<forkless_core::TaskRecord>>> {
+        self.inner.load_task(id).await
+    }
+
+    async fn replace_task(
+        &self,
+        expected: Version,
+        task: &forkless_core::TaskRecord,
+    ) -> Result<Option<Version>> {
+        self.inner.replace_task(expected, task).await
+    }
+
+    async fn open_tasks(&self, node: Option<&str>) -> Result<Vec<forkless_core::TaskId>> {
+        self.inner.open_tasks(node).await
+    }
+
+    async fn lapsed_tasks(&self) -> Result<Vec<(forkless_core::TaskId, String)>> {
+        self.inner.lapsed_tasks().await
+    }
+
+    async fn expire_tasks(&self, now: forkless_core::Timestamp) -> Result<u64> {
+        self.inner.expire_tasks(now).await
+    }
+
+    fn task_node(&self) -> Option<String> {
+        self.inner.task_node()
+    }
+}

@@ -64,6 +64,10 @@
 //!     [`Store::subscribe`]r on every node sharing the store, this one included, once, while
 //!     it is subscribed; best effort (a node whose listener is reconnecting misses it), as the
 //!     2026-07-28 listen streams it feeds are not resumable.
+//! 11. **A task's record is durable before anyone learns its id.** [`TaskStore::create_task`]
+//!     and [`TaskStore::replace_task`] return once the write survives a crash in the store's
+//!     mode, and a replace is a compare-and-set on the task's version, so every change to a
+//!     task is one transition of the core's [`forkless_core::TaskRecord`] on the version it read.
 //!
 //! ## One process, many nodes
 //!
@@ -95,6 +99,7 @@ mod owner;
 mod read;
 pub mod shared;
 mod spend;
+mod tasks;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -107,6 +112,7 @@ pub use memory::MemoryStore;
 pub use owner::{Owner, Takeover};
 pub use read::{check_continuation, check_read};
 pub use spend::{Ledger, SpendKey, Spent};
+pub use tasks::{TaskMap, TaskStore, transact_task};
 
 /// The version of a stored [`SessionRecord`], bumped by every successful write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -284,9 +290,9 @@ pub struct StoreMetric {
 /// The result type of store operations.
 pub type Result<T, E = Error> = core::result::Result<T, E>;
 
-/// A backend for sessions and event logs. See the crate docs for the promises every method
-/// keeps; [`conformance::run_all`] checks them.
-pub trait Store: Send + Sync + 'static {
+/// A backend for sessions and event logs, and for tasks ([`TaskStore`]). See the crate docs
+/// for the promises every method keeps; [`conformance::run_all`] checks them.
+pub trait Store: TaskStore + Send + Sync + 'static {
     /// Insert a new record (version [`Version::INITIAL`]). [`Error::SessionExists`] if taken.
     fn create(&self, record: SessionRecord) -> impl Future<Output = Result<Version>> + Send;
 

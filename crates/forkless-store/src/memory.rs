@@ -1,4 +1,5 @@
-//! The in-memory store: the [`Engine`] with nothing behind it. Nothing survives the process.
+//! The in-memory store: the [`Engine`] and a [`TaskMap`] with nothing behind them. Nothing
+//! survives the process.
 
 use std::sync::Arc;
 
@@ -6,9 +7,10 @@ use forkless_core::{EventId, Schedule, Seq, SessionId, SessionRecord, StreamId, 
 
 use crate::engine::Engine;
 use crate::{
-    Append, Bulletin, Ledger, Reader, Result, SpendKey, Spent, Store, StoredEvent, StreamWatch, Version,
-    Versioned,
+    Append, Bulletin, Ledger, Reader, Result, SpendKey, Spent, Store, StoredEvent, StreamWatch, TaskMap,
+    TaskStore, Version, Versioned,
 };
+use forkless_core::{TaskId, TaskRecord};
 
 /// A [`Store`] in process memory: one mutex per session, logs as ring buffers, wake-ups
 /// through `tokio::sync::watch`. Cheap to clone (shared state).
@@ -17,6 +19,7 @@ pub struct MemoryStore {
     engine: Arc<Engine>,
     spent: Arc<Ledger>,
     bulletin: Arc<Bulletin>,
+    tasks: Arc<TaskMap>,
 }
 
 impl MemoryStore {
@@ -91,5 +94,27 @@ impl Store for MemoryStore {
         now: Timestamp,
     ) -> Result<Spent> {
         self.spent.spend(key, issued, until, now)
+    }
+}
+
+impl TaskStore for MemoryStore {
+    async fn create_task(&self, task: &TaskRecord) -> Result<()> {
+        self.tasks.create(task, |_| {})
+    }
+
+    async fn load_task(&self, id: TaskId) -> Result<Option<Versioned<TaskRecord>>> {
+        Ok(self.tasks.load(id))
+    }
+
+    async fn replace_task(&self, expected: Version, task: &TaskRecord) -> Result<Option<Version>> {
+        Ok(self.tasks.replace(expected, task, |_| {}))
+    }
+
+    async fn open_tasks(&self, node: Option<&str>) -> Result<Vec<TaskId>> {
+        Ok(self.tasks.open(node))
+    }
+
+    async fn expire_tasks(&self, now: Timestamp) -> Result<u64> {
+        Ok(self.tasks.expire(now, |_| {}))
     }
 }

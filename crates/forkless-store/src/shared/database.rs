@@ -6,7 +6,7 @@ use core::future::Future;
 
 use bytes::Bytes;
 
-use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
+use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, TaskId, Timestamp};
 
 use super::LeaseOp;
 use crate::{Reader, Result, SpendKey, Spent, StoredEvent, Version};
@@ -158,6 +158,22 @@ pub enum Loaded {
     },
 }
 
+/// A task's row as a database stores it: the encoded record
+/// ([`crate::codec::encode_task`]) and the columns it is found by.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskRow<'a> {
+    /// The task.
+    pub id: TaskId,
+    /// The encoded record.
+    pub record: &'a [u8],
+    /// The node running it, if the task is open and names one.
+    pub node: Option<&'a str>,
+    /// Whether it has not ended yet (found by [`Database::open_tasks`]).
+    pub open: bool,
+    /// When its time to live ends (found by [`Database::expire_tasks`]).
+    pub expires: Timestamp,
+}
+
 /// Who owns a session, as the database knows it now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnerFacts {
@@ -263,6 +279,22 @@ pub trait Database: Send + Sync + 'static {
         until: Timestamp,
         now: Timestamp,
     ) -> impl Future<Output = Result<Spent>> + Send;
+    /// A task's encoded record and its version; `None` if unknown.
+    fn task(&self, id: TaskId) -> impl Future<Output = Result<Option<(Version, Vec<u8>)>>> + Send;
+    /// Store `row` at [`Version::INITIAL`] if `expected` is `None` and the id is free, else
+    /// at the version after `expected` if the task is still stored at it; whether it did.
+    /// Durable (committed) when this returns.
+    fn put_task(
+        &self,
+        row: TaskRow<'_>,
+        expected: Option<Version>,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// Ids of the open tasks whose row names `node` (`None`: no node).
+    fn open_tasks(&self, node: Option<&str>) -> impl Future<Output = Result<Vec<TaskId>>> + Send;
+    /// Open tasks whose node holds no live lease, with that node.
+    fn lapsed_tasks(&self) -> impl Future<Output = Result<Vec<(TaskId, String)>>> + Send;
+    /// Delete every task whose time to live ended before `now`; how many.
+    fn expire_tasks(&self, now: Timestamp) -> impl Future<Output = Result<u64>> + Send;
     /// Send `hint` (a listen notification in the hint format) to every node's listener, as
     /// hints travel (best effort).
     fn publish(&self, hint: &str) -> impl Future<Output = Result<()>> + Send;

@@ -162,6 +162,21 @@ impl<D: Database> Database for FaultyDatabase<D> {
     async fn publish(&self, hint: &str) -> Result<()> {
         self.inner.publish(hint).await
     }
+    async fn task(&self, id: forkless_core::TaskId) -> Result<Option<(Version, Vec<u8>)>> {
+        self.inner.task(id).await
+    }
+    async fn put_task(&self, row: super::TaskRow<'_>, expected: Option<Version>) -> Result<bool> {
+        self.inner.put_task(row, expected).await
+    }
+    async fn open_tasks(&self, node: Option<&str>) -> Result<Vec<forkless_core::TaskId>> {
+        self.inner.open_tasks(node).await
+    }
+    async fn lapsed_tasks(&self) -> Result<Vec<(forkless_core::TaskId, String)>> {
+        self.inner.lapsed_tasks().await
+    }
+    async fn expire_tasks(&self, now: Timestamp) -> Result<u64> {
+        self.inner.expire_tasks(now).await
+    }
     fn filters_hints(&self) -> bool {
         self.inner.filters_hints()
     }

@@ -42,14 +42,15 @@ mod lease;
 mod metrics;
 mod owners;
 mod tail;
+mod tasks;
 mod unstored;
 
 pub use crate::Takeover;
 use cache::Cache;
 pub use commit::{Pipeline, RETRY_FIRST, SETTLE_RETRIES};
 pub use database::{
-    Batch, Chunk, Committed, Database, Declared, Hint, HintFilter, Loaded, OwnerFacts, SessionWrite, Write,
-    Written,
+    Batch, Chunk, Committed, Database, Declared, Hint, HintFilter, Loaded, OwnerFacts, SessionWrite, TaskRow,
+    Write, Written,
 };
 pub use faulty::{DbFault, DbFaults, FaultyDatabase};
 use hub::Hub;
