@@ -44,6 +44,7 @@ mod listener;
 mod log;
 mod rows;
 pub mod schema;
+mod tasks;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -240,6 +241,30 @@ impl Database for Postgres {
 
     async fn withdraw(&self, node: &str, sessions: &[SessionId]) -> Result<()> {
         interest::withdraw(&*self.client().await?, node, sessions).await
+    }
+
+    async fn task(&self, id: forkless_core::TaskId) -> Result<Option<(Version, Vec<u8>)>> {
+        tasks::load(&*self.client().await?, id).await
+    }
+
+    async fn put_task(
+        &self,
+        row: forkless_store::shared::TaskRow<'_>,
+        expected: Option<Version>,
+    ) -> Result<bool> {
+        tasks::put(&*self.client().await?, row, expected).await
+    }
+
+    async fn open_tasks(&self, node: Option<&str>) -> Result<Vec<forkless_core::TaskId>> {
+        tasks::open(&*self.client().await?, node).await
+    }
+
+    async fn lapsed_tasks(&self) -> Result<Vec<(forkless_core::TaskId, String)>> {
+        tasks::lapsed(&*self.client().await?).await
+    }
+
+    async fn expire_tasks(&self, now: Timestamp) -> Result<u64> {
+        tasks::expire(&*self.client().await?, now).await
     }
 
     /// PostgreSQL keeps every committed key: nothing is ever unvouched.

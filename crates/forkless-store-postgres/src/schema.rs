@@ -10,6 +10,7 @@
 //! forkless_nodes    (node, token, expires_at, advertise)              one row per node lease
 //! forkless_spent    (key, until_ms)                                   one row per one-time key spent
 //! forkless_interest (session, node)                                   one row per session a node tails
+//! forkless_tasks    (id, version, record, node, open, expires_ms)     one row per task (tasks extension)
 //! ```
 //!
 //! `header` and `meta` are [`forkless_store::codec`] rows, and `events` a chunk of that codec:
@@ -44,6 +45,7 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
     ("events stored in chunks", V7),
     ("group commit: sessions advanced in one statement, unchanged headers kept", V8),
     ("tail interest: hints only for sessions another node watches", V9),
+    ("tasks", V10),
 ];
 
 /// The schema version this build writes.
@@ -204,6 +206,22 @@ CREATE TABLE forkless_interest (
     node text NOT NULL,
     PRIMARY KEY (session, node)
 );
+"#;
+
+// A task's row: its record (`forkless_store::codec::encode_task`), and the columns it is found
+// by: its node while it runs (restart and takeover look there), whether it is open, and when
+// its time to live ends (expiry deletes by that index).
+const V10: &str = r#"
+CREATE TABLE forkless_tasks (
+    id bytea PRIMARY KEY,
+    version bigint NOT NULL,
+    record bytea NOT NULL,
+    node text,
+    open boolean NOT NULL,
+    expires_ms bigint NOT NULL
+);
+CREATE INDEX forkless_tasks_open ON forkless_tasks (node) WHERE open;
+CREATE INDEX forkless_tasks_expires ON forkless_tasks (expires_ms);
 "#;
 
 /// Bring the database to [`SCHEMA_VERSION`], or refuse one that is newer.

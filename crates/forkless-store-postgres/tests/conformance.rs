@@ -40,3 +40,20 @@ async fn health_is_an_error_once_the_database_is_gone() {
     let down = store.health().await;
     assert!(matches!(down, Err(forkless_store::Error::Backend(_))), "{down:?}");
 }
+
+/// Promise 11 across a node's restart: every acknowledged task was committed, so every one
+/// reads back exactly as last acknowledged when a new process connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_keeps_every_acknowledged_task() {
+    let Some(db) = support::fresh().await else { return };
+    let store = db.store(Hints::Off).await;
+    let db = &db;
+    let report =
+        forkless_store::conformance::crash_keeps_every_acknowledged_task(store, |store| async move {
+            drop(store);
+            db.store(Hints::Off).await
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.acknowledged > 0 && report.kept == report.acknowledged, "{report:?}");
+}

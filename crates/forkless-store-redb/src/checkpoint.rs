@@ -26,6 +26,9 @@ pub(crate) const EVENTS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::ne
 /// One row per stream, keyed by session and stream id (see [`super::codec`]).
 pub(crate) const STREAMS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("streams");
 
+/// One row per task, keyed by its id (see [`super::codec`]).
+pub(crate) const TASKS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("tasks");
+
 /// Apply `ops` to redb in one durable transaction that also records `lsn` as the last log
 /// entry applied, working in `scratch`.
 pub(crate) fn commit(db: &Database, ops: &[Op], lsn: u64, scratch: &mut Scratch) -> Result<(), redb::Error> {
@@ -37,6 +40,7 @@ pub(crate) fn commit(db: &Database, ops: &[Op], lsn: u64, scratch: &mut Scratch)
             sessions: txn.open_table(SESSIONS)?,
             streams: txn.open_table(STREAMS)?,
             events: txn.open_table(EVENTS)?,
+            tasks: txn.open_table(TASKS)?,
         };
         for (op, skip) in ops.iter().zip(superseded.of(ops)) {
             if !skip {
@@ -171,6 +175,8 @@ impl Superseded {
                 Op::DropEvents { session } => {
                     gone_sessions.insert(*session);
                 }
+                // Few and small: every one is written, in order.
+                Op::PutTask { .. } | Op::DropTask { .. } => {}
             }
         }
         skip
@@ -330,6 +336,7 @@ struct Tables<'t> {
     sessions: redb::Table<'t, &'static [u8], &'static [u8]>,
     streams: redb::Table<'t, &'static [u8], &'static [u8]>,
     events: redb::Table<'t, &'static [u8], &'static [u8]>,
+    tasks: redb::Table<'t, &'static [u8], &'static [u8]>,
 }
 
 fn apply(op: &Op, t: &mut Tables<'_>, events: &mut NewEvents) -> Result<(), redb::Error> {
@@ -362,6 +369,12 @@ fn apply(op: &Op, t: &mut Tables<'_>, events: &mut NewEvents) -> Result<(), redb
         Op::DropEvents { session } => {
             events.discard(session);
             drop_events(&mut t.events, session)?;
+        }
+        Op::PutTask { id, record } => {
+            t.tasks.insert(&id[..], &record[..])?;
+        }
+        Op::DropTask { id } => {
+            t.tasks.remove(&id[..])?;
         }
     }
     Ok(())

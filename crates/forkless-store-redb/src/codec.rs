@@ -19,7 +19,12 @@
 //!    | 5 session[16]                    (DropEvents)
 //!    | 6 prefix[28] len:u32 stream      (PutStream, of a stream that existed before)
 //!    | 7 prefix[28] len:u32 stream      (PutStream, of a stream the write created)
+//!    | 8 task[16] len:u32 record        (PutTask)
+//!    | 9 task[16]                       (DropTask)
 //! ```
+//!
+//! Tasks are stored in table `tasks`, one row per task keyed by its id
+//! (`forkless_store::codec::encode_task`).
 
 use bytes::Bytes;
 
@@ -32,13 +37,14 @@ use forkless_store::engine::Origin;
 /// session's streams inside its record, rewritten whole on every write; version 3 did not keep
 /// what the client said at initialize; version 4 wrote its log as one chain from its start,
 /// where version 5 writes it in two regions (see [`super::wal`]), so a version 4 build would
-/// miss entries in the second region. Files of versions 3 and 4 are read as they are (a
-/// version 3 file's sessions' client facts read as unknown; a single chain is what a version
-/// 5 scan reads first) and stamped version 5 on open: [`MIGRATES_FROM`].
-pub(crate) const FORMAT_VERSION: u64 = 5;
+/// miss entries in the second region; version 5 kept no tasks, and its build would refuse a
+/// log holding a task's write. Files of versions 3 to 5 are read as they are (a version 3
+/// file's sessions' client facts read as unknown; a single chain is what a later scan reads
+/// first; no table of tasks is no task) and stamped version 6 on open: [`MIGRATES_FROM`].
+pub(crate) const FORMAT_VERSION: u64 = 6;
 
 /// The older formats this code migrates on open, by stamping the file with [`FORMAT_VERSION`].
-pub(crate) const MIGRATES_FROM: [u64; 2] = [3, 4];
+pub(crate) const MIGRATES_FROM: [u64; 3] = [3, 4, 5];
 
 mod keys;
 pub(crate) use forkless_store::codec::{chunk_events, chunk_last, put_chunk_event};
@@ -88,6 +94,15 @@ pub(crate) fn encode_op(op: &Op, out: &mut Vec<u8>) {
             w.u8(5);
             w.bytes(session);
         }
+        Op::PutTask { id, record } => {
+            w.u8(8);
+            w.bytes(id);
+            w.len_bytes(record);
+        }
+        Op::DropTask { id } => {
+            w.u8(9);
+            w.bytes(id);
+        }
     }
     *out = w.0;
 }
@@ -114,6 +129,8 @@ fn decode_op(r: &mut Decoder<'_>) -> Result<Op, Error> {
             stream: r.len_bytes()?.to_vec().into(),
             origin: if tag == 7 { Origin::New } else { Origin::Existing },
         },
+        8 => Op::PutTask { id: r.array()?, record: r.len_bytes()?.to_vec() },
+        9 => Op::DropTask { id: r.array()? },
         _ => return Err(Error::Corrupt("bad write tag".into())),
     })
 }

@@ -104,6 +104,9 @@ pub struct Recovery {
     pub orphans: Vec<Orphan>,
     /// Write-ahead log entries written after the last checkpoint, applied to the data file.
     pub replayed: usize,
+    /// Tasks read back (every status). Those not ended are the server's to settle, by each
+    /// task's policy: their work died with the process.
+    pub tasks: usize,
 }
 
 /// The redb-backed [`Store`]. Cheap to clone (shared state).
@@ -116,14 +119,17 @@ pub struct RedbStore {
 struct Inner {
     engine: Arc<Engine>,
     durability: Durability,
-    /// Deliver appended events at once, before they are durable: the rule this store exists
-    /// to keep, broken on purpose for negative-control tests only.
+    /// Deliver appended events at once, before they are durable, and acknowledge task writes
+    /// before their sync: the rule this store exists to keep, broken on purpose for
+    /// negative-control tests only.
     early_delivery: bool,
     /// Spent one-time keys, in memory only: complete from when the store opened (a key
     /// issued before a restart is `Unvouched`).
     spent: forkless_store::Ledger,
     /// Listen notifications: this process is the only node.
     bulletin: forkless_store::Bulletin,
+    /// Tasks, served from memory; every write journaled and durable before it returns.
+    tasks: forkless_store::TaskMap,
     poison: Arc<Poison>,
     /// The writer thread's queue (closed once closing). Sends happen under the engine's
     /// session lock, in mutation order.
@@ -386,5 +392,66 @@ impl Store for RedbStore {
 
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<bytes::Bytes> {
         self.inner.bulletin.subscribe()
+    }
+}
+
+/// Tasks are served from memory and journaled like sessions; every write waits for its
+/// group's sync in either mode (a `CreateTaskResult` leaves only once the task survives a
+/// crash), and starts that sync at once rather than at the end of the batch window.
+impl forkless_store::TaskStore for RedbStore {
+    async fn create_task(&self, task: &forkless_core::TaskRecord) -> Result<()> {
+        self.check()?;
+        let (waiter, done) = Self::waiter(!self.inner.early_delivery);
+        self.inner.tasks.create(task, |t| self.journal_task(t, waiter))?;
+        self.settled(done).await
+    }
+
+    async fn load_task(
+        &self,
+        id: forkless_core::TaskId,
+    ) -> Result<Option<Versioned<forkless_core::TaskRecord>>> {
+        self.check()?;
+        Ok(self.inner.tasks.load(id))
+    }
+
+    async fn replace_task(
+        &self,
+        expected: Version,
+        task: &forkless_core::TaskRecord,
+    ) -> Result<Option<Version>> {
+        self.check()?;
+        let (waiter, done) = Self::waiter(!self.inner.early_delivery);
+        let stored = self.inner.tasks.replace(expected, task, |t| self.journal_task(t, waiter));
+        if stored.is_some() {
+            self.settled(done).await?;
+        }
+        Ok(stored)
+    }
+
+    async fn open_tasks(&self, node: Option<&str>) -> Result<Vec<forkless_core::TaskId>> {
+        self.check()?;
+        Ok(self.inner.tasks.open(node))
+    }
+
+    async fn expire_tasks(&self, now: Timestamp) -> Result<u64> {
+        self.check()?;
+        let mut drops = Vec::new();
+        let removed =
+            self.inner.tasks.expire(now, |id| drops.push(Write::Op(Op::DropTask { id: *id.as_bytes() })));
+        if !drops.is_empty() {
+            // Nobody waits: a task forgotten again after a crash is forgotten at the next sweep.
+            let _ = self.inner.inbox.send(drops, [], None);
+        }
+        Ok(removed)
+    }
+}
+
+impl RedbStore {
+    /// Queue a task's write (under the task map's lock, so in the order of the writes), to be
+    /// acknowledged to `waiter` once synced.
+    fn journal_task(&self, task: &forkless_core::TaskRecord, waiter: Option<Ack>) {
+        let op = Op::PutTask { id: *task.id().as_bytes(), record: forkless_store::codec::encode_task(task) };
+        // Closed: the store is closing; the waiter dropped unsent then asks a barrier.
+        let _ = self.inner.inbox.send([Write::Op(op)], [], waiter);
     }
 }

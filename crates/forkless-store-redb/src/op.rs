@@ -43,6 +43,15 @@ pub(crate) enum Op {
     DropEvents {
         session: [u8; 16],
     },
+    /// Write a task's record (`forkless_store::codec::encode_task`), keyed by its id.
+    PutTask {
+        id: [u8; 16],
+        record: Vec<u8>,
+    },
+    /// Delete a task (its time to live ended).
+    DropTask {
+        id: [u8; 16],
+    },
 }
 
 /// A stream's row in a write: the stream as the write left it, encoded only when the row is

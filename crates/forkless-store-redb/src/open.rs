@@ -184,6 +184,7 @@ impl RedbStore {
                 early_delivery: false,
                 spent: forkless_store::Ledger::default(),
                 bulletin: forkless_store::Bulletin::default(),
+                tasks: forkless_store::TaskMap::default(),
                 poison: Arc::clone(&poison),
                 inbox: Arc::clone(&inbox),
                 writer: Mutex::new(None),

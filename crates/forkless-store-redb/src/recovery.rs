@@ -12,7 +12,7 @@ use bytes::Bytes;
 use forkless_core::{StreamId, Timestamp};
 use redb::{Database, ReadableDatabase, ReadableTable};
 
-use super::checkpoint::{self, EVENTS, META, META_LOG_KEY, META_LSN, SESSIONS, STREAMS};
+use super::checkpoint::{self, EVENTS, META, META_LOG_KEY, META_LSN, SESSIONS, STREAMS, TASKS};
 use super::{Recovery, RedbStore, backend_err, codec, journal, wal};
 use forkless_store::engine::Effect;
 use forkless_store::{Error, Result, StoredEvent};
@@ -85,6 +85,26 @@ impl RedbStore {
             journal(Effect::End);
             drop(journal);
             self.inner.engine.restore(record, logs)?;
+        }
+        // Tasks come back as they were stored; what their lost owner means for each is the
+        // server's to settle (`TaskStore::open_tasks`), by the task's policy.
+        if let Ok(tasks) = txn.open_table(TASKS) {
+            for entry in tasks.iter().map_err(backend_err)? {
+                let (k, v) = entry.map_err(backend_err)?;
+                let task = forkless_store::codec::decode_task(v.value())?;
+                if k.value() != task.id().as_bytes() {
+                    return Err(Error::Corrupt(format!(
+                        "task row {:02x?} holds task {}",
+                        k.value(),
+                        task.id()
+                    )));
+                }
+                recovery.tasks += 1;
+                self.inner.tasks.restore(forkless_store::Versioned {
+                    version: forkless_store::Version::INITIAL,
+                    value: task,
+                });
+            }
         }
         Ok(recovery)
     }

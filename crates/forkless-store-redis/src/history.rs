@@ -139,6 +139,16 @@ impl Redis {
             for id in sessions {
                 self.end_lost(id, &run).await?;
             }
+            // A task may have lost its last writes: it would read back older than a client saw
+            // it. It reads as unknown instead.
+            let tasks = self.drop_tasks(b, None).await?;
+            if tasks > 0 {
+                tracing::warn!(
+                    tasks,
+                    bucket = b,
+                    "redis restarted and may have lost task writes: the bucket's tasks are forgotten"
+                );
+            }
             let confirmed: i64 = self
                 .confirm
                 .key(self.keys.run(b))

@@ -16,6 +16,9 @@
 //! P:{NN}:owner:<name>    set   the bucket's sessions node <name> owns (their rec's `o` names it too)
 //! P:{NN}:spent_since     from when the bucket's spent one-time keys are known (milliseconds)
 //! P:{NN}:spent:<hex>     a spent one-time key (bucket: the key's first byte)
+//! P:{NN}:t:<hex>          hash  v → version, r → a task's record (forkless_store::codec; bucket: the id's first byte)
+//! P:{NN}:topen           hash  <task hex> → its node ("" for none), for the bucket's open tasks
+//! P:{NN}:texp            zset  score expiry millis, member task hex: every task of the bucket
 //! P:node:{<name>}        a node's lease: its holder's token, expiring with the lease
 //! P:advertise:{<name>}   the base URL node <name> advertised with its lease (the lease's slot)
 //! P:nodes                set   every node that took a lease (where lapsed owners are looked for)
@@ -121,6 +124,18 @@ impl Keys {
     pub(crate) fn spent(&self, key: &[u8]) -> String {
         format!("{}:spent:{}", self.bucket_base(key_bucket(key)), hex(key))
     }
+    /// A task's record, in the bucket of its id's first byte.
+    pub(crate) fn task(&self, id: &[u8]) -> String {
+        format!("{}:t:{}", self.bucket_base(key_bucket(id)), hex(id))
+    }
+    /// Bucket `b`'s open tasks, by their node.
+    pub(crate) fn open_tasks(&self, b: Bucket) -> String {
+        format!("{}:topen", self.bucket_base(b))
+    }
+    /// Bucket `b`'s tasks, by expiry.
+    pub(crate) fn task_expiry(&self, b: Bucket) -> String {
+        format!("{}:texp", self.bucket_base(b))
+    }
     pub(crate) fn layout(&self) -> String {
         format!("{}:layout", self.prefix)
     }
@@ -176,11 +191,14 @@ mod tests {
             keys.run(b),
             keys.owner(b, "n1"),
             keys.spent_since(b),
+            keys.open_tasks(b),
+            keys.task_expiry(b),
         ];
         for k in all.iter().chain(keys.due(b).iter()) {
             assert_eq!(tag(k), format!("{b:02x}"), "{k}");
         }
         assert_eq!(tag(&keys.spent(&[0x47, 1, 2])), tag(&keys.run(b)), "a key spends in its bucket");
+        assert_eq!(tag(&keys.task(&[0x47; 16])), tag(&keys.run(b)), "a task lives in its bucket");
         assert_eq!(tag(&keys.node("n1")), tag(&keys.advertise("n1")), "a lease and its address share a slot");
         assert!(!keys.layout().contains('{') && !keys.nodes().contains('{'), "one-key items stand alone");
     }

@@ -65,6 +65,7 @@ mod nodes;
 mod reads;
 pub mod scripts;
 mod spent;
+mod tasks;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -387,6 +388,30 @@ impl Database for Redis {
             .await
             .map_err(backend)?;
         Ok(())
+    }
+
+    async fn task(&self, id: forkless_core::TaskId) -> Result<Option<(Version, Vec<u8>)>> {
+        self.load_task(id).await
+    }
+
+    async fn put_task(
+        &self,
+        row: forkless_store::shared::TaskRow<'_>,
+        expected: Option<Version>,
+    ) -> Result<bool> {
+        Redis::put_task(self, row, expected).await
+    }
+
+    async fn open_tasks(&self, node: Option<&str>) -> Result<Vec<forkless_core::TaskId>> {
+        self.open_tasks_of(node).await
+    }
+
+    async fn lapsed_tasks(&self) -> Result<Vec<(forkless_core::TaskId, String)>> {
+        self.lapsed_tasks_now().await
+    }
+
+    async fn expire_tasks(&self, now: Timestamp) -> Result<u64> {
+        self.expire_tasks_now(now).await
     }
 
     async fn spend(

@@ -241,3 +241,45 @@ redis.call('SREM', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[1])
 return 1
 "#;
+
+/// Read task `KEYS[2]`: `{1, v, r}`, `{0}` if unknown, `{-3}` if this boot of Redis is not
+/// vouched for in its bucket. KEYS: the bucket's run key, the task.
+pub(crate) const LOAD_TASK: &str = r#"
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+if redis.call('GET', KEYS[1]) ~= run then return {-3} end
+local t = redis.call('HMGET', KEYS[2], 'v', 'r')
+if not t[1] then return {0} end
+return {1, tonumber(t[1]), t[2]}
+"#;
+
+/// Insert task `KEYS[2]` (`ARGV[1]` empty) or replace it at version `ARGV[1]`, with record
+/// `ARGV[2]`, node `ARGV[3]` (empty: none), open `ARGV[4]` (`1`/`0`), expiry `ARGV[5]`
+/// (milliseconds), its hex id `ARGV[6]`: `1` stored, `0` taken or moved, `-3` this boot of
+/// Redis is not vouched for. KEYS: the bucket's run key, the task, the bucket's open tasks and
+/// its expiry index.
+pub(crate) const PUT_TASK: &str = r#"
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+if redis.call('GET', KEYS[1]) ~= run then return -3 end
+local v = redis.call('HGET', KEYS[2], 'v')
+if ARGV[1] == '' then
+  if v then return 0 end
+  v = 0
+elseif v ~= ARGV[1] then
+  return 0
+end
+redis.call('HSET', KEYS[2], 'v', tonumber(v) + 1, 'r', ARGV[2])
+if ARGV[4] == '1' then redis.call('HSET', KEYS[3], ARGV[6], ARGV[3]) else redis.call('HDEL', KEYS[3], ARGV[6]) end
+redis.call('ZADD', KEYS[4], ARGV[5], ARGV[6])
+return 1
+"#;
+
+/// Delete task `KEYS[1]` (hex id `ARGV[1]`) if its expiry is before `ARGV[2]`: `1` or `0`.
+/// KEYS: the task, the bucket's open tasks and its expiry index.
+pub(crate) const DROP_TASK: &str = r#"
+local at = redis.call('ZSCORE', KEYS[3], ARGV[1])
+if not at or tonumber(at) >= tonumber(ARGV[2]) then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 1
+"#;

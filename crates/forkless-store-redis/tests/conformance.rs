@@ -29,3 +29,20 @@ async fn a_node_restart_never_renames_a_delivered_event() {
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(report.received > 0 && report.still_named == report.received, "{report:?}");
 }
+
+/// Promise 11 across a node's restart: every acknowledged task was stored by its script, so
+/// every one reads back exactly as last acknowledged when a new process connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restart_keeps_every_acknowledged_task() {
+    let Some(prefix) = fresh().await else { return };
+    let store = prefix.store(Hints::Off).await;
+    let prefix = &prefix;
+    let report =
+        forkless_store::conformance::crash_keeps_every_acknowledged_task(store, |store| async move {
+            drop(store);
+            prefix.store(Hints::Off).await
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.acknowledged > 0 && report.kept == report.acknowledged, "{report:?}");
+}

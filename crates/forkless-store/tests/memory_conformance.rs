@@ -24,3 +24,17 @@ async fn a_crash_refuses_every_received_id() {
     assert!(report.received > 0);
     assert_eq!(report.refused, report.received, "{report:?}");
 }
+
+/// A crash loses a memory store's tasks whole: every acknowledged task reads as unknown
+/// afterwards, none as an older state.
+#[tokio::test]
+async fn a_crash_forgets_every_task() {
+    let report = forkless_store::conformance::crash_keeps_every_acknowledged_task(
+        forkless_store::MemoryStore::new(),
+        |_lost| async { forkless_store::MemoryStore::new() },
+    )
+    .await
+    .expect("no task reads back older than acknowledged");
+    assert!(report.acknowledged > 0);
+    assert_eq!(report.forgotten, report.acknowledged, "{report:?}");
+}

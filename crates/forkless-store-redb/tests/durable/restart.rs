@@ -194,12 +194,12 @@ async fn client_facts_survive_a_restart() {
     assert!(back.session().reset_contract());
 }
 
-/// Files of format 3 (written before client facts were kept) and 4 (whose log was one chain)
-/// are migrated on open: their sessions read back (a format 3 file's with their client facts
-/// unknown), and the file is stamped 5.
+/// Files of format 3 (written before client facts were kept), 4 (whose log was one chain) and
+/// 5 (without tasks) are migrated on open: their sessions read back (a format 3 file's with
+/// their client facts unknown), and the file is stamped 6.
 #[tokio::test]
-async fn format_3_and_4_files_are_migrated_and_their_sessions_read_back() {
-    for old in [3, 4] {
+async fn format_3_to_5_files_are_migrated_and_their_sessions_read_back() {
+    for old in [3, 4, 5] {
         older_file_is_migrated(old).await;
     }
 }
@@ -232,7 +232,7 @@ async fn older_file_is_migrated(old: u64) {
         let txn = db.begin_write().unwrap();
         {
             let mut meta = txn.open_table(redb::TableDefinition::<&str, u64>::new("meta")).unwrap();
-            assert_eq!(meta.get("format").unwrap().map(|v| v.value()), Some(5));
+            assert_eq!(meta.get("format").unwrap().map(|v| v.value()), Some(6));
             meta.insert("format", old).unwrap();
             let mut sessions =
                 txn.open_table(redb::TableDefinition::<&[u8], &[u8]>::new("sessions")).unwrap();
@@ -253,5 +253,5 @@ async fn older_file_is_migrated(old: u64) {
     let db = redb::ReadOnlyDatabase::open(&path).unwrap();
     let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
     let meta = txn.open_table(redb::TableDefinition::<&str, u64>::new("meta")).unwrap();
-    assert_eq!(meta.get("format").unwrap().map(|v| v.value()), Some(5), "stamped format 5");
+    assert_eq!(meta.get("format").unwrap().map(|v| v.value()), Some(6), "stamped format 6");
 }

@@ -44,6 +44,9 @@ pub const CHECKS: &[&str] = &[
     "usage_counts_retained_bytes_and_evictions",
     "a_one_time_key_is_spent_once",
     "a_published_notice_reaches_each_subscriber_once",
+    "a_task_reads_back_and_replaces_by_compare_and_set",
+    "of_many_settlers_of_a_lost_owner_one_restarts_the_task",
+    "open_tasks_are_found_by_node_and_expiry_removes_only_what_expired",
 ];
 
 /// Run one check by name against a fresh store.
@@ -78,6 +81,15 @@ pub async fn run<S: Store>(name: &str, store: S) {
         "a_one_time_key_is_spent_once" => usage::a_one_time_key_is_spent_once(store).await,
         "a_published_notice_reaches_each_subscriber_once" => {
             usage::a_published_notice_reaches_each_subscriber_once(store).await
+        }
+        "a_task_reads_back_and_replaces_by_compare_and_set" => {
+            tasks::a_task_reads_back_and_replaces_by_compare_and_set(store).await
+        }
+        "of_many_settlers_of_a_lost_owner_one_restarts_the_task" => {
+            tasks::of_many_settlers_of_a_lost_owner_one_restarts_the_task(store).await
+        }
+        "open_tasks_are_found_by_node_and_expiry_removes_only_what_expired" => {
+            tasks::open_tasks_are_found_by_node_and_expiry_removes_only_what_expired(store).await
         }
         other => panic!("no conformance check named {other}"),
     }
@@ -122,7 +134,10 @@ macro_rules! store_conformance_tests {
             eviction_by_count, eviction_by_bytes, completed_stream_refuses_appends, remove_forgets_everything,
             answer_opens_fills_and_releases_a_stream, reads_are_fenced_by_epoch,
             due_lists_exactly_what_time_changes, usage_counts_retained_bytes_and_evictions,
-            a_one_time_key_is_spent_once, a_published_notice_reaches_each_subscriber_once);
+            a_one_time_key_is_spent_once, a_published_notice_reaches_each_subscriber_once,
+            a_task_reads_back_and_replaces_by_compare_and_set,
+            of_many_settlers_of_a_lost_owner_one_restarts_the_task,
+            open_tasks_are_found_by_node_and_expiry_removes_only_what_expired);
     };
     ($make:expr) => {
         $crate::store_conformance_tests!(@list each $make);
@@ -251,6 +266,8 @@ pub mod interest;
 #[cfg(feature = "state-machine")]
 pub mod model;
 mod nodes;
+mod tasks;
 mod usage;
 pub use crash::{CrashReport, crash_keeps_every_delivered_id};
 pub use nodes::{NODE_CHECKS, run_nodes};
+pub use tasks::{TaskCrashReport, crash_keeps_every_acknowledged_task, new_task};
