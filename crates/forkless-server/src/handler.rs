@@ -129,6 +129,21 @@ pub trait Handler: Send + Sync + 'static {
         ctx: RequestContext,
     ) -> impl Future<Output = Result<Value, RpcError>> + Send;
 
+    /// Run a restartable task's work on its `inputs` (what the request that started it with
+    /// [`crate::tasks::TaskStarter::start_restartable`] kept): the first time, and again, under
+    /// a new epoch, whenever the process running it was lost (a crash, a restart, a node
+    /// loss). It must be safe to run again; input the client already gave comes back from
+    /// [`crate::tasks::TaskContext::input`] without asking twice. The default refuses: a
+    /// handler that starts no restartable task needs none.
+    fn run_task(
+        &self,
+        inputs: Value,
+        task: crate::tasks::TaskContext,
+    ) -> impl Future<Output = Result<Value, RpcError>> + Send {
+        let _ = (inputs, task);
+        async { Err(RpcError::internal("this handler runs no restartable task")) }
+    }
+
     /// The `inputSchema` of tool `name`, if the handler wants the server to check the
     /// `Mcp-Param-{Name}` headers of its calls (2026-07-28: every property annotated with
     /// `x-mcp-header` must arrive as that header, equal to the argument). Default `None`: no

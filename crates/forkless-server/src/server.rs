@@ -75,7 +75,13 @@ impl<S: Store, H: Handler> Server<S, H> {
         });
         let config_forward = (config.forward_connect_timeout, config.forward_head_timeout);
         let shutdown = CancellationToken::new();
-        let tasks = Arc::new(crate::tasks::TaskTable::new(config.tasks, shutdown.clone()));
+        let tasks =
+            Arc::new(crate::tasks::TaskTable::new(Box::new(store.clone()), config.tasks, shutdown.clone()));
+        let runner_handler = handler.clone();
+        tasks.set_runner(Arc::new(move |inputs, task| {
+            let handler = runner_handler.clone();
+            Box::pin(async move { handler.run_task(inputs, task).await })
+        }));
         let request_states = Arc::new(crate::request_state::RequestStates::new(&config.request_state));
         let listeners: Arc<dyn crate::listeners::Publish> = Arc::new(store.clone());
         let common = Common {
@@ -195,6 +201,21 @@ impl<S: Store, H: Handler> Server<S, H> {
     /// ended meanwhile) is logged and skipped.
     pub async fn answer_orphans(&self, orphans: &[forkless_store::Orphan]) -> usize {
         self.common.answer_orphans(orphans).await
+    }
+
+    /// Settle the tasks (2026-07-28 tasks extension) this node's previous process left: each
+    /// open task it owned ends `failed` with reason `owner_lost` or, if its handler declared
+    /// it restartable, runs again here under a new epoch ([`Handler::run_task`]). Call before
+    /// serving, after the store's recovery; how many were settled.
+    pub async fn settle_tasks_left(&self) -> Result<usize, forkless_store::Error> {
+        self.common.tasks.settle_left(crate::common::now()).await
+    }
+
+    /// Settle the open tasks of nodes whose lease lapsed (a store shared by many nodes), as
+    /// [`Self::settle_tasks_left`] does for this node's own: of every node doing this at once,
+    /// exactly one settles each task. How many this node settled.
+    pub async fn settle_lapsed_tasks(&self) -> Result<usize, forkless_store::Error> {
+        self.common.tasks.settle_lapsed(crate::common::now()).await
     }
 
     /// One sweep now (the sweeper task runs this every `sweep_interval`), with the checks

@@ -36,7 +36,7 @@ impl<S: Store, H: Handler> App<S, H> {
     /// A `tasks/…` request: the extension's three methods for a client that declared it
     /// (`-32021` for one that did not), `-32601` for any other (`tasks/result` and `tasks/list`
     /// are not part of it) and for every one when the handler offers no tasks.
-    fn answer_task_method(
+    async fn answer_task_method(
         &self,
         shared: &SessionShared,
         method: &str,
@@ -48,7 +48,7 @@ impl<S: Store, H: Handler> App<S, H> {
         if !tasks::declared(&shared.client_capabilities) {
             return Err(tasks::missing_capability());
         }
-        let mut result = self.common.tasks.answer(method, params, shared.principal.as_deref(), now())?;
+        let mut result = self.common.tasks.answer(method, params, shared.principal.as_deref(), now()).await?;
         wire::complete(method, &mut result);
         Ok(result)
     }
@@ -118,7 +118,7 @@ impl<S: Store, H: Handler> App<S, H> {
                     ));
                 }
                 if method.starts_with("tasks/") {
-                    let out = self.answer_task_method(&shared, &method, params.as_ref());
+                    let out = self.answer_task_method(&shared, &method, params.as_ref()).await;
                     let mut response = json_response(jsonrpc::response_payload(&id, &out));
                     *response.status_mut() = wire::status_of(&out);
                     return Ok(response);

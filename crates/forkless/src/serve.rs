@@ -285,6 +285,13 @@ impl<H: Handler> Serving<H> {
             let answered = server.answer_orphans(&orphans).await;
             tracing::info!(answered, lost = orphans.len(), "requests lost in the restart answered");
         }
+        match server.settle_tasks_left().await {
+            Ok(0) => {}
+            Ok(settled) => {
+                tracing::info!(settled, "tasks left by the previous process settled by their policy")
+            }
+            Err(e) => return Err(Error::Store(format!("settling the tasks the previous process left: {e}"))),
+        }
         let served = server.handler().revisions();
         let revisions: Vec<_> = Revision::ALL
             .iter()

@@ -1,35 +1,39 @@
 //! The tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) in the 2026-07-28 revision:
-//! a request the handler chooses to run as a task is answered at once with a
-//! `CreateTaskResult`, and the client reads the task with `tasks/get`, answers its input
-//! requests with `tasks/update` and cancels it with `tasks/cancel`.
+//! a request the handler chooses to run as a task is answered with a `CreateTaskResult`, and
+//! the client reads the task with `tasks/get`, answers its input requests with `tasks/update`
+//! and cancels it with `tasks/cancel` (PROTOCOL section 13).
 //!
-//! This module owns the node's table of tasks ([`TaskTable`]): creating a task (an id from the
-//! OS CSPRNG, bound to the request's principal), finding one for a client (a task of another
-//! principal reads as unknown, so nothing leaks), forgetting it after its time to live, and
-//! answering the three methods. One task's status and wire shapes are [`state`]'s; the
-//! handler's side (starting work as a task, asking for input) is [`work`]'s.
-//!
-//! A task lives in the process that created it: a restart forgets it (its `tasks/get` is then
-//! `-32602`, never another task's answer), and another node does not know it.
+//! A task lives in the store ([`forkless_store::TaskStore`]): every change is a transition of
+//! the core's [`TaskRecord`] written by compare-and-set, durable before it returns, so a task
+//! id resolves on every node sharing the store and after any restart, and a `tasks/get` is one
+//! store read. This module owns the node's [`TaskTable`]: a thin cache of the work running
+//! here (its cancellation and its wake-up, by task), creating tasks (ids from the OS CSPRNG,
+//! bound to the request's principal; limits per node and per principal), answering the three
+//! methods, expiry, and settling the tasks a lost owner left (a restart's, a lapsed node's) by
+//! each task's policy, decided by the core ([`TaskRecord::on_owner_lost`]). The wire shapes
+//! are [`wire`]'s; the handler's side (starting work, asking for input) is [`work`]'s.
 
-mod state;
+mod records;
+mod wire;
 mod work;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use forkless_core::{OsEntropy, TaskId, Timestamp};
-use serde_json::{Map, Value, json};
-use tokio::sync::oneshot;
+use forkless_core::{Epoch, Settlement, TaskId, TaskRecord, Timestamp};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::jsonrpc::RpcError;
+use crate::session::BoxFuture;
 
-pub use state::TaskError;
+pub use forkless_core::TaskError;
+pub(crate) use records::Records;
 pub use work::{TaskContext, TaskInputError, TaskStarter};
 
-use state::{CancelOutcome, Task, Update};
+use records::transact;
 
 /// The extension's identifier, as clients declare it and servers advertise it.
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -48,7 +52,7 @@ pub fn missing_capability() -> RpcError {
         .with_data(json!({ "requiredCapabilities": { "extensions": { EXTENSION: {} } } }))
 }
 
-/// The limits of the task table. Every field is a setting of [`crate::ServerConfig::tasks`].
+/// The limits of tasks. Every field is a setting of [`crate::ServerConfig::tasks`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TaskLimits {
     /// How long a task is kept after it was created (`ttlMs`); then it is forgotten and, if
@@ -56,131 +60,155 @@ pub struct TaskLimits {
     pub ttl: Duration,
     /// The polling interval suggested to clients (`pollIntervalMs`). Default 1 s.
     pub poll_interval: Duration,
-    /// Tasks held at once; at the limit a new one is refused with `-32603` (never by
-    /// forgetting a task a client may still read). Default 10,000.
+    /// Tasks whose work runs on this node at once; at the limit a new one is refused with
+    /// `-32603` (never by forgetting a task a client may still read). Default 10,000.
     pub max_tasks: usize,
+    /// Of those, the most one principal may hold (with auth off, every client is one
+    /// principal: set it to `max_tasks` there). Default 1,000.
+    pub max_tasks_per_principal: usize,
 }
 
 impl Default for TaskLimits {
     fn default() -> Self {
-        Self { ttl: Duration::from_secs(3600), poll_interval: Duration::from_secs(1), max_tasks: 10_000 }
+        Self {
+            ttl: Duration::from_secs(3600),
+            poll_interval: Duration::from_secs(1),
+            max_tasks: 10_000,
+            max_tasks_per_principal: 1_000,
+        }
     }
 }
 
-/// One task as the table holds it.
-struct Cell {
-    /// Who created it; only the same principal finds it.
+/// Runs a restartable task's work: the handler's [`crate::Handler::run_task`].
+pub(crate) type Runner =
+    Arc<dyn Fn(Value, TaskContext) -> BoxFuture<'static, Result<Value, RpcError>> + Send + Sync>;
+
+/// One task whose work runs on this node.
+pub(crate) struct Live {
     principal: Option<String>,
-    task: Mutex<Task>,
-    /// Cancelled by `tasks/cancel`, by expiry and by server shutdown.
+    /// The attempt this work runs under: its writes are refused once another owner took over.
+    epoch: Epoch,
+    expires: Timestamp,
+    /// Cancelled by `tasks/cancel`, by expiry, by a takeover seen here and by server shutdown.
     cancel: CancellationToken,
-    /// Where the answers go while the work waits for input ([`TaskContext::input`]).
-    waiter: Mutex<Option<oneshot::Sender<Map<String, Value>>>>,
+    /// Woken when the task's record changed on this node (answers arrived).
+    changed: Notify,
 }
 
-impl Cell {
-    fn task(&self) -> std::sync::MutexGuard<'_, Task> {
-        // Every change to a task is one transition that either happens whole or not at all.
-        self.task.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// The tasks of this node.
+/// The tasks of this node: the store's records and the work running here.
 pub(crate) struct TaskTable {
-    cells: Mutex<HashMap<TaskId, Arc<Cell>>>,
+    records: Box<dyn Records>,
+    live: Mutex<HashMap<TaskId, Arc<Live>>>,
     limits: TaskLimits,
-    /// Server shutdown: every task's token is a child of it.
+    /// Server shutdown: every work's token is a child of it.
     shutdown: CancellationToken,
+    runner: OnceLock<Runner>,
+}
+
+/// The refusal of an id that names no task the asker may read.
+fn unknown(text: &str) -> RpcError {
+    RpcError::invalid_params(format!("Failed to retrieve task: Task not found ({text})"))
+}
+
+fn store_failed(e: &forkless_store::Error) -> RpcError {
+    RpcError::internal(format!("the task store failed: {e}"))
 }
 
 impl TaskTable {
-    pub(crate) fn new(limits: TaskLimits, shutdown: CancellationToken) -> Self {
-        Self { cells: Mutex::default(), limits, shutdown }
+    pub(crate) fn new(records: Box<dyn Records>, limits: TaskLimits, shutdown: CancellationToken) -> Self {
+        Self { records, live: Mutex::default(), limits, shutdown, runner: OnceLock::new() }
     }
 
-    fn cells(&self) -> std::sync::MutexGuard<'_, HashMap<TaskId, Arc<Cell>>> {
-        self.cells.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Where restartable work is run from (the handler); set once, when the server starts.
+    pub(crate) fn set_runner(&self, runner: Runner) {
+        let _ = self.runner.set(runner);
     }
 
-    /// A new working task for `principal`, held before anyone can learn its id.
-    fn create(&self, principal: Option<String>, now: Timestamp) -> Result<Arc<Cell>, RpcError> {
-        let mut cells = self.cells();
-        if cells.len() >= self.limits.max_tasks {
-            Self::forget_expired(&mut cells, now);
-        }
-        if cells.len() >= self.limits.max_tasks {
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<TaskId, Arc<Live>>> {
+        // Every change is one insert or remove: a panic elsewhere leaves the map whole.
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hold a place for new work of `principal`, within the limits.
+    fn admit(&self, principal: Option<&str>) -> Result<(), RpcError> {
+        let live = self.live();
+        if live.len() >= self.limits.max_tasks {
             return Err(RpcError::internal(format!(
-                "the server holds its maximum of {} tasks; try again later",
+                "the server runs its maximum of {} tasks; try again later",
                 self.limits.max_tasks
             )));
         }
-        let id = TaskId::generate(&mut OsEntropy);
-        let task = Task::new(id, now, self.limits.ttl, self.limits.poll_interval);
-        let cell = Arc::new(Cell {
-            principal,
-            task: Mutex::new(task),
+        let mine = live.values().filter(|l| l.principal.as_deref() == principal).count();
+        if mine >= self.limits.max_tasks_per_principal {
+            return Err(RpcError::internal(format!(
+                "this principal runs its maximum of {} tasks; try again later",
+                self.limits.max_tasks_per_principal
+            )));
+        }
+        Ok(())
+    }
+
+    /// Register the work of `task` as running here.
+    fn start_live(&self, task: &TaskRecord) -> Arc<Live> {
+        let live = Arc::new(Live {
+            principal: task.principal().map(str::to_owned),
+            epoch: task.owner().epoch,
+            expires: task.expires_at(),
             cancel: self.shutdown.child_token(),
-            waiter: Mutex::new(None),
+            changed: Notify::new(),
         });
-        cells.insert(id, cell.clone());
-        Ok(cell)
+        self.live().insert(task.id(), live.clone());
+        live
     }
 
-    /// Forget (and cancel) every task whose time to live has passed.
-    fn forget_expired(cells: &mut HashMap<TaskId, Arc<Cell>>, now: Timestamp) {
-        cells.retain(|_, cell| {
-            let live = cell.task().expires_at() > now;
-            if !live {
-                cell.cancel.cancel();
-            }
-            live
-        });
+    /// The work of `id` under `epoch` ended here.
+    fn end_live(&self, id: TaskId, epoch: Epoch) {
+        let mut live = self.live();
+        if live.get(&id).is_some_and(|l| l.epoch == epoch) {
+            live.remove(&id);
+        }
     }
 
-    /// Forget the tasks whose time has passed (the server's sweeper calls this).
-    pub(crate) fn sweep(&self, now: Timestamp) {
-        Self::forget_expired(&mut self.cells(), now);
-    }
-
-    /// The task `params.taskId` names, if `principal` may see it and it has not expired.
-    fn find(
+    /// The task `params.taskId` names, if `principal` may read it: the id's text and the
+    /// record, or the refusal (`-32602`, the same for an unknown id and another principal's).
+    async fn find(
         &self,
         params: Option<&Value>,
         principal: Option<&str>,
         now: Timestamp,
-    ) -> Result<Arc<Cell>, RpcError> {
+    ) -> Result<TaskRecord, RpcError> {
         let Some(text) = params.and_then(|p| p.get("taskId")).and_then(Value::as_str) else {
             return Err(RpcError::invalid_params("invalid params: taskId (a string) is required"));
         };
-        let unknown =
-            || RpcError::invalid_params(format!("Failed to retrieve task: Task not found ({text})"));
-        let id = text.parse::<TaskId>().map_err(|_| unknown())?;
-        let cell = self.cells().get(&id).cloned().ok_or_else(unknown)?;
-        if cell.principal.as_deref() != principal {
-            return Err(unknown());
+        let id = text.parse::<TaskId>().map_err(|_| unknown(text))?;
+        let task = self.records.load(id).await.map_err(|e| store_failed(&e))?.ok_or_else(|| unknown(text))?;
+        if task.value.principal() != principal {
+            return Err(unknown(text));
         }
-        if cell.task().expires_at() <= now {
-            self.cells().remove(&id);
-            cell.cancel.cancel();
+        if task.value.expires_at() <= now {
             return Err(RpcError::invalid_params(format!(
                 "Failed to retrieve task: Task has expired ({text})"
             )));
         }
-        Ok(cell)
+        Ok(task.value)
     }
 
     /// Answer `tasks/get`, `tasks/update` or `tasks/cancel` (one of [`METHODS`]) from a client
-    /// whose request declared the extension.
-    pub(crate) fn answer(
+    /// whose request declared the extension. An update or cancel of an id that names no task
+    /// the client may read is acknowledged all the same (SEP-2663), changing nothing.
+    pub(crate) async fn answer(
         &self,
         method: &str,
         params: Option<&Value>,
         principal: Option<&str>,
         now: Timestamp,
     ) -> Result<Value, RpcError> {
-        let cell = self.find(params, principal, now)?;
+        if !params.and_then(|p| p.get("taskId")).is_some_and(Value::is_string) {
+            return Err(RpcError::invalid_params("invalid params: taskId (a string) is required"));
+        }
+        let found = self.find(params, principal, now).await;
         match method {
-            "tasks/get" => Ok(cell.task().detailed()),
+            "tasks/get" => Ok(wire::detailed(&found?)),
             "tasks/update" => {
                 let Some(responses) = params.and_then(|p| p.get("inputResponses")).and_then(Value::as_object)
                 else {
@@ -188,17 +216,21 @@ impl TaskTable {
                         "invalid params: inputResponses (an object) is required",
                     ));
                 };
-                let update = cell.task().on_input_responses(responses, now);
-                if let Update::Answered(answers) = update
-                    && let Some(waiter) = cell.waiter.lock().unwrap_or_else(PoisonError::into_inner).take()
+                let Ok(task) = found else { return Ok(json!({})) };
+                let responses = wire::texts(responses);
+                match transact(&*self.records, task.id(), |t| Ok(t.on_input_responses(&responses, now))).await
                 {
-                    let _ = waiter.send(answers);
+                    Ok((forkless_core::Update::Answered(_), _)) => self.wake(task.id()),
+                    Ok(_) | Err(forkless_store::Error::TaskUnknown) => {}
+                    Err(e) => return Err(store_failed(&e)),
                 }
                 Ok(json!({}))
             }
             "tasks/cancel" => {
-                if cell.task().on_cancel_requested(now) == CancelOutcome::Cancelled {
-                    cell.cancel.cancel();
+                let Ok(task) = found else { return Ok(json!({})) };
+                match transact(&*self.records, task.id(), |t| Ok(t.on_cancel_requested(now))).await {
+                    Ok(_) | Err(forkless_store::Error::TaskUnknown) => self.stop(task.id()),
+                    Err(e) => return Err(store_failed(&e)),
                 }
                 Ok(json!({}))
             }
@@ -206,9 +238,107 @@ impl TaskTable {
         }
     }
 
+    /// Wake the work of `id` running here (its record changed).
+    fn wake(&self, id: TaskId) {
+        if let Some(live) = self.live().get(&id) {
+            live.changed.notify_one();
+        }
+    }
+
+    /// Cancel the work of `id` running here.
+    fn stop(&self, id: TaskId) {
+        if let Some(live) = self.live().remove(&id) {
+            live.cancel.cancel();
+        }
+    }
+
+    /// The sweeper's pass: forget the tasks whose time passed, and stop work here that a
+    /// change on another node ended (a cancel, a takeover) or whose time passed.
+    pub(crate) async fn sweep(&self, now: Timestamp) {
+        if let Err(e) = self.records.expire(now).await {
+            tracing::warn!(error = %e, "expiring tasks failed; retrying at the next sweep");
+        }
+        let running: Vec<(TaskId, Arc<Live>)> = self.live().iter().map(|(id, l)| (*id, l.clone())).collect();
+        for (id, live) in running {
+            let ended = live.expires <= now
+                || match self.records.load(id).await {
+                    Ok(Some(t)) => t.value.status().is_terminal() || t.value.owner().epoch != live.epoch,
+                    Ok(None) => true,
+                    Err(_) => false,
+                };
+            if ended {
+                self.stop(id);
+            }
+        }
+    }
+
+    /// Settle the tasks this node's previous process left (call before serving): every open
+    /// task owned by this node ends `failed`/`owner_lost` or is restarted here, by its policy.
+    /// How many were settled. On a store whose tasks name no node (a store of one process, or
+    /// a shared store without a node lease) the store is taken to be this process's alone, as
+    /// for sessions: one process settles at a time.
+    pub(crate) async fn settle_left(
+        self: &Arc<Self>,
+        now: Timestamp,
+    ) -> Result<usize, forkless_store::Error> {
+        let node = self.records.node();
+        let ids = self.records.open(node.clone()).await?;
+        let mut settled = 0;
+        for id in ids {
+            settled += usize::from(self.settle(id, node.as_deref(), now).await?);
+        }
+        Ok(settled)
+    }
+
+    /// Settle the open tasks of nodes whose lease lapsed (a node's takeover loop calls this).
+    pub(crate) async fn settle_lapsed(
+        self: &Arc<Self>,
+        now: Timestamp,
+    ) -> Result<usize, forkless_store::Error> {
+        let mut settled = 0;
+        for (id, node) in self.records.lapsed().await? {
+            settled += usize::from(self.settle(id, Some(&node), now).await?);
+        }
+        Ok(settled)
+    }
+
+    /// Settle task `id` if `lost` (a node, or none) still runs it: whether this node did.
+    async fn settle(
+        self: &Arc<Self>,
+        id: TaskId,
+        lost: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, forkless_store::Error> {
+        let me = self.records.node();
+        let outcome = transact(&*self.records, id, |t| {
+            if t.owner().node.as_deref() != lost || self.live().contains_key(&id) {
+                return Ok(Settlement::NotLost);
+            }
+            let owner = t.owner().clone();
+            Ok(t.on_owner_lost(&owner, me.clone(), now))
+        })
+        .await;
+        let (settlement, task) = match outcome {
+            Ok(done) => done,
+            Err(forkless_store::Error::TaskUnknown) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        match settlement {
+            Settlement::Failed => {
+                tracing::warn!(task = %id, "a task's owner was lost: it failed (owner_lost)");
+            }
+            Settlement::Restart | Settlement::AwaitsInput => {
+                tracing::warn!(task = %id, epoch = %task.owner().epoch, ?settlement, "a task's owner was lost: its work restarts here");
+                work::restart(self, &task);
+            }
+            Settlement::AlreadyEnded | Settlement::NotLost => return Ok(false),
+        }
+        Ok(true)
+    }
+
     #[cfg(test)]
-    fn len(&self) -> usize {
-        self.cells().len()
+    fn running(&self) -> usize {
+        self.live().len()
     }
 }
 

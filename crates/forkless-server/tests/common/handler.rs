@@ -155,12 +155,14 @@ impl Handler for TestHandler {
             "as-task" => {
                 let tasks = ctx.tasks().ok_or_else(forkless_server::tasks::missing_capability)?;
                 let asked = params.unwrap_or(Value::Null);
-                tasks.start(move |task| async move {
-                    let mut ask = serde_json::Map::new();
-                    ask.insert("go".into(), json!({ "method": "elicitation/create", "params": {} }));
-                    let answers = task.input(ask).await.map_err(|e| RpcError::internal(e.to_string()))?;
-                    Ok(json!({ "asked": asked, "answers": answers }))
-                })
+                tasks
+                    .start(move |task| async move {
+                        let mut ask = serde_json::Map::new();
+                        ask.insert("go".into(), json!({ "method": "elicitation/create", "params": {} }));
+                        let answers = task.input(ask).await.map_err(|e| RpcError::internal(e.to_string()))?;
+                        Ok(json!({ "asked": asked, "answers": answers }))
+                    })
+                    .await
             }
             other => Err(RpcError::method_not_found(other)),
         }

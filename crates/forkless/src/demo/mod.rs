@@ -18,6 +18,7 @@
 mod mrtr;
 mod prompts;
 mod resources;
+pub mod restartable;
 mod task_tools;
 mod tools;
 
@@ -89,6 +90,7 @@ impl DemoHandler {
                 if let Some(tools) = list["tools"].as_array_mut() {
                     tools.extend(mrtr::InputTool::ALL.map(mrtr::InputTool::entry));
                     tools.extend(task_tools::TaskTool::entries());
+                    tools.extend(restartable::Kind::entries());
                 }
                 Ok(list)
             }
@@ -96,6 +98,9 @@ impl DemoHandler {
                 let name = params.as_ref().and_then(|p| p["name"].as_str());
                 if let (Some(tool), Some(p)) = (name.and_then(task_tools::TaskTool::named), &params) {
                     return task_tools::call(tool, p, ctx).await;
+                }
+                if let (Some(kind), Some(p)) = (name.and_then(restartable::Kind::named), &params) {
+                    return restartable::call(kind, p, ctx).await;
                 }
                 let named = params.as_ref().and_then(|p| p["name"].as_str()).and_then(mrtr::InputTool::named);
                 match (named, &params) {
@@ -206,6 +211,14 @@ impl Handler for DemoHandler {
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
         self.dispatch(method, params, &ctx).await
+    }
+
+    async fn run_task(
+        &self,
+        inputs: Value,
+        task: forkless_server::tasks::TaskContext,
+    ) -> Result<Value, RpcError> {
+        restartable::run(inputs, task).await
     }
 
     async fn handle_notification(&self, method: &str, _params: Option<Value>, _session: SessionHandle) {

@@ -131,66 +131,90 @@ pub(super) async fn call(tool: TaskTool, params: &Value, ctx: &RequestContext) -
             }
             let done = move || text_result(format!("computed `{label}` in {seconds} s"));
             match starter {
-                Some(tasks) if seconds > 0 => tasks.start(move |task| async move {
-                    stopped_by(&task, tokio::time::sleep(Duration::from_secs(seconds))).await?;
-                    Ok(done())
-                }),
+                Some(tasks) if seconds > 0 => {
+                    tasks
+                        .start(move |task| async move {
+                            stopped_by(&task, tokio::time::sleep(Duration::from_secs(seconds))).await?;
+                            Ok(done())
+                        })
+                        .await
+                }
                 _ => {
                     pause(ctx, seconds.saturating_mul(1000)).await?;
                     Ok(done())
                 }
             }
         }
-        TaskTool::FailingJob => starter.ok_or_else(tasks::missing_capability)?.start(|task| async move {
-            stopped_by(&task, tokio::time::sleep(JOB_TIME)).await?;
-            Ok(tool_error("the job failed: its input could not be processed"))
-        }),
+        TaskTool::FailingJob => {
+            let tasks = starter.ok_or_else(tasks::missing_capability)?;
+            tasks
+                .start(|task| async move {
+                    stopped_by(&task, tokio::time::sleep(JOB_TIME)).await?;
+                    Ok(tool_error("the job failed: its input could not be processed"))
+                })
+                .await
+        }
         TaskTool::ProtocolErrorJob => {
-            starter.ok_or_else(tasks::missing_capability)?.start(|task| async move {
-                stopped_by(&task, tokio::time::sleep(JOB_TIME)).await?;
-                Err(RpcError::internal("the job broke inside the server"))
-            })
+            let tasks = starter.ok_or_else(tasks::missing_capability)?;
+            tasks
+                .start(|task| async move {
+                    stopped_by(&task, tokio::time::sleep(JOB_TIME)).await?;
+                    Err(RpcError::internal("the job broke inside the server"))
+                })
+                .await
         }
         TaskTool::ConfirmDelete => {
             let ConfirmDelete { filename } = parse_params(arguments())?;
             let tasks = starter.ok_or_else(tasks::missing_capability)?;
-            tasks.start(move |task| async move {
-                let ask = elicit(&format!("Delete {filename}?"), "confirm", "boolean");
-                let answers = ask_for(&task, [("confirm", ask)]).await?;
-                let confirmed = answers
-                    .get("confirm")
-                    .is_some_and(|a| a["action"] == "accept" && a["content"]["confirm"] == true);
-                Ok(text_result(if confirmed {
-                    format!("deleted {filename}")
-                } else {
-                    format!("kept {filename}")
-                }))
-            })
+            tasks
+                .start(move |task| async move {
+                    let ask = elicit(&format!("Delete {filename}?"), "confirm", "boolean");
+                    let answers = ask_for(&task, [("confirm", ask)]).await?;
+                    Ok(text_result(if confirmed(&answers) {
+                        format!("deleted {filename}")
+                    } else {
+                        format!("kept {filename}")
+                    }))
+                })
+                .await
         }
-        TaskTool::MultiInput => starter.ok_or_else(tasks::missing_capability)?.start(|task| async move {
-            let asks = [
-                ("name", elicit("What is your name?", "name", "string")),
-                ("confirm", elicit("Shall I go on?", "confirm", "boolean")),
-            ];
-            let answers = ask_for(&task, asks).await?;
-            let who = answers.get("name").and_then(|a| elicited(a, "name")).unwrap_or("stranger");
-            Ok(text_result(format!("{who} answered both questions")))
-        }),
+        TaskTool::MultiInput => {
+            let tasks = starter.ok_or_else(tasks::missing_capability)?;
+            tasks
+                .start(|task| async move {
+                    let asks = [
+                        ("name", elicit("What is your name?", "name", "string")),
+                        ("confirm", elicit("Shall I go on?", "confirm", "boolean")),
+                    ];
+                    let answers = ask_for(&task, asks).await?;
+                    let who = answers.get("name").and_then(|a| elicited(a, "name")).unwrap_or("stranger");
+                    Ok(text_result(format!("{who} answered both questions")))
+                })
+                .await
+        }
         TaskTool::WithTask => {
             let who = match mrtr::name_first(tool.name(), params, ctx) {
                 Ok(who) => who,
                 Err(ask) => return Ok(ask),
             };
-            starter.ok_or_else(tasks::missing_capability)?.start(move |task| async move {
-                stopped_by(&task, tokio::time::sleep(JOB_TIME)).await?;
-                Ok(text_result(format!("Hello, {who}! (answered by task {})", task.id())))
-            })
+            let tasks = starter.ok_or_else(tasks::missing_capability)?;
+            tasks
+                .start(move |task| async move {
+                    stopped_by(&task, tokio::time::sleep(JOB_TIME)).await?;
+                    Ok(text_result(format!("Hello, {who}! (answered by task {})", task.id())))
+                })
+                .await
         }
     }
 }
 
+/// Whether the client accepted a `confirm` elicitation.
+pub(super) fn confirmed(answers: &Map<String, Value>) -> bool {
+    answers.get("confirm").is_some_and(|a| a["action"] == "accept" && a["content"]["confirm"] == true)
+}
+
 /// Wait for `work`, or fail with `-32800` when the task is cancelled first.
-async fn stopped_by(task: &TaskContext, work: impl Future<Output = ()>) -> Result<(), RpcError> {
+pub(super) async fn stopped_by(task: &TaskContext, work: impl Future<Output = ()>) -> Result<(), RpcError> {
     tokio::select! {
         () = work => Ok(()),
         () = task.cancellation().cancelled() => Err(RpcError::new(REQUEST_CANCELLED, "the task was cancelled")),
@@ -198,13 +222,13 @@ async fn stopped_by(task: &TaskContext, work: impl Future<Output = ()>) -> Resul
 }
 
 /// Ask the client for `asks` (key, request) through the task; the answers by key.
-async fn ask_for<const N: usize>(
+pub(super) async fn ask_for<const N: usize>(
     task: &TaskContext,
     asks: [(&str, Value); N],
 ) -> Result<Map<String, Value>, RpcError> {
     let requests = asks.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
     task.input(requests).await.map_err(|e| match e {
         TaskInputError::Cancelled => RpcError::new(REQUEST_CANCELLED, e.to_string()),
-        TaskInputError::Refused(refused) => RpcError::internal(refused.to_string()),
+        TaskInputError::Refused(_) | TaskInputError::Store(_) => RpcError::internal(e.to_string()),
     })
 }

@@ -53,7 +53,7 @@ pub(super) async fn serve_shared<D: Database, H: Handler>(
 }
 
 /// Every `every`, claim the sessions of nodes whose lease lapsed, and answer their requests in
-/// flight (restored sessions) with errors carrying their ids.
+/// flight (restored sessions) with errors carrying their ids; and settle their open tasks.
 async fn take_over_lost_nodes<D: Database, H: Handler>(
     store: SharedStore<D>,
     server: Server<SharedStore<D>, H>,
@@ -70,6 +70,12 @@ async fn take_over_lost_nodes<D: Database, H: Handler>(
             Ok(_) => {}
             Err(forkless_store::Error::LeaseLost(_)) => return,
             Err(e) => tracing::warn!(error = %e, "taking over lost nodes' sessions failed; retrying"),
+        }
+        match server.settle_lapsed_tasks().await {
+            Ok(0) => {}
+            Ok(settled) => tracing::warn!(settled, "settled the tasks of a lost node"),
+            Err(forkless_store::Error::LeaseLost(_)) => return,
+            Err(e) => tracing::warn!(error = %e, "settling lost nodes' tasks failed; retrying"),
         }
     }
 }
