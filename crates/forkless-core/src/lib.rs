@@ -99,8 +99,8 @@ pub use stream::{
 };
 pub use stream_map::StreamChange;
 pub use task::{
-    CancelOutcome, FailCause, NewTask, OnOwnerLost, Outcome, Settlement, TaskError, TaskOwner, TaskParts,
-    TaskRecord, TaskStatus, Update,
+    CancelOutcome, FailCause, NewTask, OnOwnerLost, Outcome, Settlement, TaskError, TaskKind, TaskOwner,
+    TaskParts, TaskRecord, TaskStatus, Update,
 };
 pub use time::Timestamp;
 pub use wake::{Schedule, Wake};

@@ -114,6 +114,23 @@ pub enum OnOwnerLost {
     Restart,
 }
 
+/// What a task record stands for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TaskKind {
+    /// A task of the tasks extension: its id was given to the client, which reads it with
+    /// `tasks/get`.
+    #[default]
+    Task,
+    /// A request carrying an idempotency key (PROTOCOL section 14): its id is derived from the
+    /// principal, the method and the key, never handed out, and `tasks/…` never reads it. The
+    /// fingerprint is of the request's method and parameters: a re-issue with the same key
+    /// and other parameters is refused.
+    Request {
+        /// SHA-256 of the request's canonical method and parameters.
+        fingerprint: [u8; 32],
+    },
+}
+
 /// Who runs a task's work: a node (`None` on a store of one process) and the epoch of the
 /// attempt, bumped by every takeover.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -195,8 +212,10 @@ pub enum Outcome {
 /// What a new task starts with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewTask {
-    /// Its id, from the CSPRNG.
+    /// Its id, from the CSPRNG (a [`TaskKind::Request`]: derived from its key).
     pub id: TaskId,
+    /// What it stands for.
+    pub kind: TaskKind,
     /// Who created it; only the same principal reads it.
     pub principal: Option<String>,
     /// Its first owner.
@@ -217,6 +236,7 @@ pub struct NewTask {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskRecord {
     id: TaskId,
+    kind: TaskKind,
     principal: Option<String>,
     status: TaskStatus,
     message: Option<String>,
@@ -237,6 +257,7 @@ impl TaskRecord {
     pub fn new(new: NewTask) -> Self {
         Self {
             id: new.id,
+            kind: new.kind,
             principal: new.principal,
             status: TaskStatus::Working(Working),
             message: None,
@@ -254,6 +275,10 @@ impl TaskRecord {
     /// The task's id.
     pub const fn id(&self) -> TaskId {
         self.id
+    }
+    /// What it stands for.
+    pub const fn kind(&self) -> TaskKind {
+        self.kind
     }
     /// Who may read it.
     pub fn principal(&self) -> Option<&str> {
@@ -442,6 +467,7 @@ impl TaskRecord {
     pub fn restore(parts: TaskParts) -> Self {
         let TaskParts {
             id,
+            kind,
             principal,
             status,
             message,
@@ -456,6 +482,7 @@ impl TaskRecord {
         } = parts;
         Self {
             id,
+            kind,
             principal,
             status,
             message,
@@ -477,6 +504,7 @@ impl TaskRecord {
 #[allow(missing_docs)]
 pub struct TaskParts {
     pub id: TaskId,
+    pub kind: TaskKind,
     pub principal: Option<String>,
     pub status: TaskStatus,
     pub message: Option<String>,

@@ -166,6 +166,10 @@ pub struct ServerConfig {
     /// The task table of the tasks extension (2026-07-28): time to live, suggested polling
     /// interval, most tasks held. Default [`crate::tasks::TaskLimits::default`].
     pub tasks: crate::tasks::TaskLimits,
+    /// Keyed requests of the forkless idempotency extension (2026-07-28): how long a key is
+    /// remembered, how often a waiting re-issue reads the first execution's record. Default
+    /// [`crate::tasks::IdempotencyLimits::default`].
+    pub idempotency: crate::tasks::IdempotencyLimits,
     /// How `requestState` of multi-round-trip requests is sealed (2026-07-28): the key ring
     /// and the time to live. Default
     /// [`crate::request_state::RequestStateConfig::default`] (a key only this process holds).
@@ -198,6 +202,7 @@ impl Default for ServerConfig {
             forward_connect_timeout: Duration::from_secs(2),
             forward_head_timeout: Duration::from_secs(60),
             tasks: crate::tasks::TaskLimits::default(),
+            idempotency: crate::tasks::IdempotencyLimits::default(),
             request_state: crate::request_state::RequestStateConfig::default(),
         }
     }
@@ -228,11 +233,14 @@ impl ServerConfig {
         if !self.path.starts_with('/') || self.path == "/metrics" || self.path == "/healthz" {
             return Err(ConfigError::Path(self.path.clone()));
         }
-        let zero: [(&'static str, bool); 18] = [
+        let zero: [(&'static str, bool); 21] = [
             ("request_state.ttl", self.request_state.ttl.is_zero()),
             ("tasks.ttl", self.tasks.ttl.is_zero()),
             ("tasks.poll_interval", self.tasks.poll_interval.is_zero()),
             ("tasks.max_tasks", self.tasks.max_tasks == 0),
+            ("tasks.max_tasks_per_principal", self.tasks.max_tasks_per_principal == 0),
+            ("idempotency.ttl", self.idempotency.ttl.is_zero()),
+            ("idempotency.poll_interval", self.idempotency.poll_interval.is_zero()),
             ("forward_connect_timeout", self.forward_connect_timeout.is_zero()),
             ("forward_head_timeout", self.forward_head_timeout.is_zero()),
             ("idle_timeout", self.idle_timeout.is_zero()),

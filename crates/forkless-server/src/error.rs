@@ -32,6 +32,8 @@ pub const HEADER_MISMATCH: i64 = -32020;
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// The requested protocol version is not served (2026-07-28's code, used for every revision).
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// A request that was cancelled (a keyed request's re-issue after its cancellation).
+pub const REQUEST_CANCELLED: i64 = -32800;
 
 /// The versions this server speaks, newest first (for discovery and refusals).
 pub(crate) fn supported_versions() -> Vec<&'static str> {

@@ -114,8 +114,8 @@ pub use config::{AllowedOrigins, AnswerMode, ConfigError, PrincipalClosure, Prin
 pub use context::{RequestContext, SessionHandle};
 pub use error::{
     Error, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
-    MISSING_REQUIRED_CLIENT_CAPABILITY, OwnerUnavailable, PARSE_ERROR, SESSION_ENDED, STREAM_CONFLICT,
-    UNSUPPORTED_PROTOCOL_VERSION,
+    MISSING_REQUIRED_CLIENT_CAPABILITY, OwnerUnavailable, PARSE_ERROR, REQUEST_CANCELLED, SESSION_ENDED,
+    STREAM_CONFLICT, UNSUPPORTED_PROTOCOL_VERSION,
 };
 pub use handler::{Handler, Restorable, Revisions, ServerInfo, TaskSupport};
 pub use jsonrpc::RpcError;

@@ -75,8 +75,12 @@ impl<S: Store, H: Handler> Server<S, H> {
         });
         let config_forward = (config.forward_connect_timeout, config.forward_head_timeout);
         let shutdown = CancellationToken::new();
-        let tasks =
-            Arc::new(crate::tasks::TaskTable::new(Box::new(store.clone()), config.tasks, shutdown.clone()));
+        let tasks = Arc::new(crate::tasks::TaskTable::new(
+            Box::new(store.clone()),
+            config.tasks,
+            config.idempotency,
+            shutdown.clone(),
+        ));
         let runner_handler = handler.clone();
         tasks.set_runner(Arc::new(move |inputs, task| {
             let handler = runner_handler.clone();

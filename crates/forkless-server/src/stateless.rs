@@ -14,6 +14,7 @@ use forkless_store::Store;
 use http::{HeaderName, HeaderValue, StatusCode, header};
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::common::now;
 use crate::config::AnswerMode;
@@ -27,6 +28,13 @@ use crate::tasks;
 use crate::answer::json_response;
 use crate::dispatch::Call;
 use crate::server::App;
+
+/// A JSON answer carrying `out` for request `id`, with the revision's status.
+fn answered(id: &Value, out: &Result<Value, jsonrpc::RpcError>) -> Response {
+    let mut response = json_response(jsonrpc::response_payload(id, out));
+    *response.status_mut() = wire::status_of(out);
+    response
+}
 
 /// How long a stateless POST waits for its first message before starting an SSE stream: an
 /// answer within it goes out as plain JSON (an unknown method as 404).
@@ -88,7 +96,14 @@ impl<S: Store, H: Handler> App<S, H> {
                 return Err(Error::InvalidMessage("clients send no responses in 2026-07-28".into()));
             }
             Message::Notification { method, params } => {
-                if method != "notifications/cancelled" && method != "notifications/initialized" {
+                if method == "notifications/cancelled" {
+                    // A keyed request outlives its response stream: only a cancellation naming
+                    // its key stops it.
+                    if let Some(key) = tasks::Key::cancelled_by(shared.principal.as_deref(), params.as_ref())
+                    {
+                        self.common.tasks.cancel_key(key, shared.principal.as_deref()).await;
+                    }
+                } else if method != "notifications/initialized" {
                     self.on_notification(&shared, method, params);
                 }
                 return Ok(StatusCode::ACCEPTED.into_response());
@@ -124,7 +139,9 @@ impl<S: Store, H: Handler> App<S, H> {
                     return Ok(response);
                 }
                 if method == "server/discover" {
-                    let mut result = wire::discover(&self.handler.info(), self.handler.task_support());
+                    let info = self.handler.info();
+                    let ttl = self.common.cfg.idempotency.ttl;
+                    let mut result = wire::discover(&info, self.handler.task_support(), ttl);
                     wire::complete(&method, &mut result);
                     return Ok(json_response(jsonrpc::response_payload(&id, &Ok(result))));
                 }
@@ -132,16 +149,35 @@ impl<S: Store, H: Handler> App<S, H> {
             }
         };
         let method = call.method.clone();
-        // Closing the response cancels the request in this revision.
-        let cancel = shared.cancel.child_token();
+        // A keyed request runs once per key: a re-issue gets the first execution's answer.
+        let keyed = match tasks::Key::of(shared.principal.as_deref(), &method, call.params.as_ref()) {
+            Ok(None) => None,
+            Ok(Some(key)) => match self.common.tasks.claim(&key, shared.principal.as_deref()).await {
+                tasks::Claim::Run(run) => Some(run),
+                tasks::Claim::Done(out) => return Ok(answered(&call.id, &out)),
+            },
+            Err(refused) => return Ok(answered(&call.id, &Err(refused))),
+        };
+        // Closing the response cancels the request in this revision, unless it is keyed.
+        let cancel = match &keyed {
+            Some(run) => run.cancellation(),
+            None => shared.cancel.child_token(),
+        };
+        let closing = match &keyed {
+            Some(_) => CancellationToken::new(),
+            None => cancel.clone(),
+        };
         match self.common.cfg.answer {
             AnswerMode::Json => {
-                let guard = cancel.clone().drop_guard();
+                let guard = closing.drop_guard();
                 let out = self.run(shared, &mut call, cancel, Outlet::Nowhere).await;
                 let out = out.map(|mut result| {
                     wire::complete(&method, &mut result);
                     result
                 });
+                if let Some(run) = keyed {
+                    run.finish(&out).await;
+                }
                 guard.disarm();
                 let mut response = json_response(jsonrpc::response_payload(&call.id, &out));
                 *response.status_mut() = wire::status_of(&out);
@@ -158,12 +194,16 @@ impl<S: Store, H: Handler> App<S, H> {
                         wire::complete(&method, &mut result);
                         result
                     });
+                    if let Some(run) = keyed {
+                        run.finish(&out).await;
+                    }
                     if !task_cancel.is_cancelled() {
                         let _ = tx.send(jsonrpc::respond(&call.id, out)).await;
                     }
                 });
-                // Closing the response (dropping this future) cancels the request from here on.
-                let guard = cancel.drop_guard();
+                // Closing the response (dropping this future) cancels the request from here on
+                // (a keyed one: nothing).
+                let guard = closing.drop_guard();
                 // The head waits for the first message: a request answered before it sent
                 // anything is answered with plain JSON, and an unknown method with 404.
                 // Only briefly, so a long request's stream (and its keep-alive) starts at once.

@@ -7,6 +7,7 @@ const E1: Epoch = Epoch::new(1);
 fn task(policy: OnOwnerLost) -> TaskRecord {
     TaskRecord::new(NewTask {
         id: TaskId::generate(&mut SeededEntropy::new(7)),
+        kind: TaskKind::Task,
         principal: Some("alice".into()),
         owner: TaskOwner { node: Some("a".into()), epoch: E1 },
         on_owner_lost: policy,

@@ -200,14 +200,22 @@ pub(crate) fn check_param_headers(
 }
 
 /// The `server/discover` result: versions, capabilities, identity and instructions.
-pub(crate) fn discover(info: &ServerInfo, tasks: TaskSupport) -> Value {
+///
+/// It advertises forkless's idempotency extension (keyed requests run once; PROTOCOL section
+/// 14) with the time a key is remembered, and the tasks extension when the handler offers it.
+pub(crate) fn discover(info: &ServerInfo, tasks: TaskSupport, key_ttl: std::time::Duration) -> Value {
     let mut capabilities = info.capabilities.clone();
-    if tasks == TaskSupport::Offered
-        && let Some(caps) = capabilities.as_object_mut()
-    {
+    if let Some(caps) = capabilities.as_object_mut() {
         let extensions = caps.entry("extensions").or_insert_with(|| json!({}));
         if let Some(extensions) = extensions.as_object_mut() {
-            extensions.insert(crate::tasks::EXTENSION.to_owned(), json!({}));
+            if tasks == TaskSupport::Offered {
+                extensions.insert(crate::tasks::EXTENSION.to_owned(), json!({}));
+            }
+            let ttl_ms = u64::try_from(key_ttl.as_millis()).unwrap_or(u64::MAX);
+            extensions.insert(
+                crate::tasks::IDEMPOTENCY_EXTENSION.to_owned(),
+                json!({ "metaKey": crate::tasks::IDEMPOTENCY_KEY, "ttlMs": ttl_ms }),
+            );
         }
     }
     let mut result = json!({

@@ -13,6 +13,7 @@
 //! each task's policy, decided by the core ([`TaskRecord::on_owner_lost`]). The wire shapes
 //! are [`wire`]'s; the handler's side (starting work, asking for input) is [`work`]'s.
 
+mod keyed;
 mod records;
 mod wire;
 mod work;
@@ -21,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use forkless_core::{Epoch, Settlement, TaskId, TaskRecord, Timestamp};
+use forkless_core::{Epoch, Settlement, TaskId, TaskKind, TaskRecord, Timestamp};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -30,6 +31,8 @@ use crate::jsonrpc::RpcError;
 use crate::session::BoxFuture;
 
 pub use forkless_core::TaskError;
+pub(crate) use keyed::{Claim, Key};
+pub use keyed::{IDEMPOTENCY_EXTENSION, IDEMPOTENCY_KEY, IdempotencyLimits};
 pub(crate) use records::Records;
 pub use work::{TaskContext, TaskInputError, TaskStarter};
 
@@ -85,6 +88,8 @@ pub(crate) type Runner =
 
 /// One task whose work runs on this node.
 pub(crate) struct Live {
+    /// A task, or a keyed request (which no task limit counts).
+    kind: TaskKind,
     principal: Option<String>,
     /// The attempt this work runs under: its writes are refused once another owner took over.
     epoch: Epoch,
@@ -100,6 +105,7 @@ pub(crate) struct TaskTable {
     records: Box<dyn Records>,
     live: Mutex<HashMap<TaskId, Arc<Live>>>,
     limits: TaskLimits,
+    keys: IdempotencyLimits,
     /// Server shutdown: every work's token is a child of it.
     shutdown: CancellationToken,
     runner: OnceLock<Runner>,
@@ -115,8 +121,13 @@ fn store_failed(e: &forkless_store::Error) -> RpcError {
 }
 
 impl TaskTable {
-    pub(crate) fn new(records: Box<dyn Records>, limits: TaskLimits, shutdown: CancellationToken) -> Self {
-        Self { records, live: Mutex::default(), limits, shutdown, runner: OnceLock::new() }
+    pub(crate) fn new(
+        records: Box<dyn Records>,
+        limits: TaskLimits,
+        keys: IdempotencyLimits,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self { records, live: Mutex::default(), limits, keys, shutdown, runner: OnceLock::new() }
     }
 
     /// Where restartable work is run from (the handler); set once, when the server starts.
@@ -132,13 +143,14 @@ impl TaskTable {
     /// Hold a place for new work of `principal`, within the limits.
     fn admit(&self, principal: Option<&str>) -> Result<(), RpcError> {
         let live = self.live();
-        if live.len() >= self.limits.max_tasks {
+        let tasks = || live.values().filter(|l| l.kind == TaskKind::Task);
+        if tasks().count() >= self.limits.max_tasks {
             return Err(RpcError::internal(format!(
                 "the server runs its maximum of {} tasks; try again later",
                 self.limits.max_tasks
             )));
         }
-        let mine = live.values().filter(|l| l.principal.as_deref() == principal).count();
+        let mine = tasks().filter(|l| l.principal.as_deref() == principal).count();
         if mine >= self.limits.max_tasks_per_principal {
             return Err(RpcError::internal(format!(
                 "this principal runs its maximum of {} tasks; try again later",
@@ -151,6 +163,7 @@ impl TaskTable {
     /// Register the work of `task` as running here.
     fn start_live(&self, task: &TaskRecord) -> Arc<Live> {
         let live = Arc::new(Live {
+            kind: task.kind(),
             principal: task.principal().map(str::to_owned),
             epoch: task.owner().epoch,
             expires: task.expires_at(),
@@ -182,7 +195,8 @@ impl TaskTable {
         };
         let id = text.parse::<TaskId>().map_err(|_| unknown(text))?;
         let task = self.records.load(id).await.map_err(|e| store_failed(&e))?.ok_or_else(|| unknown(text))?;
-        if task.value.principal() != principal {
+        // Another principal's task, or a keyed request (never handed out as a task): unknown.
+        if task.value.principal() != principal || task.value.kind() != TaskKind::Task {
             return Err(unknown(text));
         }
         if task.value.expires_at() <= now {
@@ -324,8 +338,11 @@ impl TaskTable {
             Err(e) => return Err(e),
         };
         match settlement {
-            Settlement::Failed => {
+            Settlement::Failed if task.kind() == TaskKind::Task => {
                 tracing::warn!(task = %id, "a task's owner was lost: it failed (owner_lost)");
+            }
+            Settlement::Failed => {
+                tracing::warn!("a keyed request's owner was lost: a re-issue is answered owner_lost");
             }
             Settlement::Restart | Settlement::AwaitsInput => {
                 tracing::warn!(task = %id, epoch = %task.owner().epoch, ?settlement, "a task's owner was lost: its work restarts here");

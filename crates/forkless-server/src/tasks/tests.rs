@@ -11,7 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const NOW: Timestamp = Timestamp::from_millis(10_000);
 
 fn table_on(store: &Arc<MemoryStore>, limits: TaskLimits) -> Arc<TaskTable> {
-    Arc::new(TaskTable::new(Box::new(store.clone()), limits, CancellationToken::new()))
+    Arc::new(TaskTable::new(
+        Box::new(store.clone()),
+        limits,
+        IdempotencyLimits::default(),
+        CancellationToken::new(),
+    ))
 }
 
 fn table(limits: TaskLimits) -> Arc<TaskTable> {
@@ -201,6 +206,7 @@ fn counting_runner(starts: Arc<AtomicUsize>) -> Runner {
 async fn left_by_gone(store: &MemoryStore, seed: u64, policy: forkless_core::OnOwnerLost) -> TaskId {
     let task = TaskRecord::new(forkless_core::NewTask {
         id: TaskId::generate(&mut forkless_core::SeededEntropy::new(seed)),
+        kind: forkless_core::TaskKind::Task,
         principal: None,
         owner: forkless_core::TaskOwner { node: Some("gone".into()), epoch: Epoch::new(1) },
         on_owner_lost: policy,

@@ -130,6 +130,7 @@ mod tests {
     fn task() -> TaskRecord {
         TaskRecord::new(NewTask {
             id: TaskId::generate(&mut SeededEntropy::new(7)),
+            kind: forkless_core::TaskKind::Task,
             principal: None,
             owner: TaskOwner { node: None, epoch: Epoch::new(1) },
             on_owner_lost: OnOwnerLost::Fail,

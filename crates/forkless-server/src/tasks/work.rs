@@ -89,6 +89,7 @@ impl TaskStarter {
         table.admit(self.principal.as_deref())?;
         let task = TaskRecord::new(NewTask {
             id: TaskId::generate(&mut OsEntropy),
+            kind: forkless_core::TaskKind::Task,
             principal: self.principal.clone(),
             owner: TaskOwner { node: table.records.node(), epoch: Epoch::new(1) },
             on_owner_lost: policy,

@@ -3,9 +3,10 @@
 //! refused by name rather than misread.
 //!
 //! ```text
-//! task   : 1 id[16] principal:opt status message:opt created:u64 updated:u64 ttl_ms:u64
+//! task   : 1 id[16] kind principal:opt status message:opt created:u64 updated:u64 ttl_ms:u64
 //!          poll_ms:u64 node:opt epoch:u64 policy:u8 inputs:opt answers:map
 //! status : 0 (working) | 1 outstanding:map | 2 len:u32 result | 3 0 len:u32 error | 3 1 (owner lost) | 4 (cancelled)
+//! kind   : 0 (a task) | 1 fingerprint[32] (a keyed request)
 //! policy : 0 fail | 1 restart
 //! map    : count:u32 (len:u32 key len:u32 value)*
 //! opt    : 0 | 1 len:u32 bytes
@@ -17,8 +18,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use forkless_core::task::{
-    Cancelled, Completed, FailCause, Failed, InputRequired, OnOwnerLost, TaskOwner, TaskParts, TaskRecord,
-    TaskStatus, Working,
+    Cancelled, Completed, FailCause, Failed, InputRequired, OnOwnerLost, TaskKind, TaskOwner, TaskParts,
+    TaskRecord, TaskStatus, Working,
 };
 use forkless_core::{Epoch, TaskId};
 
@@ -68,6 +69,13 @@ pub fn encode_task(t: &TaskRecord) -> Vec<u8> {
     let mut w = Encoder(Vec::with_capacity(128));
     w.u8(FORMAT);
     w.bytes(t.id().as_bytes());
+    match t.kind() {
+        TaskKind::Task => w.u8(0),
+        TaskKind::Request { fingerprint } => {
+            w.u8(1);
+            w.bytes(&fingerprint);
+        }
+    }
     w.opt(t.principal().map(str::as_bytes));
     match t.status() {
         TaskStatus::Working(_) => w.u8(0),
@@ -114,6 +122,11 @@ pub fn decode_task(bytes: &[u8]) -> Result<TaskRecord, Error> {
         other => return Err(corrupt(&format!("unknown format {other}"))),
     }
     let id = TaskId::from_bytes(r.array()?);
+    let kind = match r.u8()? {
+        0 => TaskKind::Task,
+        1 => TaskKind::Request { fingerprint: r.array()? },
+        _ => return Err(corrupt("bad kind tag")),
+    };
     let principal = opt_text(r.opt()?)?;
     let status = match r.u8()? {
         0 => TaskStatus::Working(Working),
@@ -147,6 +160,7 @@ pub fn decode_task(bytes: &[u8]) -> Result<TaskRecord, Error> {
     }
     Ok(TaskRecord::restore(TaskParts {
         id,
+        kind,
         principal,
         status,
         message,
@@ -169,6 +183,7 @@ mod tests {
     fn sample(i: u64) -> TaskRecord {
         TaskRecord::new(NewTask {
             id: TaskId::generate(&mut SeededEntropy::new(i)),
+            kind: if i % 4 == 3 { TaskKind::Request { fingerprint: [i as u8; 32] } } else { TaskKind::Task },
             principal: (i % 2 == 0).then(|| format!("issuer subject-{i}")),
             owner: TaskOwner { node: (i % 3 == 0).then(|| "node-a".into()), epoch: Epoch::new(i) },
             on_owner_lost: if i % 2 == 0 { OnOwnerLost::Fail } else { OnOwnerLost::Restart },

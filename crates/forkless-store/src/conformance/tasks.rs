@@ -26,6 +26,7 @@ pub fn new_task(
 ) -> TaskRecord {
     TaskRecord::new(NewTask {
         id: TaskId::generate(&mut SeededEntropy::new(seed)),
+        kind: forkless_core::TaskKind::Task,
         principal: Some(format!("principal-{seed}")),
         owner: TaskOwner { node: node.map(str::to_owned), epoch: Epoch::new(1) },
         on_owner_lost: policy,

@@ -7,7 +7,9 @@
 //! - `restartable_job {seconds, label}`: idempotent work, its inputs kept with the task: if the
 //!   process running it is lost, exactly one successor runs it again;
 //! - `restartable_confirm {filename}`: restartable work that asks the client to confirm first
-//!   and is written to run again (its earlier answer comes back from the task, not the client).
+//!   and is written to run again (its earlier answer comes back from the task, not the client);
+//! - `counted_call {millis, label}`: a plain request (never a task) with a side effect, for
+//!   showing that a re-issued keyed request runs once (PROTOCOL section 14).
 //!
 //! Each run of a job's work is a side effect an operator can count outside the server: with
 //! `FORKLESS_DEMO_SIDE_EFFECTS=DIR` set, every start of a work appends the line
@@ -36,16 +38,18 @@ pub(super) enum Kind {
     Fragile,
     Restartable,
     Confirm,
+    Counted,
 }
 
 impl Kind {
-    const ALL: [Self; 3] = [Self::Fragile, Self::Restartable, Self::Confirm];
+    const ALL: [Self; 4] = [Self::Fragile, Self::Restartable, Self::Confirm, Self::Counted];
 
     const fn name(self) -> &'static str {
         match self {
             Self::Fragile => "fragile_job",
             Self::Restartable => "restartable_job",
             Self::Confirm => "restartable_confirm",
+            Self::Counted => "counted_call",
         }
     }
 
@@ -69,6 +73,13 @@ impl Kind {
                 Self::Confirm => (
                     "A restartable task that asks the client to confirm first",
                     json!({ "filename": { "type": "string" } }),
+                ),
+                Self::Counted => (
+                    "A plain call with a side effect: counts its start, then answers after `millis`",
+                    json!({
+                        "millis": { "type": "integer", "minimum": 0, "maximum": MAX_SECONDS * 1000 },
+                        "label": { "type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$" },
+                    }),
                 ),
             };
             json!({ "name": t.name(), "description": description, "inputSchema": { "type": "object", "properties": properties } })
@@ -103,30 +114,49 @@ impl Job {
 }
 
 #[derive(serde::Deserialize)]
+struct Counted {
+    millis: u64,
+    label: String,
+}
+
+#[derive(serde::Deserialize)]
 struct Confirm {
     #[serde(default)]
     filename: String,
 }
 
-/// Start `kind` for a `tools/call` with `params`: a task, or `-32021` for a client that did not
-/// declare the extension.
+/// Run `kind` for a `tools/call` with `params`: a task (or `-32021` for a client that did not
+/// declare the extension), or the counted call's answer.
 pub(super) async fn call(kind: Kind, params: &Value, ctx: &RequestContext) -> Result<Value, RpcError> {
     let arguments = Some(params.get("arguments").cloned().unwrap_or_else(|| json!({})));
-    let starter = ctx.tasks().ok_or_else(tasks::missing_capability)?;
+    let starter = || ctx.tasks().ok_or_else(tasks::missing_capability);
     match kind {
+        Kind::Counted => counted(arguments, ctx).await,
         Kind::Fragile => {
             let job = parse_params::<Job>(arguments)?.checked()?;
-            starter.start(move |task| async move { work(&task, &job).await }).await
+            starter()?.start(move |task| async move { work(&task, &job).await }).await
         }
         Kind::Restartable => {
             let job = parse_params::<Job>(arguments)?.checked()?;
-            starter.start_restartable(json!({ "tool": kind.name(), "job": job })).await
+            starter()?.start_restartable(json!({ "tool": kind.name(), "job": job })).await
         }
         Kind::Confirm => {
             let Confirm { filename } = parse_params(arguments)?;
-            starter.start_restartable(json!({ "tool": kind.name(), "filename": filename })).await
+            starter()?.start_restartable(json!({ "tool": kind.name(), "filename": filename })).await
         }
     }
+}
+
+/// The counted call: count the start, answer after `millis` (unless cancelled first).
+async fn counted(arguments: Option<Value>, ctx: &RequestContext) -> Result<Value, RpcError> {
+    let Counted { millis, label } = parse_params(arguments)?;
+    let Job { label, .. } = Job { seconds: millis / 1000, label }.checked()?;
+    let n = count_start(&label, 1);
+    tokio::select! {
+        () = tokio::time::sleep(Duration::from_millis(millis)) => {}
+        () = ctx.cancellation().cancelled() => return Err(RpcError::new(super::REQUEST_CANCELLED, "cancelled")),
+    }
+    Ok(text_result(format!("{label}: start {n}")))
 }
 
 /// Run a restartable task's work again (or the first time) on its kept inputs.
@@ -149,14 +179,15 @@ pub(super) async fn run(inputs: Value, task: TaskContext) -> Result<Value, RpcEr
 
 /// A job's work: count the start, then work `seconds` (unless cancelled).
 async fn work(task: &TaskContext, job: &Job) -> Result<Value, RpcError> {
-    count_start(&job.label, task.attempt());
+    let _ = count_start(&job.label, task.attempt());
     stopped_by(task, tokio::time::sleep(Duration::from_secs(job.seconds))).await?;
     Ok(text_result(format!("job {} done (attempt {})", job.label, task.attempt())))
 }
 
-/// Append `attempt N` to the side-effect file of `label`, if side effects are counted.
-fn count_start(label: &str, attempt: u64) {
-    let Some(dir) = std::env::var_os(SIDE_EFFECTS_ENV) else { return };
+/// Append `attempt N` to the side-effect file of `label`, if side effects are counted: how
+/// many starts the file holds now (0 when they are not counted).
+fn count_start(label: &str, attempt: u64) -> usize {
+    let Some(dir) = std::env::var_os(SIDE_EFFECTS_ENV) else { return 0 };
     let path = std::path::Path::new(&dir).join(label);
     let written = std::fs::OpenOptions::new()
         .create(true)
@@ -166,4 +197,5 @@ fn count_start(label: &str, attempt: u64) {
     if let Err(e) = written {
         tracing::warn!(path = %path.display(), error = %e, "a side effect could not be counted");
     }
+    std::fs::read_to_string(&path).map_or(0, |s| s.lines().count())
 }
