@@ -91,7 +91,7 @@ pub use id::{
 };
 pub use record::{AppendTarget, GetOutcome, Grant, Orphan, SessionRecord};
 pub use retention::{EvictedBy, Eviction, Tick};
-pub use revision::{Revision, UnsupportedRevision};
+pub use revision::{Revision, RevisionSet, UnsupportedRevision};
 pub use session::{Active, ClientFacts, Ended, NewSession, Session, SessionState};
 pub use stream::{
     Attached, Attachment, Completed, Detached, EventKind, FenceCause, Fenced, Label, Open, Stream,

@@ -58,6 +58,95 @@ impl Revision {
     }
 }
 
+/// A set of revisions: those a server offers (the operator's choice, PROTOCOL section 9).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RevisionSet(u8);
+
+impl RevisionSet {
+    /// Every revision this implementation speaks.
+    pub const ALL: Self = Self(0b1111);
+    /// The revisions with sessions and resumption (2025-03-26, 2025-06-18, 2025-11-25).
+    pub const SESSIONS: Self = Self(0b0111);
+    /// No revision.
+    pub const EMPTY: Self = Self(0);
+
+    const fn bit(r: Revision) -> u8 {
+        1 << (r as u8)
+    }
+
+    /// The set holding `revisions`.
+    pub fn of(revisions: impl IntoIterator<Item = Revision>) -> Self {
+        Self(revisions.into_iter().fold(0, |bits, r| bits | Self::bit(r)))
+    }
+
+    /// Whether `r` is in the set.
+    pub const fn contains(self, r: Revision) -> bool {
+        self.0 & Self::bit(r) != 0
+    }
+
+    /// The revisions in both sets.
+    pub const fn intersect(self, other: Self) -> Self {
+        Self(self.0 & other.0)
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The revisions in the set, newest first (as `supportedVersions` lists them).
+    pub fn newest_first(self) -> impl Iterator<Item = Revision> {
+        Revision::ALL.into_iter().rev().filter(move |r| self.contains(*r))
+    }
+
+    /// The newest revision with sessions in the set: what `initialize` answers a client asking
+    /// for one the set lacks.
+    pub fn newest_with_sessions(self) -> Option<Revision> {
+        self.newest_first().find(|r| r.has_sessions())
+    }
+}
+
+impl fmt::Debug for RevisionSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(Revision::ALL.iter().filter(|r| self.contains(**r)).map(|r| r.as_str()))
+            .finish()
+    }
+}
+
+impl fmt::Display for RevisionSet {
+    /// Oldest first, comma-separated: the form [`FromStr`] reads.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for r in Revision::ALL.iter().filter(|r| self.contains(**r)) {
+            if !first {
+                f.write_str(",")?;
+            }
+            f.write_str(r.as_str())?;
+            first = false;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for RevisionSet {
+    type Err = UnsupportedRevision;
+
+    /// `all`, `sessions`, or revisions separated by commas (`2025-11-25,2026-07-28`).
+    fn from_str(s: &str) -> Result<Self, UnsupportedRevision> {
+        match s.trim() {
+            "all" => Ok(Self::ALL),
+            "sessions" => Ok(Self::SESSIONS),
+            list => {
+                let set =
+                    list.split(',').map(|r| r.trim().parse::<Revision>()).collect::<Result<Vec<_>, _>>()?;
+                let set = Self::of(set);
+                if set.is_empty() { Err(UnsupportedRevision) } else { Ok(set) }
+            }
+        }
+    }
+}
+
 impl fmt::Display for Revision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -69,5 +158,28 @@ impl FromStr for Revision {
 
     fn from_str(s: &str) -> Result<Self, UnsupportedRevision> {
         Self::ALL.into_iter().find(|r| r.as_str() == s).ok_or(UnsupportedRevision)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_reads_back_as_written_and_knows_its_newest_session_revision() {
+        for text in ["2025-03-26,2025-06-18,2025-11-25,2026-07-28", "2025-11-25", "2025-06-18,2026-07-28"] {
+            let set: RevisionSet = text.parse().expect("a set");
+            assert_eq!(set.to_string(), text);
+        }
+        assert_eq!("all".parse(), Ok(RevisionSet::ALL));
+        assert_eq!("sessions".parse(), Ok(RevisionSet::SESSIONS));
+        assert_eq!(RevisionSet::SESSIONS.newest_with_sessions(), Some(Revision::V2025_11_25));
+        let only_2026 = RevisionSet::of([Revision::V2026_07_28]);
+        assert_eq!(only_2026.newest_with_sessions(), None);
+        assert!(!RevisionSet::SESSIONS.contains(Revision::V2026_07_28));
+        assert_eq!(RevisionSet::ALL.intersect(RevisionSet::SESSIONS), RevisionSet::SESSIONS);
+        for bad in ["", "2024-11-05", "2025-11-25,", "all,2025-11-25"] {
+            assert_eq!(bad.parse::<RevisionSet>(), Err(UnsupportedRevision), "{bad:?}");
+        }
     }
 }

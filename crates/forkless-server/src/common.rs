@@ -79,6 +79,8 @@ pub(crate) struct Common<S> {
     pub(crate) inbox: Arc<dyn Inbox>,
     /// Whether the handler's sessions survive the process that created them.
     pub(crate) restorable: Restorable,
+    /// The revisions offered: the operator's choice, within what the handler serves.
+    pub(crate) served: forkless_core::RevisionSet,
     /// The connections held (for `max_connections` and `/metrics`).
     pub(crate) connections: Arc<crate::listener::Registry>,
     /// Capacity refusals are logged at most this often.

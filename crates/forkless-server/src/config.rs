@@ -166,6 +166,13 @@ pub struct ServerConfig {
     /// The task table of the tasks extension (2026-07-28): time to live, suggested polling
     /// interval, most tasks held. Default [`crate::tasks::TaskLimits::default`].
     pub tasks: crate::tasks::TaskLimits,
+    /// The revisions offered (PROTOCOL section 9), within those the handler serves. A client
+    /// asking for another is refused with 400 `-32022` naming the served ones (an auto-mode
+    /// client then falls back to `initialize`); `initialize` answers with the newest served
+    /// revision with sessions when the one asked for is not served. Default
+    /// [`forkless_core::RevisionSet::ALL`]; `forkless serve` offers the session revisions
+    /// unless told otherwise (see its `--revisions`).
+    pub revisions: forkless_core::RevisionSet,
     /// Keyed requests of the forkless idempotency extension (2026-07-28): how long a key is
     /// remembered, how often a waiting re-issue reads the first execution's record. Default
     /// [`crate::tasks::IdempotencyLimits::default`].
@@ -202,6 +209,7 @@ impl Default for ServerConfig {
             forward_connect_timeout: Duration::from_secs(2),
             forward_head_timeout: Duration::from_secs(60),
             tasks: crate::tasks::TaskLimits::default(),
+            revisions: forkless_core::RevisionSet::ALL,
             idempotency: crate::tasks::IdempotencyLimits::default(),
             request_state: crate::request_state::RequestStateConfig::default(),
         }
@@ -224,6 +232,12 @@ pub enum ConfigError {
     /// The auth audience must be this resource's absolute URL (RFC 8707).
     #[error("auth audience {0:?} must be an absolute URL such as https://mcp.example.com/mcp")]
     Audience(String),
+    /// None of the revisions offered is one the handler serves (or none is offered).
+    #[error("no revision to serve: offered {offered}, and the handler serves none of them")]
+    NoRevision {
+        /// The revisions the configuration offered.
+        offered: forkless_core::RevisionSet,
+    },
 }
 
 impl ServerConfig {
@@ -232,6 +246,9 @@ impl ServerConfig {
         self.core.validate()?;
         if !self.path.starts_with('/') || self.path == "/metrics" || self.path == "/healthz" {
             return Err(ConfigError::Path(self.path.clone()));
+        }
+        if self.revisions.is_empty() {
+            return Err(ConfigError::NoRevision { offered: self.revisions });
         }
         let zero: [(&'static str, bool); 21] = [
             ("request_state.ttl", self.request_state.ttl.is_zero()),

@@ -129,10 +129,16 @@ pub enum Error {
     /// `MCP-Protocol-Version` names no revision this server speaks.
     #[error("unsupported MCP-Protocol-Version {0:?}")]
     UnsupportedVersion(String),
-    /// `MCP-Protocol-Version` names a revision this server knows but its handler does not
-    /// serve ([`crate::Revisions::SessionsOnly`]: 2026-07-28 behind a gateway).
-    #[error("MCP-Protocol-Version {} is not served here", .0.as_str())]
-    RevisionNotServed(forkless_core::Revision),
+    /// A revision this server knows but does not offer: the operator's choice
+    /// ([`crate::ServerConfig::revisions`]) or its handler's ([`crate::Revisions::SessionsOnly`]:
+    /// 2026-07-28 behind a stdio gateway).
+    #[error("MCP revision {} is not served here (served: {served})", .requested.as_str())]
+    RevisionNotServed {
+        /// What the client asked for.
+        requested: forkless_core::Revision,
+        /// What is served.
+        served: forkless_core::RevisionSet,
+    },
     /// `initialize` sent with a session id.
     #[error("initialize on an existing session")]
     AlreadyInitialized,
@@ -243,7 +249,7 @@ impl Error {
     pub fn status_and_code(&self) -> (StatusCode, i64) {
         match self {
             Self::Parse(_) => (StatusCode::BAD_REQUEST, PARSE_ERROR),
-            Self::UnsupportedVersion(_) | Self::RevisionNotServed(_) => {
+            Self::UnsupportedVersion(_) | Self::RevisionNotServed { .. } => {
                 (StatusCode::BAD_REQUEST, UNSUPPORTED_PROTOCOL_VERSION)
             }
             Self::InvalidMessage(_)
@@ -287,7 +293,7 @@ impl Error {
             Self::Parse(_) => "parse_error",
             Self::InvalidMessage(_) => "invalid_message",
             Self::MissingSessionId => "session_id_missing",
-            Self::UnsupportedVersion(_) | Self::RevisionNotServed(_) => "protocol_version_unsupported",
+            Self::UnsupportedVersion(_) | Self::RevisionNotServed { .. } => "protocol_version_unsupported",
             Self::AlreadyInitialized => "already_initialized",
             Self::BatchNotAllowed(_) => "batch_not_allowed",
             Self::OriginForbidden(_) => "origin_forbidden",
@@ -320,13 +326,8 @@ impl Error {
             data["supported"] = json!(supported_versions());
             data["requested"] = json!(requested);
         }
-        if let Self::RevisionNotServed(requested) = self {
-            let served: Vec<_> = forkless_core::Revision::ALL
-                .iter()
-                .rev()
-                .filter(|r| r.has_sessions())
-                .map(|r| r.as_str())
-                .collect();
+        if let Self::RevisionNotServed { requested, served } = self {
+            let served: Vec<_> = served.newest_first().map(|r| r.as_str()).collect();
             data["supported"] = json!(served);
             data["requested"] = json!(requested.as_str());
         }

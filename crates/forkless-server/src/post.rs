@@ -18,7 +18,7 @@ use tracing::Instrument as _;
 use crate::config::AnswerMode;
 use crate::context::SessionHandle;
 use crate::error::Error;
-use crate::handler::{Handler, Revisions};
+use crate::handler::Handler;
 use crate::jsonrpc::{self, Message};
 use crate::metrics::Metrics;
 use crate::node::{Delivery, InboxMessage};
@@ -45,10 +45,11 @@ impl<S: Store, H: Handler> App<S, H> {
             Ok(version) => version,
             Err(e) => return Ok(self.refuse(e, &body)),
         };
+        let served = self.common.served;
+        if let Some(requested) = version.filter(|r| !served.contains(*r)) {
+            return Ok(self.refuse(Error::RevisionNotServed { requested, served }, &body));
+        }
         if version == Some(Revision::V2026_07_28) {
-            if self.handler.revisions() == Revisions::SessionsOnly {
-                return Ok(self.refuse(Error::RevisionNotServed(Revision::V2026_07_28), &body));
-            }
             return self.post_stateless(headers, body).await;
         }
         if let Some(Message::Request { id, method, params }) = body.single()
@@ -134,12 +135,17 @@ impl<S: Store, H: Handler> App<S, H> {
         params: Option<&Value>,
     ) -> Result<Response, Error> {
         let params = params.cloned().unwrap_or(Value::Null);
-        let revision = params
+        // The revision asked for if it is served, else the newest served one with sessions.
+        let served = self.common.served;
+        let Some(revision) = params
             .get("protocolVersion")
             .and_then(Value::as_str)
             .and_then(|v| v.parse::<Revision>().ok())
-            .filter(|r| r.has_sessions())
-            .unwrap_or(Revision::LATEST_WITH_SESSIONS);
+            .filter(|r| r.has_sessions() && served.contains(*r))
+            .or_else(|| served.newest_with_sessions())
+        else {
+            return Err(Error::RevisionNotServed { requested: Revision::LATEST_WITH_SESSIONS, served });
+        };
         let capabilities = params.get("capabilities").cloned().unwrap_or_else(|| json!({}));
         let reset_contract =
             capabilities.pointer("/experimental/forkless~1resume/version").and_then(Value::as_u64) == Some(1);

@@ -58,6 +58,13 @@ impl<S: Store, H: Handler> Server<S, H> {
         let metrics = Arc::new(Metrics::default());
         let handler = Arc::new(handler);
         let restorable = handler.restorable();
+        let served = config.revisions.intersect(match handler.revisions() {
+            crate::Revisions::All => forkless_core::RevisionSet::ALL,
+            crate::Revisions::SessionsOnly => forkless_core::RevisionSet::SESSIONS,
+        });
+        if served.is_empty() {
+            return Err(ConfigError::NoRevision { offered: config.revisions });
+        }
         let told = handler.clone();
         let on_end = Box::new(move |session, reason| {
             let handler = told.clone();
@@ -101,6 +108,7 @@ impl<S: Store, H: Handler> Server<S, H> {
             attachments: Arc::new(LocalAttachments::default()),
             inbox: sessions,
             restorable,
+            served,
             connections: Arc::new(crate::listener::Registry::default()),
             capacity_log: crate::common::RateLimit::new(std::time::Duration::from_secs(10)),
             evictions_logged: std::sync::Mutex::default(),
@@ -205,6 +213,11 @@ impl<S: Store, H: Handler> Server<S, H> {
     /// ended meanwhile) is logged and skipped.
     pub async fn answer_orphans(&self, orphans: &[forkless_store::Orphan]) -> usize {
         self.common.answer_orphans(orphans).await
+    }
+
+    /// The revisions this server offers: the configuration's, within the handler's.
+    pub fn revisions(&self) -> forkless_core::RevisionSet {
+        self.common.served
     }
 
     /// Settle the tasks (2026-07-28 tasks extension) this node's previous process left: each

@@ -141,7 +141,8 @@ impl<S: Store, H: Handler> App<S, H> {
                 if method == "server/discover" {
                     let info = self.handler.info();
                     let ttl = self.common.cfg.idempotency.ttl;
-                    let mut result = wire::discover(&info, self.handler.task_support(), ttl);
+                    let mut result =
+                        wire::discover(&info, self.handler.task_support(), ttl, self.common.served);
                     wire::complete(&method, &mut result);
                     return Ok(json_response(jsonrpc::response_payload(&id, &Ok(result))));
                 }

@@ -16,7 +16,7 @@ use core::future::Future;
 use core::pin::Pin;
 use forkless_core::Revision;
 
-use forkless_server::{Handler, Revisions, Server, ServerConfig};
+use forkless_server::{Handler, Server, ServerConfig};
 
 use forkless_store::{MemoryStore, Store};
 use forkless_store_postgres::PgConfig;
@@ -67,6 +67,24 @@ pub struct ServeArgs {
     /// How requests are answered: as an SSE stream (resumable) or as a single JSON body.
     #[arg(long, value_enum, default_value_t = Answer::Sse)]
     pub answer: Answer,
+    /// The MCP revisions offered: `sessions` (2025-03-26, 2025-06-18, 2025-11-25: a cut
+    /// stream resumes), `all` (adds 2026-07-28, where a cut loses a call that is neither keyed
+    /// nor a task), or a comma-separated list. Clients in auto mode take 2026-07-28 when it
+    /// is offered, so it is offered only when asked for (docs/tasks.md).
+    #[arg(long, default_value = "sessions", value_name = "LIST")]
+    pub revisions: forkless_core::RevisionSet,
+    /// Tasks (2026-07-28) whose work runs on this node at once (default 10000).
+    #[arg(long, value_name = "N")]
+    pub max_tasks: Option<usize>,
+    /// Of those, the most one principal may hold (default 1000).
+    #[arg(long, value_name = "N")]
+    pub max_tasks_per_principal: Option<usize>,
+    /// How long a task is kept after its creation, in milliseconds (default 3600000).
+    #[arg(long, value_name = "MS")]
+    pub task_ttl: Option<u64>,
+    /// How long an idempotency key is remembered, in milliseconds (default 3600000).
+    #[arg(long, value_name = "MS")]
+    pub idempotency_ttl: Option<u64>,
     /// End SSE connections (not their streams) after this many milliseconds so clients poll
     /// with `Last-Event-ID` (2025-11-25 sessions); by default connections stay open.
     #[arg(long, value_name = "MS")]
@@ -292,12 +310,17 @@ impl<H: Handler> Serving<H> {
             }
             Err(e) => return Err(Error::Store(format!("settling the tasks the previous process left: {e}"))),
         }
-        let served = server.handler().revisions();
-        let revisions: Vec<_> = Revision::ALL
-            .iter()
-            .filter(|r| served == Revisions::All || r.has_sessions())
-            .map(|r| r.as_str())
-            .collect();
+        let served = server.revisions();
+        let revisions: Vec<_> =
+            Revision::ALL.iter().filter(|r| served.contains(**r)).map(|r| r.as_str()).collect();
+        for r in Revision::ALL.iter().filter(|r| served.contains(**r)) {
+            let cut = if r.has_sessions() {
+                "a cut stream resumes from its cursor (Last-Event-ID); nothing is lost or run twice"
+            } else {
+                "a cut response loses the call unless it carries an idempotency key (run once, re-issue reads its answer) or runs as a task"
+            };
+            tracing::info!(revision = r.as_str(), "offered: {cut}");
+        }
         announce(&format!(
             "forkless {command}: listening on http://{local}{path} (store: {label}, revisions: {revisions})",
             local = self.local,

@@ -78,7 +78,9 @@ fn effects_dir() -> PathBuf {
 
 async fn serve(effects: &Path, args: &[&str]) -> Serve {
     let dir = effects.display().to_string();
-    Serve::start_with_env("127.0.0.1:0", args, &[("FORKLESS_DEMO_SIDE_EFFECTS", dir.as_str())]).await
+    let mut args = args.to_vec();
+    args.extend(["--revisions", "all"]);
+    Serve::start_with_env("127.0.0.1:0", &args, &[("FORKLESS_DEMO_SIDE_EFFECTS", dir.as_str())]).await
 }
 
 fn text(answer: &Value) -> &str {

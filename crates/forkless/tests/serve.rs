@@ -20,16 +20,75 @@ async fn start_up_line_names_the_bound_address_and_revisions() {
     assert!(serve.url.starts_with("http://127.0.0.1:") && serve.url.ends_with("/mcp"), "{}", serve.url);
     assert!(!serve.url.contains(":0/"), "port 0 must be replaced by the bound port: {}", serve.url);
     assert!(
-        serve.banner.contains(
-            "/forkless.redb (batched 5 ms), revisions: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28)"
-        ),
-        "the durable store is the default: {}",
+        serve
+            .banner
+            .contains("/forkless.redb (batched 5 ms), revisions: 2025-03-26, 2025-06-18, 2025-11-25)"),
+        "the durable store and the session revisions are the default: {}",
         serve.banner
     );
-    let memory = Serve::start(&["--store", "memory"]).await;
+    let memory = Serve::start(&["--store", "memory", "--revisions", "all"]).await;
     assert!(
         memory.banner.ends_with("(store: memory, revisions: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28)")
     );
+    let chosen = Serve::start(&["--store", "memory", "--revisions", "2025-11-25,2026-07-28"]).await;
+    assert!(
+        chosen.banner.ends_with("(store: memory, revisions: 2025-11-25, 2026-07-28)"),
+        "{}",
+        chosen.banner
+    );
+}
+
+/// By default 2026-07-28 is not offered: a request of it is refused with 400 `-32022` naming
+/// the session revisions (what an auto-mode client falls back to), and `initialize` asking
+/// for a revision not offered is answered with the newest one offered.
+#[tokio::test]
+async fn revisions_not_offered_are_refused_by_name_and_initialize_falls_back() {
+    let serve = Serve::start(&["--store", "memory", "--revisions", "2025-03-26,2025-06-18"]).await;
+    let body = json!({ "jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {
+        "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } } });
+    let refused = reqwest::Client::new()
+        .post(&serve.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "server/discover")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let v: Value = refused.json().await.unwrap();
+    assert_eq!(v["error"]["code"], -32022, "{v}");
+    assert_eq!(v["error"]["data"]["supported"], json!(["2025-06-18", "2025-03-26"]), "{v}");
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } });
+    let answered = reqwest::Client::new()
+        .post(&serve.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let last = answered.lines().filter_map(|l| l.strip_prefix("data:")).next_back().unwrap_or(&answered);
+    let init: Value = serde_json::from_str(last.trim()).unwrap();
+    assert_eq!(
+        init["result"]["protocolVersion"], "2025-06-18",
+        "asked for 2025-11-25, given the newest offered"
+    );
+    let bad = forkless_output_of(&["serve", "--store", "memory", "--revisions", "2024-11-05"]).await;
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--revisions"), "{bad:?}");
+}
+
+async fn forkless_output_of(args: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_forkless"))
+        .args(args)
+        .output()
+        .await
+        .expect("run forkless")
 }
 
 #[tokio::test]
@@ -421,7 +480,7 @@ async fn a_lost_write_ahead_log_stops_serve_with_a_message_naming_it() {
 /// is refused with 400 and `-32021` naming it; declared, it runs.
 #[tokio::test]
 async fn a_2026_request_missing_a_required_capability_gets_32021() {
-    let server = Serve::start(&["--store", "memory"]).await;
+    let server = Serve::start(&["--store", "memory", "--revisions", "all"]).await;
     let call = |caps: Value| {
         let body = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
             "name": "test_missing_capability", "arguments": {},

@@ -172,7 +172,7 @@ async fn kill_and_restart(rounds: usize) -> Vec<String> {
     let effects = fresh_data_dir();
     std::fs::create_dir_all(&effects).expect("a side-effect directory");
     let (data_arg, effects_arg) = (data.display().to_string(), effects.display().to_string());
-    let args = ["--data-dir", data_arg.as_str()];
+    let args = ["--data-dir", data_arg.as_str(), "--revisions", "all"];
     let env = [("FORKLESS_DEMO_SIDE_EFFECTS", effects_arg.as_str())];
     let mut server = Serve::start_with_env("127.0.0.1:0", &args, &env).await;
     let mut wrong = Vec::new();

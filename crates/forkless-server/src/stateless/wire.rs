@@ -9,7 +9,7 @@
 use http::{HeaderMap, HeaderName, StatusCode};
 use serde_json::{Value, json};
 
-use crate::error::{HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, supported_versions};
+use crate::error::{HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY};
 use crate::handler::{ServerInfo, TaskSupport};
 use crate::request::PROTOCOL_VERSION;
 
@@ -203,7 +203,12 @@ pub(crate) fn check_param_headers(
 ///
 /// It advertises forkless's idempotency extension (keyed requests run once; PROTOCOL section
 /// 14) with the time a key is remembered, and the tasks extension when the handler offers it.
-pub(crate) fn discover(info: &ServerInfo, tasks: TaskSupport, key_ttl: std::time::Duration) -> Value {
+pub(crate) fn discover(
+    info: &ServerInfo,
+    tasks: TaskSupport,
+    key_ttl: std::time::Duration,
+    served: forkless_core::RevisionSet,
+) -> Value {
     let mut capabilities = info.capabilities.clone();
     if let Some(caps) = capabilities.as_object_mut() {
         let extensions = caps.entry("extensions").or_insert_with(|| json!({}));
@@ -219,7 +224,7 @@ pub(crate) fn discover(info: &ServerInfo, tasks: TaskSupport, key_ttl: std::time
         }
     }
     let mut result = json!({
-        "supportedVersions": supported_versions(),
+        "supportedVersions": served.newest_first().map(|r| r.as_str()).collect::<Vec<_>>(),
         "capabilities": capabilities,
         "_meta": { "io.modelcontextprotocol/serverInfo": { "name": info.name, "version": info.version } },
     });

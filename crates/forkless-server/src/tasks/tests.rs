@@ -206,7 +206,7 @@ fn counting_runner(starts: Arc<AtomicUsize>) -> Runner {
 async fn left_by_gone(store: &MemoryStore, seed: u64, policy: forkless_core::OnOwnerLost) -> TaskId {
     let task = TaskRecord::new(forkless_core::NewTask {
         id: TaskId::generate(&mut forkless_core::SeededEntropy::new(seed)),
-        kind: forkless_core::TaskKind::Task,
+        kind: TaskKind::Task,
         principal: None,
         owner: forkless_core::TaskOwner { node: Some("gone".into()), epoch: Epoch::new(1) },
         on_owner_lost: policy,

@@ -66,8 +66,21 @@ impl ServeArgs {
             },
             allowed_origins: allowed_origins(&self.allowed_origins),
             poll_after: self.poll_after.map(Duration::from_millis),
+            revisions: self.revisions,
             ..ServerConfig::default()
         };
+        if let Some(n) = self.max_tasks {
+            config.tasks.max_tasks = n;
+        }
+        if let Some(n) = self.max_tasks_per_principal {
+            config.tasks.max_tasks_per_principal = n;
+        }
+        if let Some(ms) = self.task_ttl {
+            config.tasks.ttl = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.idempotency_ttl {
+            config.idempotency.ttl = Duration::from_millis(ms);
+        }
         if let Some(bytes) = self.max_body_bytes {
             config.max_body_bytes = bytes;
         }
