@@ -89,6 +89,16 @@ pub enum Error {
     /// The request did not complete within the configured request timeout.
     #[error("request timed out after {0:?}")]
     Timeout(Duration),
+    /// A response stream ended before the response (2026-07-28: the request's answer is
+    /// lost, and only a keyed re-issue gets it back).
+    #[error("the response stream ended before its answer")]
+    AnswerLost,
+    /// A task ended cancelled (the tasks extension): it has no result.
+    #[error("task {0} was cancelled")]
+    TaskCancelled(String),
+    /// The task log ([`crate::TaskLog`]) failed.
+    #[error("task log: {0}")]
+    TaskLog(String),
     /// The client was closed (or the session restarted) while the operation was in flight.
     #[error("client closed")]
     Closed,
@@ -114,7 +124,7 @@ impl Error {
     /// grace window runs out, a 5xx); the others are final for the stream.
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Transport(_) | Self::Timeout(_) => true,
+            Self::Transport(_) | Self::Timeout(_) | Self::AnswerLost => true,
             Self::Status { status, .. } => *status == 409 || *status == 429 || *status >= 500,
             _ => false,
         }

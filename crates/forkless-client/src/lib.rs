@@ -47,6 +47,7 @@
 //! | [`backoff`] | reconnect pacing: exponential backoff, jitter, `retry:` floor, budget |
 //! | [`stats`] | per-stream counters for check and chaos tools |
 //! | `client` | session lifecycle, requests, routing, the public [`Client`] |
+//! | [`current`] | the 2026-07-28 client ([`CurrentClient`]): keyed re-issue, tasks driven to their end, task ids kept in a [`TaskLog`] |
 //! | `driver` | one task per SSE stream: read, feed the state machine, reconnect |
 //! | `http`, `jsonrpc` | header names and body reading; JSON-RPC framing |
 //!
@@ -56,6 +57,7 @@
 pub mod backoff;
 mod builder;
 mod client;
+pub mod current;
 mod driver;
 mod error;
 mod events;
@@ -68,6 +70,7 @@ pub mod stats;
 pub use backoff::RetryPolicy;
 pub use builder::ClientBuilder;
 pub use client::Client;
+pub use current::{CurrentClient, CurrentSettings, FileTaskLog, MemoryTaskLog, Reissue, TaskLog};
 pub use driver::StreamControl;
 pub use error::Error;
 pub use events::{
