@@ -31,10 +31,11 @@ async fn every_scenario_passes_against_forkless_serve_with_the_memory_store() {
     let (code, stdout) = check(&[&serve.url, "--json"]).await;
     let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
     let verdicts = verdicts(&report);
-    assert_eq!(verdicts.len(), 11, "{stdout}");
-    // Without --restart-cmd the crash scenario cannot run; every other one passes.
+    assert_eq!(verdicts.len(), 15, "{stdout}");
+    // Without --restart-cmd the crash scenario cannot run, and without 2026-07-28 (not offered
+    // by default) no task scenario can; every other one passes.
     for (name, verdict) in &verdicts {
-        let want = if name == "crash-restart" { "UNSUPPORTED" } else { "PASS" };
+        let want = if name == "crash-restart" || name.starts_with("task-") { "UNSUPPORTED" } else { "PASS" };
         assert_eq!(verdict, want, "{name}: {verdicts:?}\n{stdout}");
     }
     assert_eq!(report["failed"], 0);
@@ -86,7 +87,7 @@ if [ -f pid ]; then
   kill -9 "$old" 2>/dev/null || true
   {WAIT_GONE}
 fi
-RUST_LOG=warn "{bin}" serve --listen 127.0.0.1:{port} {store} >>out 2>>err </dev/null &
+RUST_LOG=warn "{bin}" serve --listen 127.0.0.1:{port} --revisions all {store} >>out 2>>err </dev/null &
 echo $! > pid
 "#,
                 dir = dir.display(),
@@ -126,8 +127,11 @@ async fn every_scenario_passes_against_forkless_serve_with_the_durable_store_as_
     // Batched, the default: the mode in which an earlier release renamed an event after a crash.
     let serve = Restartable::start("batched").await;
     let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command]).await;
-    assert!(stdout.contains("11 scenarios: 11 PASS, 0 FAIL, 0 UNSUPPORTED"), "{stdout}");
+    // Every scenario but task-every-node, which needs a second node's URL.
+    assert!(stdout.contains("15 scenarios: 14 PASS, 0 FAIL, 1 UNSUPPORTED"), "{stdout}");
     assert!(stdout.contains("resume-after-8       PASS"), "{stdout}");
+    assert!(stdout.contains("task-crash-working   PASS"), "{stdout}");
+    assert!(stdout.contains("task-crash-input     PASS"), "{stdout}");
     assert!(stdout.contains("crash-restart        PASS"), "{stdout}");
     assert_eq!(code, Some(0), "{stdout}");
 }
@@ -139,7 +143,7 @@ async fn every_scenario_passes_against_forkless_serve_on_postgres() {
     let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
     let serve = Restartable::start_on(support::fresh_data_dir(), &format!("--store '{}'", db.url)).await;
     let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command]).await;
-    assert!(stdout.contains("11 scenarios: 11 PASS, 0 FAIL, 0 UNSUPPORTED"), "{stdout}");
+    assert!(stdout.contains("15 scenarios: 14 PASS, 0 FAIL, 1 UNSUPPORTED"), "{stdout}");
     assert!(stdout.contains("crash-restart        PASS"), "{stdout}");
     assert_eq!(code, Some(0), "{stdout}");
     drop(serve);
@@ -153,7 +157,7 @@ async fn every_scenario_passes_against_forkless_serve_on_redis() {
     let url = format!("{}#{}", prefix.url, prefix.prefix);
     let serve = Restartable::start_on(support::fresh_data_dir(), &format!("--store '{url}'")).await;
     let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command]).await;
-    assert!(stdout.contains("11 scenarios: 11 PASS, 0 FAIL, 0 UNSUPPORTED"), "{stdout}");
+    assert!(stdout.contains("15 scenarios: 14 PASS, 0 FAIL, 1 UNSUPPORTED"), "{stdout}");
     assert!(stdout.contains("crash-restart        PASS"), "{stdout}");
     assert_eq!(code, Some(0), "{stdout}");
     drop(serve);
@@ -168,7 +172,7 @@ async fn every_scenario_passes_against_forkless_serve_on_a_redis_cluster() {
     let url = format!("{}#check", cluster.url());
     let serve = Restartable::start_on(support::fresh_data_dir(), &format!("--store '{url}'")).await;
     let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command]).await;
-    assert!(stdout.contains("11 scenarios: 11 PASS, 0 FAIL, 0 UNSUPPORTED"), "{stdout}");
+    assert!(stdout.contains("15 scenarios: 14 PASS, 0 FAIL, 1 UNSUPPORTED"), "{stdout}");
     assert!(stdout.contains("crash-restart        PASS"), "{stdout}");
     assert_eq!(code, Some(0), "{stdout}");
     drop(serve);
@@ -267,6 +271,37 @@ async fn check_peers_probes_every_sdk_server_and_reports() {
             &std::fs::read_to_string(out_dir.join(format!("{peer}.json"))).expect("report"),
         )
         .expect("JSON report");
-        assert_eq!(verdicts(&report).len(), 11, "{report}");
+        assert_eq!(verdicts(&report).len(), 15, "{report}");
     }
+}
+
+/// The task scenarios' negative control: on the memory store a restart forgets every task, and
+/// `task-crash-working` and `task-crash-input` say so (the id no longer resolves).
+#[tokio::test]
+async fn the_task_scenarios_catch_a_server_that_forgets_tasks_in_a_restart() {
+    let serve = Restartable::start_on(support::fresh_data_dir(), "--store memory").await;
+    let only = "task-read-twice,task-crash-working,task-crash-input";
+    let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command, "--only", only]).await;
+    assert!(stdout.contains("task-read-twice      PASS"), "{stdout}");
+    assert!(stdout.contains("task-crash-working   FAIL"), "{stdout}");
+    assert!(stdout.contains("task-crash-input     FAIL"), "{stdout}");
+    assert!(stdout.contains("Task not found"), "the evidence names the refusal: {stdout}");
+    assert_eq!(code, Some(1), "{stdout}");
+}
+
+/// Two nodes on PostgreSQL: every task resolves on both the moment it is created, and reads
+/// the same from both once ended.
+#[tokio::test]
+async fn every_task_resolves_on_every_node_at_once_on_postgres() {
+    let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
+    let node = |name: &'static str| {
+        let store = db.url.clone();
+        async move { Serve::start(&["--store", &store, "--node-id", name, "--revisions", "all"]).await }
+    };
+    let (a, b) = (node("a").await, node("b").await);
+    let only = "task-read-twice,task-every-node";
+    let (code, stdout) = check(&[&a.url, "--also-url", &b.url, "--only", only]).await;
+    assert!(stdout.contains("task-read-twice      PASS"), "{stdout}");
+    assert!(stdout.contains("task-every-node      PASS"), "{stdout}");
+    assert_eq!(code, Some(0), "{stdout}");
 }

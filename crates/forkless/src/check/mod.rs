@@ -40,6 +40,8 @@
 //! `start-background-stream`), called with `{"interval": ms, "count": n}` merged with `--args`.
 //! Scenarios that need a tool the server lacks are UNSUPPORTED.
 //!
+//! Four task scenarios (2026-07-28) follow, see [`tasks`].
+//!
 //! This module owns the command, its report and its exit status. [`probe`] owns the raw HTTP,
 //! [`tape`] the reading and comparing of numbered events, [`scenarios`] the scripts.
 
@@ -47,6 +49,7 @@ mod probe;
 mod scenarios;
 mod steps;
 mod tape;
+mod tasks;
 
 use std::io::Write as _;
 use std::time::Duration;
@@ -95,9 +98,21 @@ pub struct CheckArgs {
     #[arg(long)]
     pub json: bool,
     /// A shell command that restarts the target server (for example one that kills it with
-    /// `kill -9` and starts it again on the same address and data): enables `crash-restart`.
+    /// `kill -9` and starts it again on the same address and data): enables `crash-restart`,
+    /// `task-crash-working` and `task-crash-input`.
     #[arg(long, value_name = "CMD")]
     pub restart_cmd: Option<String>,
+    /// Another node of the same deployment (repeatable): `task-every-node` reads every task
+    /// there too, and `task-read-twice` reads from each.
+    #[arg(long = "also-url", value_name = "URL")]
+    pub also_urls: Vec<String>,
+    /// Tool that runs as a task when the client declares the tasks extension (2026-07-28),
+    /// called with `{"seconds": N}`.
+    #[arg(long, default_value = "slow_compute", value_name = "NAME")]
+    pub task_tool: String,
+    /// Tool that runs as a task asking the client for input.
+    #[arg(long, default_value = "confirm_delete", value_name = "NAME")]
+    pub input_tool: String,
 }
 
 impl CheckArgs {
@@ -113,6 +128,9 @@ impl CheckArgs {
             seed: 1,
             json: false,
             restart_cmd: None,
+            also_urls: Vec::new(),
+            task_tool: "slow_compute".into(),
+            input_tool: "confirm_delete".into(),
         }
     }
 }
@@ -301,8 +319,13 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
         rng: args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
         restart: args.restart_cmd.clone(),
     };
+    let tasks = tasks::TaskTarget {
+        urls: std::iter::once(args.url.clone()).chain(args.also_urls.iter().cloned()).collect(),
+        tool: args.task_tool.clone(),
+        input_tool: (args.input_tool.clone(), Value::Object(serde_json::Map::new())),
+    };
     let mut scenarios = Vec::new();
-    for scenario in SCENARIOS {
+    for scenario in SCENARIOS.into_iter().chain(tasks::TASK_SCENARIOS) {
         if !args.only.is_empty() && !args.only.iter().any(|n| n == scenario.name) {
             continue;
         }
@@ -318,6 +341,10 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
             "idempotent-replay" => scenarios::idempotent_replay(&mut ctx).await,
             "emit-while-detached" => scenarios::emit_while_detached(&mut ctx).await,
             "crash-restart" => scenarios::crash_restart(&mut ctx).await,
+            "task-read-twice" => tasks::read_twice(&tasks).await,
+            "task-every-node" => tasks::every_node(&tasks).await,
+            "task-crash-working" => tasks::crash_working(&mut ctx, &tasks).await,
+            "task-crash-input" => tasks::crash_input(&mut ctx, &tasks).await,
             _ => scenarios::churn(&mut ctx).await,
         };
         let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -359,9 +386,10 @@ pub async fn probe(args: &CheckArgs) -> Result<Report, Error> {
             _ => return Err(Error::Config(format!("--args must be a JSON object, got {text}"))),
         },
     };
+    let all = || SCENARIOS.iter().chain(tasks::TASK_SCENARIOS.iter());
     for name in &args.only {
-        if !SCENARIOS.iter().any(|s| s.name == name) {
-            let known: Vec<_> = SCENARIOS.iter().map(|s| s.name).collect();
+        if !all().any(|s| s.name == name) {
+            let known: Vec<_> = all().map(|s| s.name).collect();
             return Err(Error::Config(format!("unknown scenario `{name}` (known: {})", known.join(", "))));
         }
     }
