@@ -114,6 +114,11 @@ pub(crate) struct Metrics {
     errors: Labelled,
     replay_events: Histogram,
     request_seconds: Histogram,
+    pub(crate) tasks_created: AtomicU64,
+    /// Passes that looked for lost owners' tasks (a restart's, a takeover loop's).
+    pub(crate) task_settle_passes: AtomicU64,
+    tasks_settled: Labelled,
+    keyed_requests: Labelled,
 }
 
 impl Default for Metrics {
@@ -141,6 +146,10 @@ impl Default for Metrics {
             errors: Labelled::default(),
             replay_events: Histogram::new(&[0.0, 1.0, 10.0, 100.0, 1000.0, 10000.0]),
             request_seconds: Histogram::new(&[0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 10.0, 60.0]),
+            tasks_created: AtomicU64::new(0),
+            task_settle_passes: AtomicU64::new(0),
+            tasks_settled: Labelled::default(),
+            keyed_requests: Labelled::default(),
         }
     }
 }
@@ -199,6 +208,17 @@ impl Metrics {
         self.replay_events.observe(events as f64);
     }
 
+    /// A lost owner's task settled here: `failed`, `restarted` or `awaits_input`.
+    pub(crate) fn task_settled(&self, outcome: &'static str) {
+        self.tasks_settled.inc(&[("outcome", outcome)]);
+    }
+
+    /// A keyed request: `ran` (its first execution), `answered` (a re-issue given that
+    /// execution's answer) or `refused` (other parameters under its key).
+    pub(crate) fn keyed_request(&self, outcome: &'static str) {
+        self.keyed_requests.inc(&[("outcome", outcome)]);
+    }
+
     pub(crate) fn request_took(&self, seconds: f64) {
         self.request_seconds.observe(seconds);
     }
@@ -232,6 +252,23 @@ impl Metrics {
             &mut out,
             "forkless_forwarded_requests_total",
             "Requests sent to their session's owner node, by outcome.",
+        );
+        counter(&mut out, "forkless_tasks_created_total", "Tasks created on this node.", &self.tasks_created);
+        counter(
+            &mut out,
+            "forkless_task_settle_passes_total",
+            "Passes that looked for the tasks of lost owners (a restart, a takeover loop).",
+            &self.task_settle_passes,
+        );
+        self.tasks_settled.render(
+            &mut out,
+            "forkless_tasks_settled_total",
+            "Tasks of lost owners settled on this node, by outcome.",
+        );
+        self.keyed_requests.render(
+            &mut out,
+            "forkless_keyed_requests_total",
+            "Requests carrying an idempotency key, by outcome.",
         );
         for (name, help, v) in [
             (

@@ -87,6 +87,7 @@ impl<S: Store, H: Handler> Server<S, H> {
             config.tasks,
             config.idempotency,
             shutdown.clone(),
+            metrics.clone(),
         ));
         let runner_handler = handler.clone();
         tasks.set_runner(Arc::new(move |inputs, task| {

@@ -177,3 +177,18 @@ async fn a_database_error_names_its_sqlstate() {
         other => panic!("a typed backend error, got {other:?}"),
     }
 }
+
+/// The negative control of the two-node task check: a node whose store acknowledges a task's
+/// creation before writing it (what answering `CreateTaskResult` before the commit would be)
+/// is caught: the other node does not know the task it was just told of.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_acknowledged_before_its_write_is_caught_unknown_on_the_other_node() {
+    let Some(db) = fresh().await else { return };
+    let (a, faults) = store(&db, Pipeline::On).await;
+    let (b, _) = store(&db, Pipeline::On).await;
+    // Without the fault the same check holds: the two-node conformance check on this store.
+    faults.inject(DbFault::TaskAckedBeforeWrite);
+    let caught = forkless_store::conformance::resolves_on_the_other_node(&a, &b).await;
+    let violation = caught.expect_err("acknowledging before the write must be caught");
+    assert!(violation.contains("unknown on the other"), "{violation}");
+}

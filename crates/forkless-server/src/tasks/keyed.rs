@@ -212,7 +212,10 @@ impl TaskTable {
         loop {
             let live = self.start_live(&task);
             match self.records.create(&task).await {
-                Ok(()) => return Claim::Run(Run { table: self.clone(), id: key.id, live }),
+                Ok(()) => {
+                    self.metrics.keyed_request("ran");
+                    return Claim::Run(Run { table: self.clone(), id: key.id, live });
+                }
                 Err(forkless_store::Error::TaskExists) => self.end_live(key.id, live.epoch),
                 Err(e) => {
                     self.end_live(key.id, live.epoch);
@@ -220,7 +223,13 @@ impl TaskTable {
                 }
             }
             match self.wait_for(key).await {
-                Some(answer) => return Claim::Done(answer),
+                Some(answer) => {
+                    let reused =
+                        answer.as_ref().err().and_then(|e| e.data.as_ref()).and_then(|d| d.get("reason"))
+                            == Some(&json!("idempotency_key_reused"));
+                    self.metrics.keyed_request(if reused { "refused" } else { "answered" });
+                    return Claim::Done(answer);
+                }
                 // Expired and removed meanwhile: the key is new again.
                 None => continue,
             }

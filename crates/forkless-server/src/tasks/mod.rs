@@ -109,6 +109,7 @@ pub(crate) struct TaskTable {
     /// Server shutdown: every work's token is a child of it.
     shutdown: CancellationToken,
     runner: OnceLock<Runner>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The refusal of an id that names no task the asker may read.
@@ -126,8 +127,9 @@ impl TaskTable {
         limits: TaskLimits,
         keys: IdempotencyLimits,
         shutdown: CancellationToken,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Self {
-        Self { records, live: Mutex::default(), limits, keys, shutdown, runner: OnceLock::new() }
+        Self { records, live: Mutex::default(), limits, keys, shutdown, runner: OnceLock::new(), metrics }
     }
 
     /// Where restartable work is run from (the handler); set once, when the server starts.
@@ -297,6 +299,7 @@ impl TaskTable {
     ) -> Result<usize, forkless_store::Error> {
         let node = self.records.node();
         let ids = self.records.open(node.clone()).await?;
+        crate::metrics::Metrics::inc(&self.metrics.task_settle_passes);
         let mut settled = 0;
         for id in ids {
             settled += usize::from(self.settle(id, node.as_deref(), now).await?);
@@ -309,6 +312,7 @@ impl TaskTable {
         self: &Arc<Self>,
         now: Timestamp,
     ) -> Result<usize, forkless_store::Error> {
+        crate::metrics::Metrics::inc(&self.metrics.task_settle_passes);
         let mut settled = 0;
         for (id, node) in self.records.lapsed().await? {
             settled += usize::from(self.settle(id, Some(&node), now).await?);
@@ -337,6 +341,12 @@ impl TaskTable {
             Err(forkless_store::Error::TaskUnknown) => return Ok(false),
             Err(e) => return Err(e),
         };
+        match settlement {
+            Settlement::Failed => self.metrics.task_settled("failed"),
+            Settlement::Restart => self.metrics.task_settled("restarted"),
+            Settlement::AwaitsInput => self.metrics.task_settled("awaits_input"),
+            Settlement::AlreadyEnded | Settlement::NotLost => return Ok(false),
+        }
         match settlement {
             Settlement::Failed if task.kind() == TaskKind::Task => {
                 tracing::warn!(task = %id, "a task's owner was lost: it failed (owner_lost)");

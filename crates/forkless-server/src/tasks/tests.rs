@@ -16,6 +16,7 @@ fn table_on(store: &Arc<MemoryStore>, limits: TaskLimits) -> Arc<TaskTable> {
         limits,
         IdempotencyLimits::default(),
         CancellationToken::new(),
+        Arc::default(),
     ))
 }
 

@@ -104,6 +104,7 @@ impl TaskStarter {
             table.end_live(task.id(), live.epoch);
             return Err(store_failed(&e));
         }
+        crate::metrics::Metrics::inc(&table.metrics.tasks_created);
         Ok((task, live))
     }
 }

@@ -270,4 +270,4 @@ mod tasks;
 mod usage;
 pub use crash::{CrashReport, crash_keeps_every_delivered_id};
 pub use nodes::{NODE_CHECKS, run_nodes};
-pub use tasks::{TaskCrashReport, crash_keeps_every_acknowledged_task, new_task};
+pub use tasks::{TaskCrashReport, crash_keeps_every_acknowledged_task, new_task, resolves_on_the_other_node};

@@ -30,6 +30,7 @@ pub const NODE_CHECKS: &[&str] = &[
     "a_notice_published_on_one_node_reaches_every_node_once",
     "a_writer_displaced_by_another_node_reads_nothing_after_the_handover",
     "a_load_asks_only_whether_the_cached_session_moved",
+    "a_task_created_on_one_node_resolves_on_the_other_at_once",
 ];
 
 /// Run one two-node check by name on nodes `a` and `b` of one fresh, empty database.
@@ -48,6 +49,9 @@ pub async fn run_nodes<D: Database>(name: &str, a: SharedStore<D>, b: SharedStor
         "a_notice_published_on_one_node_reaches_every_node_once" => notices(a, b).await,
         "a_writer_displaced_by_another_node_reads_nothing_after_the_handover" => handover(a, b).await,
         "a_load_asks_only_whether_the_cached_session_moved" => unchanged_loads(a, b).await,
+        "a_task_created_on_one_node_resolves_on_the_other_at_once" => {
+            super::tasks::resolves_on_the_other_node(&a, &b).await.unwrap_or_else(|e| panic!("{e}"))
+        }
         other => panic!("no two-node check named {other}"),
     }
 }
@@ -66,7 +70,8 @@ macro_rules! store_node_tests {
             a_session_names_its_owner_and_its_address, a_key_spent_on_one_node_is_spent_on_every_node,
             a_notice_published_on_one_node_reaches_every_node_once,
             a_writer_displaced_by_another_node_reads_nothing_after_the_handover,
-            a_load_asks_only_whether_the_cached_session_moved);
+            a_load_asks_only_whether_the_cached_session_moved,
+            a_task_created_on_one_node_resolves_on_the_other_at_once);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -126,6 +126,36 @@ pub(super) async fn open_tasks_are_found_by_node_and_expiry_removes_only_what_ex
     assert_eq!(store.open_tasks(None).await.expect("open"), vec![local.id()]);
 }
 
+/// Promise 11 across nodes: 200 tasks, each created on `a` and read on `b` the moment the
+/// creation returns, and changed on `b` and read on `a` the same way: every read finds the
+/// write (the creation's acknowledgement is what a client is given its id with). The first
+/// violation, if any.
+pub async fn resolves_on_the_other_node<S: Store>(a: &S, b: &S) -> Result<(), String> {
+    for seed in 0..200u64 {
+        let task = new_task(500 + seed, Some("node-a"), OnOwnerLost::Fail, HOUR, T0);
+        a.create_task(&task).await.map_err(|e| format!("create: {e}"))?;
+        let Some(read) = b.load_task(task.id()).await.map_err(|e| format!("load: {e}"))? else {
+            return Err(format!(
+                "try {seed}: task {} created on one node is unknown on the other",
+                task.id()
+            ));
+        };
+        let (_, done) = transact_task(b, task.id(), |t| {
+            t.on_finished(Outcome::Result(format!("{{\"n\":{seed}}}")), Epoch::new(1), T0)
+        })
+        .await
+        .map_err(|e| format!("finish: {e}"))?;
+        let back = a.load_task(task.id()).await.map_err(|e| format!("load: {e}"))?;
+        if back.map(|v| v.value) != Some(done) {
+            return Err(format!(
+                "try {seed}: task {} finished on one node reads otherwise on the other",
+                read.value.id()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What [`crash_keeps_every_acknowledged_task`] saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TaskCrashReport {

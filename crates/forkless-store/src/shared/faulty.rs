@@ -23,6 +23,21 @@ pub enum DbFault {
     BatchUnacknowledged,
     /// The next load of a session fails.
     Load,
+    /// The next task write is acknowledged before it is written: it is applied at this
+    /// database's next task call instead (a store that answers `CreateTaskResult` before its
+    /// commit; for negative controls).
+    TaskAckedBeforeWrite,
+}
+
+/// A task write acknowledged and not yet applied ([`DbFault::TaskAckedBeforeWrite`]).
+#[derive(Debug)]
+struct Deferred {
+    id: forkless_core::TaskId,
+    record: Vec<u8>,
+    node: Option<String>,
+    open: bool,
+    expires: Timestamp,
+    expected: Option<Version>,
 }
 
 /// Any [`Database`], with failures injected by [`FaultyDatabase::inject`].
@@ -30,13 +45,30 @@ pub enum DbFault {
 pub struct FaultyDatabase<D> {
     inner: D,
     faults: Arc<Mutex<VecDeque<DbFault>>>,
+    deferred: Mutex<Option<Deferred>>,
 }
 
 impl<D: Database> FaultyDatabase<D> {
     /// Wrap `inner`, and a handle that arms faults in it (none armed yet).
     pub fn new(inner: D) -> (Self, DbFaults) {
         let faults = Arc::<Mutex<VecDeque<DbFault>>>::default();
-        (Self { inner, faults: faults.clone() }, DbFaults(faults))
+        (Self { inner, faults: faults.clone(), deferred: Mutex::default() }, DbFaults(faults))
+    }
+
+    /// Apply a task write acknowledged earlier, if one waits.
+    async fn flush_deferred(&self) -> Result<()> {
+        let deferred = self.deferred.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(d) = deferred {
+            let row = super::TaskRow {
+                id: d.id,
+                record: &d.record,
+                node: d.node.as_deref(),
+                open: d.open,
+                expires: d.expires,
+            };
+            self.inner.put_task(row, d.expected).await?;
+        }
+        Ok(())
     }
 
     fn take(&self, kinds: &[DbFault]) -> Option<DbFault> {
@@ -163,9 +195,24 @@ impl<D: Database> Database for FaultyDatabase<D> {
         self.inner.publish(hint).await
     }
     async fn task(&self, id: forkless_core::TaskId) -> Result<Option<(Version, Vec<u8>)>> {
-        self.inner.task(id).await
+        let found = self.inner.task(id).await;
+        self.flush_deferred().await?;
+        found
     }
     async fn put_task(&self, row: super::TaskRow<'_>, expected: Option<Version>) -> Result<bool> {
+        self.flush_deferred().await?;
+        if self.take(&[DbFault::TaskAckedBeforeWrite]).is_some() {
+            let deferred = Deferred {
+                id: row.id,
+                record: row.record.to_vec(),
+                node: row.node.map(str::to_owned),
+                open: row.open,
+                expires: row.expires,
+                expected,
+            };
+            *self.deferred.lock().unwrap_or_else(|p| p.into_inner()) = Some(deferred);
+            return Ok(true);
+        }
         self.inner.put_task(row, expected).await
     }
     async fn open_tasks(&self, node: Option<&str>) -> Result<Vec<forkless_core::TaskId>> {
