@@ -23,6 +23,7 @@
 //! | `suite` | the plan (servers × loads), server processes, result rows |
 //! | `report` | ratios, markdown and JSON |
 //! | `targets` | the durable default's bars against the memory store (issue 11), per run |
+//! | `tasks` | the task loads (creation latency, `tasks/get` rate and CPU, polling live tasks) against a running `forkless serve` |
 
 pub mod disk;
 pub mod load;
@@ -31,6 +32,7 @@ pub mod report;
 pub mod servers;
 pub mod suite;
 pub mod targets;
+pub mod tasks;
 mod wire;
 
 /// Why the harness failed.

@@ -95,6 +95,33 @@ enum Cmd {
         #[arg(long, default_value_t = 200)]
         rounds: u32,
     },
+    /// The task loads against a running `forkless serve --revisions all`; prints JSON.
+    Tasks {
+        /// The server's endpoint.
+        #[arg(long)]
+        url: String,
+        /// The server's process id, for its CPU time.
+        #[arg(long)]
+        pid: Option<u32>,
+        /// Tasks created one after another (creation latency).
+        #[arg(long, default_value_t = 500)]
+        creates: usize,
+        /// Connections for the `tasks/get` load.
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        /// Seconds of `tasks/get`.
+        #[arg(long, default_value_t = 5.0)]
+        get_seconds: f64,
+        /// Live tasks polled at their suggested interval (0: skip).
+        #[arg(long, default_value_t = 10_000)]
+        live: usize,
+        /// Seconds of polling them before the measured window (they age meanwhile).
+        #[arg(long, default_value_t = 0.0)]
+        poll_warmup: f64,
+        /// Seconds of polling them, measured.
+        #[arg(long, default_value_t = 10.0)]
+        poll_seconds: f64,
+    },
     /// Serve one server under test (prints `listening on http://ADDR/mcp`).
     Serve {
         #[arg(long, value_enum)]
@@ -144,6 +171,21 @@ fn main() -> ExitCode {
 
 fn real_main() -> Result<(), Error> {
     match Cli::parse().command {
+        Cmd::Tasks { url, pid, creates, clients, get_seconds, live, poll_warmup, poll_seconds } => {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let figures = rt.block_on(forkless_bench::tasks::run(
+                &url,
+                pid,
+                creates,
+                clients,
+                get_seconds,
+                live,
+                poll_warmup,
+                poll_seconds,
+            ))?;
+            println!("{}", serde_json::to_string_pretty(&figures).unwrap_or_default());
+            Ok(())
+        }
         Cmd::Serve { target, answer, store, durability, listen } => {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let store = match store.split_once(':') {

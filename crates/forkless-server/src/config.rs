@@ -250,10 +250,11 @@ impl ServerConfig {
         if self.revisions.is_empty() {
             return Err(ConfigError::NoRevision { offered: self.revisions });
         }
-        let zero: [(&'static str, bool); 21] = [
+        let zero: [(&'static str, bool); 22] = [
             ("request_state.ttl", self.request_state.ttl.is_zero()),
             ("tasks.ttl", self.tasks.ttl.is_zero()),
             ("tasks.poll_interval", self.tasks.poll_interval.is_zero()),
+            ("tasks.max_poll_interval", self.tasks.max_poll_interval.is_zero()),
             ("tasks.max_tasks", self.tasks.max_tasks == 0),
             ("tasks.max_tasks_per_principal", self.tasks.max_tasks_per_principal == 0),
             ("idempotency.ttl", self.idempotency.ttl.is_zero()),

@@ -291,3 +291,57 @@ async fn a_key_spent_before_a_restart_that_lost_it_is_never_spent_again() {
     synced.crash_and_restart();
     assert_eq!(spend_after_restart(&kept, key, issued).await, Spent::Before, "kept, so a replay");
 }
+
+/// A task created before a snapshot and completed after it, then Redis restarted from that
+/// snapshot: the lost completion must not read back as `working` (a client that read
+/// `completed` would see it go backwards). The bucket's tasks are forgotten instead: the task
+/// reads as unknown. Returns what a `tasks/get` of it reads after the restart.
+async fn task_after_an_older_snapshot(after_restart: AfterRestart) -> Option<Option<&'static str>> {
+    use forkless_core::{Epoch, OnOwnerLost, Outcome};
+    use forkless_store::{TaskStore as _, transact_task};
+    let mut redis = PrivateRedis::start(&["--save", "", "--appendonly", "no"])?;
+    let store = store(&redis, after_restart).await;
+    let task = conformance::new_task(
+        44,
+        None,
+        OnOwnerLost::Fail,
+        Duration::from_secs(3600),
+        forkless_core::Timestamp::from_millis(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        ),
+    );
+    store.create_task(&task).await.unwrap();
+    redis.command(&["SAVE"]);
+    transact_task(&store, task.id(), |t| {
+        t.on_finished(Outcome::Result("{}".into()), Epoch::new(1), t.created())
+    })
+    .await
+    .unwrap();
+    redis.crash_and_restart();
+    let read = tokio::time::timeout(GUARD, async {
+        loop {
+            match store.load_task(task.id()).await {
+                Err(Error::Backend(_)) => tokio::time::sleep(Duration::from_millis(20)).await,
+                other => return other.unwrap(),
+            }
+        }
+    })
+    .await
+    .expect("the store reconnects");
+    Some(read.map(|t| t.value.status().name()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_last_write_redis_lost_reads_unknown_never_older() {
+    let Some(read) = task_after_an_older_snapshot(AfterRestart::Verify).await else { return };
+    assert_eq!(read, None, "forgotten, not read back as it was before its completion");
+}
+
+/// The negative control: trusting every restart reads the completed task back as working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negative_control_trusting_every_restart_reads_a_task_back_older() {
+    let Some(read) = task_after_an_older_snapshot(AfterRestart::TrustBlindly).await else { return };
+    assert_eq!(read, Some("working"), "without the check the lost completion goes back to working");
+}

@@ -61,8 +61,12 @@ pub struct TaskLimits {
     /// How long a task is kept after it was created (`ttlMs`); then it is forgotten and, if
     /// still running, cancelled. Default 1 hour.
     pub ttl: Duration,
-    /// The polling interval suggested to clients (`pollIntervalMs`). Default 1 s.
+    /// The polling interval suggested to clients (`pollIntervalMs`) for a new task, an ended
+    /// one, and one working for less than ten times it. Default 1 s.
     pub poll_interval: Duration,
+    /// The longest interval suggested: a task working longer is suggested a tenth of its
+    /// age, up to this, so long work is polled less. Default 5 s.
+    pub max_poll_interval: Duration,
     /// Tasks whose work runs on this node at once; at the limit a new one is refused with
     /// `-32603` (never by forgetting a task a client may still read). Default 10,000.
     pub max_tasks: usize,
@@ -76,6 +80,7 @@ impl Default for TaskLimits {
         Self {
             ttl: Duration::from_secs(3600),
             poll_interval: Duration::from_secs(1),
+            max_poll_interval: Duration::from_secs(5),
             max_tasks: 10_000,
             max_tasks_per_principal: 1_000,
         }
@@ -224,7 +229,10 @@ impl TaskTable {
         }
         let found = self.find(params, principal, now).await;
         match method {
-            "tasks/get" => Ok(wire::detailed(&found?)),
+            "tasks/get" => {
+                let task = found?;
+                Ok(wire::detailed(&task, wire::pace(&task, now, self.limits.max_poll_interval)))
+            }
             "tasks/update" => {
                 let Some(responses) = params.and_then(|p| p.get("inputResponses")).and_then(Value::as_object)
                 else {

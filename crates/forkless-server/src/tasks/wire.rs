@@ -40,8 +40,19 @@ pub(crate) fn owner_lost() -> RpcError {
         .with_data(json!({ "reason": "owner_lost" }))
 }
 
+/// The polling interval to suggest for `t` at `now`: its own for a task that ended (so an
+/// ended task reads the same every time) and for a young one; for one that has worked longer,
+/// a tenth of its age, up to `ceiling`. Long work is polled less, so a server holding many
+/// long tasks spends little on their polls, while a short task's result is found at once.
+pub(crate) fn pace(t: &TaskRecord, now: Timestamp, ceiling: Duration) -> Duration {
+    if t.status().is_terminal() {
+        return t.poll_interval();
+    }
+    (now.saturating_since(t.created()) / 10).clamp(t.poll_interval(), ceiling.max(t.poll_interval()))
+}
+
 /// The fields every shape of the task carries.
-fn base(t: &TaskRecord) -> Map<String, Value> {
+fn base(t: &TaskRecord, poll: Duration) -> Map<String, Value> {
     let mut task = Map::new();
     task.insert("taskId".into(), json!(t.id().to_string()));
     task.insert("status".into(), json!(t.status().name()));
@@ -51,21 +62,21 @@ fn base(t: &TaskRecord) -> Map<String, Value> {
     task.insert("createdAt".into(), json!(iso8601(t.created())));
     task.insert("lastUpdatedAt".into(), json!(iso8601(t.updated())));
     task.insert("ttlMs".into(), json!(millis(t.ttl())));
-    task.insert("pollIntervalMs".into(), json!(millis(t.poll_interval())));
+    task.insert("pollIntervalMs".into(), json!(millis(poll)));
     task
 }
 
 /// The `CreateTaskResult` a request that became this task is answered with.
 pub(crate) fn created_result(t: &TaskRecord) -> Value {
-    let mut task = base(t);
+    let mut task = base(t, t.poll_interval());
     task.insert("resultType".into(), json!("task"));
     Value::Object(task)
 }
 
 /// The `tasks/get` result: the task with what its status carries (the outstanding
-/// `inputRequests`, the `result` or the `error`).
-pub(crate) fn detailed(t: &TaskRecord) -> Value {
-    let mut task = base(t);
+/// `inputRequests`, the `result` or the `error`), suggesting polls every `poll` ([`pace`]).
+pub(crate) fn detailed(t: &TaskRecord, poll: Duration) -> Value {
+    let mut task = base(t, poll);
     match t.status() {
         TaskStatus::InputRequired(waiting) => {
             task.insert("inputRequests".into(), Value::Object(object(&waiting.outstanding)));
@@ -159,7 +170,19 @@ mod tests {
         for absent in ["task", "result", "error", "inputRequests", "requestState", "ttl", "pollInterval"] {
             assert!(created.get(absent).is_none(), "{absent} in {created}");
         }
-        assert_eq!(detailed(&t)["resultType"], "complete");
+        assert_eq!(detailed(&t, t.poll_interval())["resultType"], "complete");
+    }
+
+    #[test]
+    fn long_work_is_polled_less_and_an_ended_task_always_suggests_the_same() {
+        let mut t = task();
+        let ceiling = Duration::from_secs(5);
+        let at = |s: u64| T0.saturating_add(Duration::from_secs(s));
+        assert_eq!(pace(&t, at(1), ceiling), Duration::from_millis(500), "young: its own interval");
+        assert_eq!(pace(&t, at(20), ceiling), Duration::from_secs(2), "a tenth of its age");
+        assert_eq!(pace(&t, at(3600), ceiling), ceiling, "never above the ceiling");
+        t.on_finished(Outcome::Result("{}".into()), Epoch::new(1), at(30)).expect("ends");
+        assert_eq!(pace(&t, at(3600), ceiling), Duration::from_millis(500));
     }
 
     #[test]
@@ -167,12 +190,13 @@ mod tests {
         let mut t = task();
         let boom = RpcError::internal("boom").to_json();
         t.on_finished(Outcome::Error(text(&boom)), Epoch::new(1), T0).expect("ends");
-        assert_eq!(detailed(&t)["error"], boom);
-        assert!(detailed(&t).get("result").is_none());
+        let poll = t.poll_interval();
+        assert_eq!(detailed(&t, poll)["error"], boom);
+        assert!(detailed(&t, poll).get("result").is_none());
         let mut lost = task();
         let owner = lost.owner().clone();
         lost.on_owner_lost(&owner, None, T0);
-        let got = detailed(&lost);
+        let got = detailed(&lost, lost.poll_interval());
         assert_eq!(got["status"], "failed");
         assert_eq!(got["error"]["data"]["reason"], "owner_lost");
         assert_eq!(got["error"]["code"], crate::error::INTERNAL_ERROR);
