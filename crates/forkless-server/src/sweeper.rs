@@ -23,7 +23,7 @@ impl<S: Store> Common<S> {
         self.detach_stalled().await;
         let schedule = Schedule::of(&self.cfg.core, self.cfg.tombstone_ttl);
         let now = now();
-        self.tasks.sweep(now).await;
+        self.tasks.sweep(now, round).await;
         let due = match self.store.due(now, &schedule).await {
             Ok(ids) => ids,
             Err(e) => {

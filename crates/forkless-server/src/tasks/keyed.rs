@@ -213,6 +213,7 @@ impl TaskTable {
             let live = self.start_live(&task);
             match self.records.create(&task).await {
                 Ok(()) => {
+                    live.stored();
                     self.metrics.keyed_request("ran");
                     return Claim::Run(Run { table: self.clone(), id: key.id, live });
                 }

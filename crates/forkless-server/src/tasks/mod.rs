@@ -87,6 +87,11 @@ impl Default for TaskLimits {
     }
 }
 
+/// On a store shared by many nodes, the work running here is checked against the store's list
+/// of this node's open tasks every this many sweeps: the fallback that stops work a cancel or
+/// a takeover on another node ended.
+const RECHECK_EVERY: u64 = 8;
+
 /// Runs a restartable task's work: the handler's [`crate::Handler::run_task`].
 pub(crate) type Runner =
     Arc<dyn Fn(Value, TaskContext) -> BoxFuture<'static, Result<Value, RpcError>> + Send + Sync>;
@@ -103,6 +108,15 @@ pub(crate) struct Live {
     cancel: CancellationToken,
     /// Woken when the task's record changed on this node (answers arrived).
     changed: Notify,
+    /// Whether the store acknowledged the task (its creation, or the settlement that moved it
+    /// here): only then can its absence from this node's open tasks mean it ended elsewhere.
+    stored: std::sync::atomic::AtomicBool,
+}
+
+impl Live {
+    pub(crate) fn stored(&self) {
+        self.stored.store(true, std::sync::atomic::Ordering::Release);
+    }
 }
 
 /// The tasks of this node: the store's records and the work running here.
@@ -176,6 +190,7 @@ impl TaskTable {
             expires: task.expires_at(),
             cancel: self.shutdown.child_token(),
             changed: Notify::new(),
+            stored: std::sync::atomic::AtomicBool::new(false),
         });
         self.live().insert(task.id(), live.clone());
         live
@@ -276,21 +291,35 @@ impl TaskTable {
         }
     }
 
-    /// The sweeper's pass: forget the tasks whose time passed, and stop work here that a
-    /// change on another node ended (a cancel, a takeover) or whose time passed.
-    pub(crate) async fn sweep(&self, now: Timestamp) {
+    /// The sweeper's pass (`round` counts passes): forget the tasks whose time passed and stop
+    /// their work here; on a store shared by many nodes, every [`RECHECK_EVERY`] passes, also
+    /// stop work here that a change on another node ended (a cancel or a takeover: the task is
+    /// no longer among this node's open ones, one store query). On a store of one process
+    /// every change passes through this table, which stops the work at once.
+    pub(crate) async fn sweep(&self, now: Timestamp, round: u64) {
         if let Err(e) = self.records.expire(now).await {
             tracing::warn!(error = %e, "expiring tasks failed; retrying at the next sweep");
         }
-        let running: Vec<(TaskId, Arc<Live>)> = self.live().iter().map(|(id, l)| (*id, l.clone())).collect();
-        for (id, live) in running {
-            let ended = live.expires <= now
-                || match self.records.load(id).await {
-                    Ok(Some(t)) => t.value.status().is_terminal() || t.value.owner().epoch != live.epoch,
-                    Ok(None) => true,
-                    Err(_) => false,
-                };
-            if ended {
+        // Taken before the store is asked: a task acknowledged by then is in its answer if it
+        // is still open here.
+        let running: Vec<(TaskId, Timestamp, bool)> = self
+            .live()
+            .iter()
+            .map(|(id, l)| (*id, l.expires, l.stored.load(std::sync::atomic::Ordering::Acquire)))
+            .collect();
+        let node = self.records.node();
+        let still_mine = match node {
+            Some(_) if round % RECHECK_EVERY == 0 => match self.records.open(node).await {
+                Ok(ids) => Some(ids.into_iter().collect::<std::collections::HashSet<_>>()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "listing this node's open tasks failed; retrying at a later sweep");
+                    None
+                }
+            },
+            _ => None,
+        };
+        for (id, expires, stored) in running {
+            if expires <= now || (stored && still_mine.as_ref().is_some_and(|mine| !mine.contains(&id))) {
                 self.stop(id);
             }
         }

@@ -95,7 +95,7 @@ async fn unknown_ids_are_invalid_params_to_get_and_acknowledged_by_update_and_ca
     let later = crate::common::now().saturating_add(Duration::from_millis(10));
     let err = t.answer("tasks/get", Some(&json!({ "taskId": id })), None, later).await.expect_err("expired");
     assert!(err.message.contains("expired"), "{err:?}");
-    t.sweep(later).await;
+    t.sweep(later, 0).await;
     assert_eq!(t.running(), 0, "an expired task's work is told to stop");
 }
 
@@ -295,4 +295,68 @@ async fn a_restarted_task_waiting_for_input_keeps_its_request_and_completes_once
     let done = until(&next, id, "completed").await;
     assert_eq!(done["result"]["attempt"], 2);
     assert_eq!(done["result"]["answers"]["confirm"]["action"], "accept");
+}
+
+/// A memory store that says it is node `name`'s on a shared store (its tasks name the node).
+struct Named(MemoryStore, &'static str);
+
+impl forkless_store::TaskStore for Named {
+    async fn create_task(&self, task: &TaskRecord) -> forkless_store::Result<()> {
+        self.0.create_task(task).await
+    }
+    async fn load_task(
+        &self,
+        id: TaskId,
+    ) -> forkless_store::Result<Option<forkless_store::Versioned<TaskRecord>>> {
+        self.0.load_task(id).await
+    }
+    async fn replace_task(
+        &self,
+        expected: forkless_store::Version,
+        task: &TaskRecord,
+    ) -> forkless_store::Result<Option<forkless_store::Version>> {
+        self.0.replace_task(expected, task).await
+    }
+    async fn open_tasks(&self, node: Option<&str>) -> forkless_store::Result<Vec<TaskId>> {
+        self.0.open_tasks(node).await
+    }
+    async fn expire_tasks(&self, now: Timestamp) -> forkless_store::Result<u64> {
+        self.0.expire_tasks(now).await
+    }
+    fn task_node(&self) -> Option<String> {
+        Some(self.1.to_owned())
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_on_another_node_stops_the_work_at_the_owners_next_recheck() {
+    let store = MemoryStore::new();
+    let on = |name| {
+        let records: Box<dyn Records> = Box::new(Arc::new(Named(store.clone(), name)));
+        Arc::new(TaskTable::new(
+            records,
+            TaskLimits::default(),
+            IdempotencyLimits::default(),
+            CancellationToken::new(),
+            Arc::default(),
+        ))
+    };
+    let (a, b) = (on("a"), on("b"));
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let created = starter(&a, None)
+        .start(move |task| async move {
+            task.cancellation().cancelled().await;
+            let _ = tx.send(());
+            Ok(json!({}))
+        })
+        .await
+        .expect("created");
+    let params = json!({ "taskId": created["taskId"] });
+    assert_eq!(b.answer("tasks/cancel", Some(&params), None, NOW).await.expect("ack"), json!({}));
+    assert_eq!(a.running(), 1, "node a has not seen it yet");
+    a.sweep(crate::common::now(), 1).await;
+    assert_eq!(a.running(), 1, "not a recheck round");
+    a.sweep(crate::common::now(), 0).await;
+    tokio::time::timeout(Duration::from_secs(5), rx).await.expect("stopped").expect("told");
+    assert_eq!(a.running(), 0);
 }

@@ -104,6 +104,7 @@ impl TaskStarter {
             table.end_live(task.id(), live.epoch);
             return Err(store_failed(&e));
         }
+        live.stored();
         crate::metrics::Metrics::inc(&table.metrics.tasks_created);
         Ok((task, live))
     }
@@ -138,6 +139,7 @@ pub(super) fn restart(table: &Arc<TaskTable>, task: &TaskRecord) {
     let Some(runner) = table.runner.get().cloned() else { return };
     let inputs = task.inputs().map_or(Value::Null, wire::value);
     let live = table.start_live(task);
+    live.stored();
     let ctx = TaskContext { table: table.clone(), live, id: task.id() };
     spawn(ctx.clone_handle(), runner(inputs, ctx));
 }
