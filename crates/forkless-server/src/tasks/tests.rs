@@ -360,3 +360,65 @@ async fn a_cancel_on_another_node_stops_the_work_at_the_owners_next_recheck() {
     tokio::time::timeout(Duration::from_secs(5), rx).await.expect("stopped").expect("told");
     assert_eq!(a.running(), 0);
 }
+
+/// A memory store counting the task operations it serves.
+#[derive(Default)]
+struct Counted {
+    store: MemoryStore,
+    creates: AtomicUsize,
+    loads: AtomicUsize,
+    replaces: AtomicUsize,
+}
+
+impl forkless_store::TaskStore for Counted {
+    async fn create_task(&self, task: &TaskRecord) -> forkless_store::Result<()> {
+        self.creates.fetch_add(1, Ordering::SeqCst);
+        self.store.create_task(task).await
+    }
+    async fn load_task(
+        &self,
+        id: TaskId,
+    ) -> forkless_store::Result<Option<forkless_store::Versioned<TaskRecord>>> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        self.store.load_task(id).await
+    }
+    async fn replace_task(
+        &self,
+        expected: forkless_store::Version,
+        task: &TaskRecord,
+    ) -> forkless_store::Result<Option<forkless_store::Version>> {
+        self.replaces.fetch_add(1, Ordering::SeqCst);
+        self.store.replace_task(expected, task).await
+    }
+    async fn open_tasks(&self, node: Option<&str>) -> forkless_store::Result<Vec<TaskId>> {
+        self.store.open_tasks(node).await
+    }
+    async fn expire_tasks(&self, now: Timestamp) -> forkless_store::Result<u64> {
+        self.store.expire_tasks(now).await
+    }
+}
+
+/// What each operation costs the store: creating a task is one write (the store's one
+/// durable write, a group commit on redb), a `tasks/get` one read, and no read or write
+/// happens on the way.
+#[tokio::test]
+async fn creating_a_task_is_one_store_write_and_reading_it_one_store_read() {
+    let counted = Arc::new(Counted::default());
+    let records: Box<dyn Records> = Box::new(counted.clone());
+    let t = Arc::new(TaskTable::new(
+        records,
+        TaskLimits::default(),
+        IdempotencyLimits::default(),
+        CancellationToken::new(),
+        Arc::default(),
+    ));
+    let created = starter(&t, None).start(|_| std::future::pending()).await.expect("created");
+    let ops = |c: &Counted| {
+        (c.creates.load(Ordering::SeqCst), c.loads.load(Ordering::SeqCst), c.replaces.load(Ordering::SeqCst))
+    };
+    assert_eq!(ops(&counted), (1, 0, 0), "one write, nothing read");
+    for n in 1..=3 {
+        get(&t, &created["taskId"], None).await.expect("known");
+        assert_eq!(ops(&counted), (1, n, 0), "one read per tasks/get");
+    }
+}
