@@ -45,5 +45,7 @@ fn core_and_postgres_store_keep_the_invariant_under_random_histories() {
     };
     *DB.lock().unwrap() = Some(db);
     run::<Postgres>((cases() / 25).max(1));
+    // The task histories on the same database (their task ids are fresh per case).
+    forkless_store::conformance::model::run_tasks::<Postgres>((cases() / 100).max(1));
     drop(DB.lock().unwrap().take());
 }

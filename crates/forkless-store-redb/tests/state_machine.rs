@@ -26,3 +26,8 @@ impl Backend for Redb {
 fn core_and_redb_store_keep_the_invariant_under_random_histories() {
     run::<Redb>((cases() / 25).max(1));
 }
+
+#[test]
+fn tasks_written_by_stale_nodes_keep_their_rules_on_the_redb_store() {
+    forkless_store::conformance::model::run_tasks::<Redb>((cases() / 100).max(1));
+}

@@ -37,3 +37,13 @@ fn core_and_redis_store_keep_the_invariant_under_random_histories() {
     run::<Redis>((cases() / 25).max(1));
     PREFIXES.lock().unwrap().clear();
 }
+
+#[test]
+fn tasks_written_by_stale_nodes_keep_their_rules_on_redis() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    if rt.block_on(fresh()).is_none() {
+        return;
+    }
+    forkless_store::conformance::model::run_tasks::<Redis>((cases() / 100).max(1));
+    PREFIXES.lock().unwrap().clear();
+}

@@ -69,3 +69,49 @@ fn a_stale_snapshot_never_overwrites_a_decision() {
         rt.block_on(transact(&*store, id, |r| r.on_get(&GetRequest::default(), now, &cfg, &mut entropy)));
     assert!(matches!(retry, Ok((GetOutcome::Conflict(_), _))), "the retry sees the first attachment live");
 }
+
+#[test]
+fn tasks_written_by_stale_nodes_keep_their_rules_on_the_memory_store() {
+    forkless_store::conformance::model::run_tasks::<Memory>((cases() / 20).max(1));
+}
+
+/// A store that ignores the version a task is written at (last writer wins).
+struct LastWriterWins(MemoryStore);
+
+impl forkless_store::TaskStore for LastWriterWins {
+    async fn create_task(&self, task: &forkless_core::TaskRecord) -> forkless_store::Result<()> {
+        self.0.create_task(task).await
+    }
+    async fn load_task(
+        &self,
+        id: forkless_core::TaskId,
+    ) -> forkless_store::Result<Option<forkless_store::Versioned<forkless_core::TaskRecord>>> {
+        self.0.load_task(id).await
+    }
+    async fn replace_task(
+        &self,
+        _expected: forkless_store::Version,
+        task: &forkless_core::TaskRecord,
+    ) -> forkless_store::Result<Option<forkless_store::Version>> {
+        let current = self.0.load_task(task.id()).await?.map(|v| v.version);
+        match current {
+            Some(v) => self.0.replace_task(v, task).await,
+            None => Ok(None),
+        }
+    }
+    async fn open_tasks(&self, node: Option<&str>) -> forkless_store::Result<Vec<forkless_core::TaskId>> {
+        self.0.open_tasks(node).await
+    }
+    async fn expire_tasks(&self, now: Timestamp) -> forkless_store::Result<u64> {
+        self.0.expire_tasks(now).await
+    }
+}
+
+/// The task histories' negative control: a store whose task writes ignore the version is
+/// caught (a stale node's write lands over a newer state).
+#[test]
+fn negative_control_a_store_whose_task_writes_ignore_the_version_is_caught() {
+    let outcome =
+        forkless_store::conformance::model::run_tasks_against(500, |_| LastWriterWins(MemoryStore::new()));
+    assert!(outcome.is_err(), "last writer wins must be caught");
+}

@@ -54,7 +54,10 @@ mod machine;
 mod reference;
 mod steps;
 mod sut;
+mod tasks;
 mod transitions;
+
+pub use tasks::{run_tasks, run_tasks_against};
 
 use machine::StoreUnderTest;
 use reference::*;
