@@ -169,6 +169,26 @@ impl<S: Store, H: Handler> App<S, H> {
             None => cancel.clone(),
         };
         match self.common.cfg.answer {
+            AnswerMode::Json if keyed.is_some() => {
+                // Run in a task of its own: the connection closing drops this future, never
+                // the keyed request, whose answer is kept for its re-issue.
+                let app = self.clone();
+                let execution = tokio::spawn(async move {
+                    let out = app.run(shared, &mut call, cancel, Outlet::Nowhere).await;
+                    let out = out.map(|mut result| {
+                        wire::complete(&method, &mut result);
+                        result
+                    });
+                    if let Some(run) = keyed {
+                        run.finish(&out).await;
+                    }
+                    (call.id, out)
+                });
+                let (id, out) = execution
+                    .await
+                    .map_err(|_| Error::InvalidMessage("the keyed request's execution stopped".into()))?;
+                Ok(answered(&id, &out))
+            }
             AnswerMode::Json => {
                 let guard = closing.drop_guard();
                 let out = self.run(shared, &mut call, cancel, Outlet::Nowhere).await;
@@ -176,9 +196,6 @@ impl<S: Store, H: Handler> App<S, H> {
                     wire::complete(&method, &mut result);
                     result
                 });
-                if let Some(run) = keyed {
-                    run.finish(&out).await;
-                }
                 guard.disarm();
                 let mut response = json_response(jsonrpc::response_payload(&call.id, &out));
                 *response.status_mut() = wire::status_of(&out);

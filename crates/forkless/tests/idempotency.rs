@@ -111,6 +111,20 @@ async fn a_cut_keyed_call_reissued_runs_once_and_without_a_key_twice() {
     server.terminate();
 }
 
+/// The same with answers as a single JSON body (`--answer json`): the connection closing
+/// drops the request's handling there, never the keyed execution.
+#[tokio::test]
+async fn a_cut_keyed_call_answered_as_json_runs_once() {
+    let effects = effects_dir();
+    let server = serve(&effects, &["--store", "memory", "--answer", "json"]).await;
+    let keyed = body("json", 400, Some("k-json"));
+    cut_after_start(&server.url, &keyed, &effects, "json").await;
+    let again = answer(&server.url, &keyed).await;
+    assert_eq!(text(&again), "json: start 1", "{again}");
+    assert_eq!(starts(&effects, "json"), 1, "one execution");
+    server.terminate();
+}
+
 /// The key is bound to the request: other parameters under the same key are refused, a
 /// malformed key is refused, and `server/discover` advertises the extension.
 #[tokio::test]
