@@ -10,42 +10,14 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::haproxy::Haproxy;
 use support::shared::{Backend, SharedStore};
 use support::{Serve, counter, free_addr, fresh_data_dir, guard, metrics};
 
 const LEASE_MS: u64 = 1000;
 
-fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": { "extensions": { "io.modelcontextprotocol/tasks": {} } },
-    })
-}
-
-async fn rpc(http: &reqwest::Client, url: &str, method: &str, mut params: Value) -> Value {
-    params["_meta"] = meta();
-    let name = params.get("taskId").or_else(|| params.get("name")).and_then(Value::as_str).map(str::to_owned);
-    let mut rb = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method);
-    if let Some(name) = name {
-        rb = rb.header("mcp-name", name);
-    }
-    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
-    let text = rb.body(body.to_string()).send().await.expect("send").text().await.expect("body");
-    let last = text.lines().filter_map(|l| l.strip_prefix("data:")).next_back().unwrap_or(&text);
-    serde_json::from_str(last.trim()).unwrap_or_else(|e| panic!("not JSON-RPC ({e}): {text}"))
-}
-
-async fn create(http: &reqwest::Client, url: &str, tool: &str, arguments: Value) -> String {
-    let v = rpc(http, url, "tools/call", json!({ "name": tool, "arguments": arguments })).await;
-    v["result"]["taskId"].as_str().unwrap_or_else(|| panic!("{tool} became no task: {v}")).to_owned()
-}
+use support::current::{create_task as create, rpc};
 
 fn starts(dir: &Path, label: &str) -> usize {
     std::fs::read_to_string(dir.join(label)).map_or(0, |s| s.lines().count())

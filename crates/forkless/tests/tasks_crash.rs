@@ -15,37 +15,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::{Serve, fresh_data_dir, guard};
 
-/// The `_meta` of a 2026-07-28 request that declared the tasks extension.
-fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": { "extensions": { "io.modelcontextprotocol/tasks": {} } },
-    })
-}
-
-/// POST a 2026-07-28 request; the JSON-RPC answer.
-async fn rpc(url: &str, method: &str, mut params: Value) -> Value {
-    params["_meta"] = meta();
-    let name = params.get("taskId").or_else(|| params.get("name")).and_then(Value::as_str).map(str::to_owned);
-    let mut rb = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method);
-    if let Some(name) = name {
-        rb = rb.header("mcp-name", name);
-    }
-    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
-    let text = rb.body(body.to_string()).send().await.expect("send").text().await.expect("body");
-    let last = text.lines().filter_map(|l| l.strip_prefix("data:")).next_back().unwrap_or(&text);
-    serde_json::from_str(last.trim()).unwrap_or_else(|e| panic!("not a JSON-RPC answer ({e}): {text}"))
+async fn rpc(url: &str, method: &str, params: Value) -> Value {
+    support::current::rpc(&reqwest::Client::new(), url, method, params).await
 }
 
 async fn call(url: &str, tool: &str, arguments: Value) -> String {
-    let v = rpc(url, "tools/call", json!({ "name": tool, "arguments": arguments })).await;
-    assert_eq!(v["result"]["resultType"], "task", "{tool} became a task: {v}");
-    v["result"]["taskId"].as_str().expect("a task id").to_owned()
+    support::current::create_task(&reqwest::Client::new(), url, tool, arguments).await
 }
 
 async fn get(url: &str, id: &str) -> Value {

@@ -11,6 +11,7 @@
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different part of this module
 
+pub mod current;
 pub mod gateway;
 pub mod haproxy;
 mod peers;
