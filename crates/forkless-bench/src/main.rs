@@ -173,16 +173,15 @@ fn real_main() -> Result<(), Error> {
     match Cli::parse().command {
         Cmd::Tasks { url, pid, creates, clients, get_seconds, live, poll_warmup, poll_seconds } => {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let figures = rt.block_on(forkless_bench::tasks::run(
-                &url,
-                pid,
+            let load = forkless_bench::tasks::TaskLoad {
                 creates,
                 clients,
                 get_seconds,
                 live,
                 poll_warmup,
                 poll_seconds,
-            ))?;
+            };
+            let figures = rt.block_on(forkless_bench::tasks::run(&url, pid, load))?;
             println!("{}", serde_json::to_string_pretty(&figures).unwrap_or_default());
             Ok(())
         }

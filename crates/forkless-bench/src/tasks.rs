@@ -95,20 +95,27 @@ fn cpu_since(pid: Option<u32>, before: Option<crate::procstat::ProcSample>) -> O
     Some(before?.cpu_seconds_until(&sample(pid?)?))
 }
 
-/// Run the three task loads against `url` (server process `pid`, for its CPU): `creates`
-/// sequential creations, `get_seconds` of `tasks/get` at `clients` connections, and `live`
-/// tasks polled at their suggested interval for `poll_warmup` seconds (unmeasured: the tasks
-/// age, and their suggested interval with them) and then `poll_seconds` measured.
-pub async fn run(
-    url: &str,
-    pid: Option<u32>,
-    creates: usize,
-    clients: usize,
-    get_seconds: f64,
-    live: usize,
-    poll_warmup: f64,
-    poll_seconds: f64,
-) -> Result<TaskFigures, Error> {
+/// How much of each task load to apply.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskLoad {
+    /// Tasks created one after another, for the creation latency.
+    pub creates: usize,
+    /// Connections of the `tasks/get` load.
+    pub clients: usize,
+    /// Its length, s.
+    pub get_seconds: f64,
+    /// Live tasks polled at their suggested interval (0: none).
+    pub live: usize,
+    /// Seconds of polling them before the measured window (unmeasured: the tasks age, and
+    /// their suggested interval with them).
+    pub poll_warmup: f64,
+    /// Seconds of polling them, measured.
+    pub poll_seconds: f64,
+}
+
+/// Run the three task loads of `load` against `url` (server process `pid`, for its CPU).
+pub async fn run(url: &str, pid: Option<u32>, load: TaskLoad) -> Result<TaskFigures, Error> {
+    let TaskLoad { creates, clients, get_seconds, live, poll_warmup, poll_seconds } = load;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(clients.max(64))
         .build()

@@ -85,10 +85,8 @@ impl FileTaskLog {
             lines += 1;
             let Some(record) = line.strip_suffix(';') else { continue };
             match record.split_at_checked(1) {
-                Some(("+", id)) if well_formed(id) => {
-                    if !pending.iter().any(|p| p == id) {
-                        pending.push(id.to_owned());
-                    }
+                Some(("+", id)) if well_formed(id) && !pending.iter().any(|p| p == id) => {
+                    pending.push(id.to_owned());
                 }
                 Some(("-", id)) => pending.retain(|p| p != id),
                 // A torn last line (a crash mid-write) names nothing.

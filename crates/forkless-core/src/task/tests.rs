@@ -1,5 +1,8 @@
 use super::*;
 use crate::SeededEntropy;
+use crate::id::TaskId;
+use crate::time::Timestamp;
+use core::time::Duration;
 
 const T0: Timestamp = Timestamp::from_millis(1_000);
 const E1: Epoch = Epoch::new(1);

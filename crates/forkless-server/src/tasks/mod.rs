@@ -309,7 +309,7 @@ impl TaskTable {
             .collect();
         let node = self.records.node();
         let still_mine = match node {
-            Some(_) if round % RECHECK_EVERY == 0 => match self.records.open(node).await {
+            Some(_) if round.is_multiple_of(RECHECK_EVERY) => match self.records.open(node).await {
                 Ok(ids) => Some(ids.into_iter().collect::<std::collections::HashSet<_>>()),
                 Err(e) => {
                     tracing::warn!(error = %e, "listing this node's open tasks failed; retrying at a later sweep");

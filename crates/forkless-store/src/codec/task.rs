@@ -184,9 +184,9 @@ mod tests {
         TaskRecord::new(NewTask {
             id: TaskId::generate(&mut SeededEntropy::new(i)),
             kind: if i % 4 == 3 { TaskKind::Request { fingerprint: [i as u8; 32] } } else { TaskKind::Task },
-            principal: (i % 2 == 0).then(|| format!("issuer subject-{i}")),
-            owner: TaskOwner { node: (i % 3 == 0).then(|| "node-a".into()), epoch: Epoch::new(i) },
-            on_owner_lost: if i % 2 == 0 { OnOwnerLost::Fail } else { OnOwnerLost::Restart },
+            principal: i.is_multiple_of(2).then(|| format!("issuer subject-{i}")),
+            owner: TaskOwner { node: i.is_multiple_of(3).then(|| "node-a".into()), epoch: Epoch::new(i) },
+            on_owner_lost: if i.is_multiple_of(2) { OnOwnerLost::Fail } else { OnOwnerLost::Restart },
             inputs: (i % 2 == 1).then(|| format!(r#"{{"n":{i}}}"#)),
             ttl: Duration::from_millis(60_000 + i),
             poll_interval: Duration::from_millis(500),
