@@ -18,6 +18,10 @@
 //!   the one refusal a delivered id can get is `stream_unknown` for a stream on which the
 //!   client accepted nothing but its priming id, when the crash took the stream's opening.
 //!
+//! Task writes (promise 11) run in the same histories: every task the client was told of
+//! (its creation, each change acknowledged) must read back byte for byte as last acknowledged
+//! after every crash.
+//!
 //! A negative control runs the same histories against the store with delivery before
 //! durability (as it was before this rule) and must find a violation.
 //!
@@ -55,6 +59,8 @@ enum Op {
     Answer,
     /// Power failure, restart, orphans answered, the client resumes every stream it holds.
     Crash { torn_percent: u8 },
+    /// Task `which` is created, or changed (a status message), and the write acknowledged.
+    Task { which: usize },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -63,6 +69,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => Just(Op::Deliver),
         1 => Just(Op::Answer),
         1 => (0..=100u8).prop_map(|torn_percent| Op::Crash { torn_percent }),
+        2 => (0..2usize).prop_map(|which| Op::Task { which }),
     ]
 }
 
@@ -96,6 +103,8 @@ struct Sim {
     answers: Vec<(StreamId, Bytes)>,
     next: u64,
     now: Timestamp,
+    /// Each task as its last acknowledged write left it.
+    tasks: [Option<forkless_core::TaskRecord>; 2],
 }
 
 fn violation(what: String) -> TestCaseError {
@@ -148,6 +157,7 @@ impl Sim {
             answers: Vec::new(),
             next: 0,
             now: T0,
+            tasks: [None, None],
         }
     }
 
@@ -210,8 +220,40 @@ impl Sim {
                 }
             }
             Op::Crash { torn_percent } => self.crash(f64::from(torn_percent) / 100.0)?,
+            Op::Task { which } => self.task(which)?,
         }
         self.check()
+    }
+
+    /// Create task `which`, or change it; keep what the acknowledged write holds.
+    fn task(&mut self, which: usize) -> Result<(), TestCaseError> {
+        use forkless_store::{TaskStore as _, transact_task};
+        let n = self.next;
+        self.next += 1;
+        let written = match &self.tasks[which] {
+            None => {
+                let policy = forkless_core::OnOwnerLost::Restart;
+                let task = forkless_store::conformance::new_task(
+                    900 + which as u64,
+                    None,
+                    policy,
+                    Duration::from_secs(86_400),
+                    self.now,
+                );
+                self.rt.block_on(self.store().create_task(&task)).map(|()| task)
+            }
+            Some(task) => self
+                .rt
+                .block_on(transact_task(self.store(), task.id(), |t| {
+                    t.on_message(format!("step {n}"), t.owner().epoch, self.now)
+                }))
+                .map(|(_, t)| t),
+        };
+        match written {
+            Ok(task) => self.tasks[which] = Some(task),
+            Err(e) => return Err(violation(format!("a task write failed: {e}"))),
+        }
+        Ok(())
     }
 
     /// The client reads, as each attachment it holds, what the store delivers.
@@ -315,6 +357,21 @@ impl Sim {
 
     /// The oracle over everything the client accepted.
     fn check(&self) -> Result<(), TestCaseError> {
+        for task in self.tasks.iter().flatten() {
+            use forkless_store::TaskStore as _;
+            let read = self.rt.block_on(self.store().load_task(task.id()));
+            let read = read.map_err(|e| violation(format!("reading a task failed: {e}")))?;
+            let bytes = |t: &forkless_core::TaskRecord| forkless_store::codec::encode_task(t);
+            if read.as_ref().map(|v| bytes(&v.value)) != Some(bytes(task)) {
+                let found =
+                    read.map_or("nothing (unknown)".to_owned(), |v| format!("{:?}", v.value.message()));
+                return Err(violation(format!(
+                    "task {} reads {found}; its last acknowledged write was {:?}",
+                    task.id(),
+                    task.message()
+                )));
+            }
+        }
         if !self.alive {
             return Ok(());
         }
@@ -423,7 +480,9 @@ fn negative_control_delivery_before_durability_is_caught() {
     let found = run(durability, true).expect_err("delivering before the sync must break the oracle");
     eprintln!("the negative control found: {found}");
     assert!(
-        ["reuses an accepted id", "names", "is gone", "was refused"].iter().any(|w| found.contains(w)),
+        ["reuses an accepted id", "names", "is gone", "was refused", "last acknowledged write"]
+            .iter()
+            .any(|w| found.contains(w)),
         "{found}"
     );
 }
