@@ -271,3 +271,27 @@ async fn read_on_through_resumes(streaming: Streaming) {
     let count = seen.len() - 1;
     assert!(count >= 5, "the notifications before the answer: {count}");
 }
+
+on_each_store!(
+    restarted_at_once,
+    a_node_killed_and_restarted_at_once_waits_for_its_lease_and_serves_on_postgres,
+    a_node_killed_and_restarted_at_once_waits_for_its_lease_and_serves_on_redis
+);
+
+/// A node killed with `kill -9` and started again at once under the same id (what systemd or
+/// Kubernetes does) waits for the dead process's lease to lapse and then serves: no crash loop.
+async fn restarted_at_once(backend: Backend) {
+    let Some(db) = SharedStore::fresh(backend).await else { return };
+    let store = db.store.clone();
+    let args = ["--store", &store, "--node-id", "n1", "--lease-ttl", "1000"];
+    let first = Serve::start(&args).await;
+    first.signal("KILL");
+    let _ = first.wait().await;
+    let killed = std::time::Instant::now();
+    let second = try_start(&args).await.unwrap_or_else(|e| panic!("the restart waits, then serves: {e}"));
+    let took = killed.elapsed();
+    eprintln!("serving again {took:?} after the kill (lease 1000 ms)");
+    // Within the lease time (its lapse) and the wait's pace, with room for a busy machine.
+    assert!(took < Duration::from_millis(3_000), "{took:?}");
+    drop(second);
+}

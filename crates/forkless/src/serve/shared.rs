@@ -25,7 +25,8 @@ pub(super) async fn serve_shared<D: Database, H: Handler>(
     let failure: Option<Pin<Box<dyn Future<Output = String> + Send>>> = match &args.node_id {
         Some(node) => {
             let ttl = Duration::from_millis(args.lease_ttl);
-            let lease = store.hold_lease(node, ttl, args.advertise.as_deref()).await.map_err(named)?;
+            let lease =
+                hold_lease_waiting(&store, node, ttl, args.advertise.as_deref()).await.map_err(named)?;
             tracing::info!(
                 node,
                 ttl_ms = args.lease_ttl,
@@ -50,6 +51,39 @@ pub(super) async fn serve_shared<D: Database, H: Handler>(
         }
     });
     serving.run_with(store, label, orphans, failure, takeover).await
+}
+
+/// Hold `node`'s lease. While another process holds it, wait (logging that) for at most one
+/// lease time and a tenth: a process that died (a crash, `kill -9`) holds it until it lapses,
+/// and its successor starts as soon as it does, rather than failing into a crash loop; a live
+/// holder renews it, and after that wait this one gives up as before. Never beside a live
+/// holder: the lease is taken only once the database says it lapsed.
+async fn hold_lease_waiting<D: Database>(
+    store: &SharedStore<D>,
+    node: &str,
+    ttl: Duration,
+    advertise: Option<&str>,
+) -> Result<forkless_store::shared::NodeLease<D>, forkless_store::Error> {
+    let give_up = tokio::time::Instant::now() + ttl + ttl / 10;
+    let mut logged = false;
+    loop {
+        match store.hold_lease(node, ttl, advertise).await {
+            Err(forkless_store::Error::LeaseLost(why))
+                if why.contains("held by another") && tokio::time::Instant::now() < give_up =>
+            {
+                if !logged {
+                    tracing::warn!(
+                        node,
+                        ttl_ms = ttl.as_millis(),
+                        "node id held by another process (a crashed one's lease lapses within its time to live): waiting for it"
+                    );
+                    logged = true;
+                }
+                tokio::time::sleep(ttl / 20).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Every `every`, claim the sessions of nodes whose lease lapsed, and answer their requests in
