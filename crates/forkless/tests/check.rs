@@ -31,7 +31,7 @@ async fn every_scenario_passes_against_forkless_serve_with_the_memory_store() {
     let (code, stdout) = check(&[&serve.url, "--json"]).await;
     let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
     let verdicts = verdicts(&report);
-    assert_eq!(verdicts.len(), 15, "{stdout}");
+    assert_eq!(verdicts.len(), 16, "{stdout}");
     // Without --restart-cmd the crash scenario cannot run, and without 2026-07-28 (not offered
     // by default) no task scenario can; every other one passes.
     for (name, verdict) in &verdicts {
@@ -127,8 +127,8 @@ async fn every_scenario_passes_against_forkless_serve_with_the_durable_store_as_
     // Batched, the default: the mode in which an earlier release renamed an event after a crash.
     let serve = Restartable::start("batched").await;
     let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command]).await;
-    // Every scenario but task-every-node, which needs a second node's URL.
-    assert!(stdout.contains("15 scenarios: 14 PASS, 0 FAIL, 1 UNSUPPORTED"), "{stdout}");
+    // Every scenario but task-every-node and task-node-loss, which need a second node's URL.
+    assert!(stdout.contains("16 scenarios: 14 PASS, 0 FAIL, 2 UNSUPPORTED"), "{stdout}");
     assert!(stdout.contains("resume-after-8       PASS"), "{stdout}");
     assert!(stdout.contains("task-crash-working   PASS"), "{stdout}");
     assert!(stdout.contains("task-crash-input     PASS"), "{stdout}");
@@ -143,7 +143,7 @@ async fn every_scenario_passes_against_forkless_serve_on_postgres() {
     let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
     let serve = Restartable::start_on(support::fresh_data_dir(), &format!("--store '{}'", db.url)).await;
     let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command]).await;
-    assert!(stdout.contains("15 scenarios: 14 PASS, 0 FAIL, 1 UNSUPPORTED"), "{stdout}");
+    assert!(stdout.contains("16 scenarios: 14 PASS, 0 FAIL, 2 UNSUPPORTED"), "{stdout}");
     assert!(stdout.contains("crash-restart        PASS"), "{stdout}");
     assert_eq!(code, Some(0), "{stdout}");
     drop(serve);
@@ -157,7 +157,7 @@ async fn every_scenario_passes_against_forkless_serve_on_redis() {
     let url = format!("{}#{}", prefix.url, prefix.prefix);
     let serve = Restartable::start_on(support::fresh_data_dir(), &format!("--store '{url}'")).await;
     let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command]).await;
-    assert!(stdout.contains("15 scenarios: 14 PASS, 0 FAIL, 1 UNSUPPORTED"), "{stdout}");
+    assert!(stdout.contains("16 scenarios: 14 PASS, 0 FAIL, 2 UNSUPPORTED"), "{stdout}");
     assert!(stdout.contains("crash-restart        PASS"), "{stdout}");
     assert_eq!(code, Some(0), "{stdout}");
     drop(serve);
@@ -172,7 +172,7 @@ async fn every_scenario_passes_against_forkless_serve_on_a_redis_cluster() {
     let url = format!("{}#check", cluster.url());
     let serve = Restartable::start_on(support::fresh_data_dir(), &format!("--store '{url}'")).await;
     let (code, stdout) = check(&[&serve.url, "--restart-cmd", &serve.command]).await;
-    assert!(stdout.contains("15 scenarios: 14 PASS, 0 FAIL, 1 UNSUPPORTED"), "{stdout}");
+    assert!(stdout.contains("16 scenarios: 14 PASS, 0 FAIL, 2 UNSUPPORTED"), "{stdout}");
     assert!(stdout.contains("crash-restart        PASS"), "{stdout}");
     assert_eq!(code, Some(0), "{stdout}");
     drop(serve);
@@ -271,7 +271,7 @@ async fn check_peers_probes_every_sdk_server_and_reports() {
             &std::fs::read_to_string(out_dir.join(format!("{peer}.json"))).expect("report"),
         )
         .expect("JSON report");
-        assert_eq!(verdicts(&report).len(), 15, "{report}");
+        assert_eq!(verdicts(&report).len(), 16, "{report}");
     }
 }
 
@@ -289,19 +289,26 @@ async fn the_task_scenarios_catch_a_server_that_forgets_tasks_in_a_restart() {
     assert_eq!(code, Some(1), "{stdout}");
 }
 
-/// Two nodes on PostgreSQL: every task resolves on both the moment it is created, and reads
-/// the same from both once ended.
+/// Two nodes on PostgreSQL: every task resolves on both the moment it is created, reads the
+/// same from both once ended, and when the first node is killed its task resolves on the
+/// second throughout and ends (settled `owner_lost` once the dead node's lease lapsed).
 #[tokio::test]
-async fn every_task_resolves_on_every_node_at_once_on_postgres() {
+async fn every_task_resolves_on_every_node_and_outlives_its_node_on_postgres() {
     let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
     let node = |name: &'static str| {
         let store = db.url.clone();
-        async move { Serve::start(&["--store", &store, "--node-id", name, "--revisions", "all"]).await }
+        async move {
+            Serve::start(&["--store", &store, "--node-id", name, "--lease-ttl", "1000", "--revisions", "all"])
+                .await
+        }
     };
     let (a, b) = (node("a").await, node("b").await);
-    let only = "task-read-twice,task-every-node";
-    let (code, stdout) = check(&[&a.url, "--also-url", &b.url, "--only", only]).await;
+    let kill = format!("kill -9 {}", a.pid());
+    let only = "task-read-twice,task-every-node,task-node-loss";
+    let (code, stdout) = check(&[&a.url, "--also-url", &b.url, "--kill-cmd", &kill, "--only", only]).await;
     assert!(stdout.contains("task-read-twice      PASS"), "{stdout}");
     assert!(stdout.contains("task-every-node      PASS"), "{stdout}");
+    assert!(stdout.contains("task-node-loss       PASS"), "{stdout}");
+    assert!(stdout.contains("owner_lost"), "the evidence names the settlement: {stdout}");
     assert_eq!(code, Some(0), "{stdout}");
 }

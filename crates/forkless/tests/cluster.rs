@@ -68,7 +68,7 @@ async fn three_nodes(backend: Backend) {
     for scenario in report["scenarios"].as_array().expect("scenarios") {
         // The restart scenarios need --restart-cmd; the others pass through the balancer, the
         // task ones read every task on every node too.
-        let restarts = ["crash-restart", "task-crash-working", "task-crash-input"];
+        let restarts = ["crash-restart", "task-crash-working", "task-crash-input", "task-node-loss"];
         let want = if restarts.iter().any(|r| scenario["name"] == *r) { "UNSUPPORTED" } else { "PASS" };
         assert_eq!(scenario["verdict"], want, "{scenario}");
     }

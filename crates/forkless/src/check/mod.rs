@@ -40,7 +40,7 @@
 //! `start-background-stream`), called with `{"interval": ms, "count": n}` merged with `--args`.
 //! Scenarios that need a tool the server lacks are UNSUPPORTED.
 //!
-//! Four task scenarios (2026-07-28) follow, see [`tasks`].
+//! Five task scenarios (2026-07-28) follow, see [`tasks`].
 //!
 //! This module owns the command, its report and its exit status. [`probe`] owns the raw HTTP,
 //! [`tape`] the reading and comparing of numbered events, [`scenarios`] the scripts.
@@ -113,6 +113,10 @@ pub struct CheckArgs {
     /// Tool that runs as a task asking the client for input.
     #[arg(long, default_value = "confirm_delete", value_name = "NAME")]
     pub input_tool: String,
+    /// A shell command that kills the node at URL for good (the others, `--also-url`, live
+    /// on): enables `task-node-loss`.
+    #[arg(long, value_name = "CMD")]
+    pub kill_cmd: Option<String>,
 }
 
 impl CheckArgs {
@@ -131,6 +135,7 @@ impl CheckArgs {
             also_urls: Vec::new(),
             task_tool: "slow_compute".into(),
             input_tool: "confirm_delete".into(),
+            kill_cmd: None,
         }
     }
 }
@@ -323,6 +328,7 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
         urls: std::iter::once(args.url.clone()).chain(args.also_urls.iter().cloned()).collect(),
         tool: args.task_tool.clone(),
         input_tool: (args.input_tool.clone(), Value::Object(serde_json::Map::new())),
+        kill: args.kill_cmd.clone(),
     };
     let mut scenarios = Vec::new();
     for scenario in SCENARIOS.into_iter().chain(tasks::TASK_SCENARIOS) {
@@ -345,6 +351,7 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
             "task-every-node" => tasks::every_node(&tasks).await,
             "task-crash-working" => tasks::crash_working(&mut ctx, &tasks).await,
             "task-crash-input" => tasks::crash_input(&mut ctx, &tasks).await,
+            "task-node-loss" => tasks::node_loss(&tasks).await,
             _ => scenarios::churn(&mut ctx).await,
         };
         let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

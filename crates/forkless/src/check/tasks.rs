@@ -9,6 +9,7 @@
 //! | `task-every-node` | 20 tasks, each read from every URL the moment `CreateTaskResult` arrives: every read resolves | a URL does not know a task it was just given | fewer than two URLs (`--also-url`) |
 //! | `task-crash-working` | a task working when `--restart-cmd` ran still resolves after it, and has not moved back: working, completed, or failed (with an error) | unknown after the restart, or its status moved back | no `--restart-cmd` |
 //! | `task-crash-input` | a task waiting for input when `--restart-cmd` ran still resolves after it: waiting for the same requests, or failed | unknown after the restart, or another status | no `--restart-cmd`, or no input tool |
+//! | `task-node-loss` | a task working on the first URL when `--kill-cmd` killed that node resolves on the other URLs at every read, and ends (failed with an error, or completed by a restart) within 90 s | unknown on another node, its status moved back, or still working after 90 s (left working for ever) | fewer than two URLs, or no `--kill-cmd` |
 //!
 //! It owns these scenarios and the little 2026-07-28 HTTP they speak; the restart is
 //! [`super::steps::restart`]'s.
@@ -22,7 +23,7 @@ use super::steps::{Ctx, Ev, Step, restart, run};
 use super::{Outcome, Scenario};
 
 /// The task scenarios, in the order they run (after the stream scenarios).
-pub(crate) const TASK_SCENARIOS: [Scenario; 4] = [
+pub(crate) const TASK_SCENARIOS: [Scenario; 5] = [
     Scenario {
         name: "task-read-twice",
         title: "finish a task, read it twice from every URL",
@@ -43,6 +44,11 @@ pub(crate) const TASK_SCENARIOS: [Scenario; 4] = [
         title: "restart the server (--restart-cmd) while a task waits for input",
         pass_if: "the id still resolves: waiting for the same requests, or failed",
     },
+    Scenario {
+        name: "task-node-loss",
+        title: "kill the first URL's node (--kill-cmd) while a task works there",
+        pass_if: "it resolves on the other URLs at every read and ends within 90 s",
+    },
 ];
 
 /// What the task scenarios need: the endpoints and the tools.
@@ -55,6 +61,8 @@ pub(crate) struct TaskTarget {
     pub(crate) tool: String,
     /// `--input-tool`: a task that asks for input (default `confirm_delete`).
     pub(crate) input_tool: (String, Value),
+    /// `--kill-cmd`: kills the first URL's node for good.
+    pub(crate) kill: Option<String>,
 }
 
 impl TaskTarget {
@@ -246,6 +254,58 @@ pub(crate) async fn crash_input(ctx: &mut Ctx, t: &TaskTarget) -> Outcome {
                 "after the restart {after}; before it waited for {}",
                 waiting["inputRequests"]
             ))),
+        }
+    })
+    .await
+}
+
+pub(crate) async fn node_loss(t: &TaskTarget) -> Outcome {
+    run(&mut Ev::default(), async |ev| {
+        let Some(command) = t.kill.clone() else {
+            return Ok(
+                ev.unsupported("no --kill-cmd: this scenario needs a way to kill the first URL's node")
+            );
+        };
+        if t.urls.len() < 2 {
+            return Ok(ev.unsupported("one URL: give the deployment's other nodes with --also-url"));
+        }
+        t.offers_tasks(ev).await?;
+        let id = t.create(&t.urls[0], &(t.tool.clone(), json!({ "seconds": 10 })), ev).await?;
+        let mut last = t.get(&t.urls[1], &id).await.map_err(|e| ev.fail(e))?;
+        let status = tokio::process::Command::new("sh").args(["-c", &command]).status().await;
+        if !status.is_ok_and(|s| s.success()) {
+            return Err(ev.fail("--kill-cmd failed"));
+        }
+        let killed = Instant::now();
+        ev.note(format!("killed the node at {}; reading task {id} on the others", t.urls[0]));
+        loop {
+            for url in &t.urls[1..] {
+                let task = t.get(url, &id).await.map_err(|e| ev.fail(format!("after the kill: {e}")))?;
+                if rank(&task) < rank(&last) {
+                    return Ok(ev.fail(format!(
+                        "the status moved back: {} after {}",
+                        task["status"], last["status"]
+                    )));
+                }
+                last = task;
+            }
+            if rank(&last) == 2 {
+                let ended = format!(
+                    "{} {}",
+                    last["status"],
+                    last.get("error").map_or(String::new(), Value::to_string)
+                );
+                return Ok(ev.pass(format!(
+                    "task {id} ended {ended} {:.1} s after the kill",
+                    killed.elapsed().as_secs_f64()
+                )));
+            }
+            if killed.elapsed() > Duration::from_secs(90) {
+                return Ok(
+                    ev.fail(format!("task {id} still {} 90 s after its node was killed", last["status"]))
+                );
+            }
+            sleep(Duration::from_millis(100)).await;
         }
     })
     .await

@@ -180,6 +180,11 @@ impl Serve {
         self.url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned()
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("process still running")
+    }
+
     /// Send SIGTERM.
     pub fn terminate(&self) {
         self.signal("TERM");
