@@ -146,3 +146,47 @@ async fn three_nodes_on_postgres_keep_every_task_and_settle_a_lost_owners_once()
 async fn three_nodes_on_redis_keep_every_task_and_settle_a_lost_owners_once() {
     three_nodes(Backend::Redis).await;
 }
+
+/// The control of the 200-of-200 oracle above, over HTTP: two nodes in this process on one
+/// PostgreSQL database, node a's database armed to acknowledge each task write before it
+/// writes it (what answering `CreateTaskResult` before the commit would be). The same oracle
+/// (created through one node, read at once on the other) catches it: node b does not know a
+/// task node a just gave out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negative_control_a_create_acknowledged_before_its_commit_is_caught_on_the_other_node() {
+    use forkless_server::{Server, ServerConfig};
+    use forkless_store::shared::{DbFault, FaultyDatabase, Pipeline, SharedStore, TailConfig};
+    use forkless_store_postgres::{Hints, PgConfig};
+
+    let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
+    let pg = forkless_store_postgres::database(&PgConfig::new(&db.url)).await.expect("connect");
+    let (faulty, faults) = FaultyDatabase::new(pg);
+    let store_a = SharedStore::new(faulty, Hints::Off, "a".into(), Pipeline::On, TailConfig::default());
+    let store_b = db.store(Hints::Off).await;
+    let serve = |server: axum::Router| async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, server).await });
+        url
+    };
+    let demo = forkless::demo::DemoHandler::new;
+    let a = serve(Server::new(store_a, demo(), ServerConfig::default()).expect("config").router()).await;
+    let b = serve(Server::new(store_b, demo(), ServerConfig::default()).expect("config").router()).await;
+    let http = reqwest::Client::new();
+    let mut caught = None;
+    for i in 0..200 {
+        faults.inject(DbFault::TaskAckedBeforeWrite);
+        let id = create(&http, &a, "slow_compute", json!({ "seconds": 1 })).await;
+        let read = rpc(&http, &b, "tasks/get", json!({ "taskId": id })).await;
+        if read["result"]["taskId"] != id.as_str() {
+            caught = Some((i, read));
+            break;
+        }
+    }
+    let (at, read) = caught.expect("acknowledging before the commit must be caught");
+    assert_eq!(
+        (at, read["error"]["code"].as_i64()),
+        (0, Some(-32602)),
+        "unknown at once on the other node: {read}"
+    );
+}
