@@ -134,9 +134,7 @@ impl<S: Store, H: Handler> App<S, H> {
                 }
                 if method.starts_with("tasks/") {
                     let out = self.answer_task_method(&shared, &method, params.as_ref()).await;
-                    let mut response = json_response(jsonrpc::response_payload(&id, &out));
-                    *response.status_mut() = wire::status_of(&out);
-                    return Ok(response);
+                    return Ok(answered(&id, &out));
                 }
                 if method == "server/discover" {
                     let info = self.handler.info();
@@ -172,7 +170,7 @@ impl<S: Store, H: Handler> App<S, H> {
             AnswerMode::Json if keyed.is_some() => {
                 // Run in a task of its own: the connection closing drops this future, never
                 // the keyed request, whose answer is kept for its re-issue.
-                let app = self.clone();
+                let (app, id) = (self.clone(), call.id.clone());
                 let execution = tokio::spawn(async move {
                     let out = app.run(shared, &mut call, cancel, Outlet::Nowhere).await;
                     let out = out.map(|mut result| {
@@ -182,11 +180,12 @@ impl<S: Store, H: Handler> App<S, H> {
                     if let Some(run) = keyed {
                         run.finish(&out).await;
                     }
-                    (call.id, out)
+                    out
                 });
-                let (id, out) = execution
+                // Only a runtime shutting down stops it (the handler's panics are caught).
+                let out = execution
                     .await
-                    .map_err(|_| Error::InvalidMessage("the keyed request's execution stopped".into()))?;
+                    .unwrap_or_else(|_| Err(jsonrpc::RpcError::internal("the server is stopping")));
                 Ok(answered(&id, &out))
             }
             AnswerMode::Json => {

@@ -161,9 +161,11 @@ impl TaskTable {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Hold a place for new work of `principal`, within the limits.
-    fn admit(&self, principal: Option<&str>) -> Result<(), RpcError> {
-        let live = self.live();
+    /// Register the work of new task `task` as running here, within the limits (checked and
+    /// taken under one lock, so two creations racing for the last place cannot both have it).
+    fn admit(&self, task: &TaskRecord) -> Result<Arc<Live>, RpcError> {
+        let principal = task.principal();
+        let mut live = self.live();
         let tasks = || live.values().filter(|l| l.kind == TaskKind::Task);
         if tasks().count() >= self.limits.max_tasks {
             return Err(RpcError::internal(format!(
@@ -178,12 +180,20 @@ impl TaskTable {
                 self.limits.max_tasks_per_principal
             )));
         }
-        Ok(())
+        let entry = self.new_live(task);
+        live.insert(task.id(), entry.clone());
+        Ok(entry)
     }
 
-    /// Register the work of `task` as running here.
+    /// Register the work of `task` as running here (a restart, a keyed request: no limit).
     fn start_live(&self, task: &TaskRecord) -> Arc<Live> {
-        let live = Arc::new(Live {
+        let live = self.new_live(task);
+        self.live().insert(task.id(), live.clone());
+        live
+    }
+
+    fn new_live(&self, task: &TaskRecord) -> Arc<Live> {
+        Arc::new(Live {
             kind: task.kind(),
             principal: task.principal().map(str::to_owned),
             epoch: task.owner().epoch,
@@ -191,9 +201,7 @@ impl TaskTable {
             cancel: self.shutdown.child_token(),
             changed: Notify::new(),
             stored: std::sync::atomic::AtomicBool::new(false),
-        });
-        self.live().insert(task.id(), live.clone());
-        live
+        })
     }
 
     /// The work of `id` under `epoch` ended here.
@@ -204,17 +212,14 @@ impl TaskTable {
         }
     }
 
-    /// The task `params.taskId` names, if `principal` may read it: the id's text and the
-    /// record, or the refusal (`-32602`, the same for an unknown id and another principal's).
+    /// The task `text` names, if `principal` may read it, or the refusal (`-32602`, the same
+    /// for an unknown id and another principal's).
     async fn find(
         &self,
-        params: Option<&Value>,
+        text: &str,
         principal: Option<&str>,
         now: Timestamp,
     ) -> Result<TaskRecord, RpcError> {
-        let Some(text) = params.and_then(|p| p.get("taskId")).and_then(Value::as_str) else {
-            return Err(RpcError::invalid_params("invalid params: taskId (a string) is required"));
-        };
         let id = text.parse::<TaskId>().map_err(|_| unknown(text))?;
         let task = self.records.load(id).await.map_err(|e| store_failed(&e))?.ok_or_else(|| unknown(text))?;
         // Another principal's task, or a keyed request (never handed out as a task): unknown.
@@ -239,10 +244,10 @@ impl TaskTable {
         principal: Option<&str>,
         now: Timestamp,
     ) -> Result<Value, RpcError> {
-        if !params.and_then(|p| p.get("taskId")).is_some_and(Value::is_string) {
+        let Some(text) = params.and_then(|p| p.get("taskId")).and_then(Value::as_str) else {
             return Err(RpcError::invalid_params("invalid params: taskId (a string) is required"));
-        }
-        let found = self.find(params, principal, now).await;
+        };
+        let found = self.find(text, principal, now).await;
         match method {
             "tasks/get" => {
                 let task = found?;

@@ -86,7 +86,6 @@ impl TaskStarter {
         inputs: Option<String>,
     ) -> Result<(TaskRecord, Arc<Live>), RpcError> {
         let table = &self.table;
-        table.admit(self.principal.as_deref())?;
         let task = TaskRecord::new(NewTask {
             id: TaskId::generate(&mut OsEntropy),
             kind: forkless_core::TaskKind::Task,
@@ -99,7 +98,7 @@ impl TaskStarter {
             now: now(),
         });
         // Registered first, so its work can never finish before the table knows it.
-        let live = table.start_live(&task);
+        let live = table.admit(&task)?;
         if let Err(e) = table.records.create(&task).await {
             table.end_live(task.id(), live.epoch);
             return Err(store_failed(&e));
