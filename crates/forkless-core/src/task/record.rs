@@ -267,36 +267,21 @@ impl TaskRecord {
     }
 
     /// Rebuild a record from its stored parts (for a store's codec).
-    pub fn restore(parts: TaskParts) -> Self {
-        let TaskParts {
-            id,
-            kind,
-            principal,
-            status,
-            message,
-            created,
-            updated,
-            ttl,
-            poll_interval,
-            owner,
-            on_owner_lost,
-            inputs,
-            answers,
-        } = parts;
+    pub fn restore(p: TaskParts) -> Self {
         Self {
-            id,
-            kind,
-            principal,
-            status,
-            message,
-            created,
-            updated,
-            ttl,
-            poll_interval,
-            owner,
-            on_owner_lost,
-            inputs,
-            answers,
+            id: p.id,
+            kind: p.kind,
+            principal: p.principal,
+            status: p.status,
+            message: p.message,
+            created: p.created,
+            updated: p.updated,
+            ttl: p.ttl,
+            poll_interval: p.poll_interval,
+            owner: p.owner,
+            on_owner_lost: p.on_owner_lost,
+            inputs: p.inputs,
+            answers: p.answers,
         }
     }
 }
