@@ -29,6 +29,9 @@ pub enum Fault {
     Health,
     /// The next spend of a one-time key fails before anything is stored.
     Spend,
+    /// The next read that returns an event after a stream's first hands it the bytes of the
+    /// event before it (an id that names other bytes: a store reading the wrong row).
+    ReadRenamed,
 }
 
 /// Any [`Store`], with failures injected by [`FaultyStore::inject`].
@@ -112,7 +115,17 @@ impl<S: Store> Store for FaultyStore<S> {
         if self.take(&[Fault::Read]).is_some() {
             return Err(injected("read"));
         }
-        self.inner.read(session, stream, after, max, reader).await
+        let mut events = self.inner.read(session, stream, after, max, reader).await?;
+        if let Some(event) = events.iter_mut().find(|e| e.seq.get() >= 2)
+            && self.take(&[Fault::ReadRenamed]).is_some()
+        {
+            let before = Seq::new(event.seq.get() - 2);
+            let previous = self.inner.read(session, stream, before, 1, Reader::Inspector).await?;
+            if let Some(previous) = previous.into_iter().next() {
+                event.payload = previous.payload;
+            }
+        }
+        Ok(events)
     }
 
     async fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {

@@ -9,7 +9,7 @@ use forkless_core::{
     SessionId, SessionRecord, Timestamp,
 };
 use forkless_store::conformance::model::{Backend, cases, run};
-use forkless_store::{MemoryStore, Store, transact};
+use forkless_store::{Fault, FaultyStore, MemoryStore, Store, transact};
 
 const T0_MS: u64 = 1_000_000_000;
 
@@ -26,6 +26,30 @@ impl Backend for Memory {
 #[test]
 fn core_and_memory_store_keep_the_invariant_under_random_histories() {
     run::<Memory>(cases());
+}
+
+/// The memory store behind a wrapper whose reads hand an event the bytes of the one before it,
+/// from time to time: the sequence numbers stay right, only the content is renamed.
+struct Renaming;
+
+impl Backend for Renaming {
+    type S = FaultyStore<MemoryStore>;
+    const NAME: &'static str = "memory, reads renamed";
+    fn open(_: &tokio::runtime::Runtime, _: Timestamp) -> Self::S {
+        let store = FaultyStore::new(MemoryStore::new());
+        for _ in 0..3 {
+            store.inject(Fault::ReadRenamed);
+        }
+        store
+    }
+}
+
+/// The content check's negative control: a store that keeps every sequence number but hands
+/// an id to other bytes is caught (a model that compared sequence numbers only passed it).
+#[test]
+#[should_panic(expected = "other bytes")]
+fn negative_control_a_store_that_renames_an_events_bytes_is_caught() {
+    run::<Renaming>(300);
 }
 
 #[test]

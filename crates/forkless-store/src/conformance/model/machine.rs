@@ -2,7 +2,6 @@
 //! outcomes compared, and the invariants checked after every step.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 
 use forkless_core::{
     Attachment, EndReason, NewSession, Revision, SeededEntropy, Seq, SessionId, SessionRecord, StreamId,
@@ -41,7 +40,19 @@ impl<B: Backend> StateMachineTest for StoreUnderTest<B> {
             rt.block_on(store.create(record)).unwrap();
             sessions.push(SutSession { id, streams: vec![standalone], client: Client::default() });
         }
-        Sut { rt, store, seen: seen::<B>(), cfg, now, entropy, sessions, conns: Vec::new() }
+        Sut {
+            rt,
+            store,
+            tally: [0; OUTCOMES],
+            seen: seen::<B>(),
+            cfg,
+            now,
+            entropy,
+            sessions,
+            conns: Vec::new(),
+            written: HashMap::new(),
+            appends: 0,
+        }
     }
 
     fn apply(mut sut: Sut<B::S>, model: &Model, step: Step) -> Sut<B::S> {
@@ -93,9 +104,9 @@ impl<B: Backend> StateMachineTest for StoreUnderTest<B> {
                     let (tick, _) =
                         sut.rt.block_on(transact(&sut.store, s.id, |r| Ok(r.on_tick(now, &cfg)))).unwrap();
                     let c = (tick.detached.len(), tick.evicted.len(), tick.dropped.len(), tick.ended);
-                    sut.seen[SEEN_TTL_EVICTED].fetch_add(c.1 as u64, Ordering::Relaxed);
-                    sut.seen[SEEN_TTL_DROPPED].fetch_add(c.2 as u64, Ordering::Relaxed);
-                    sut.seen[SEEN_IDLE_ENDED].fetch_add(u64::from(c.3), Ordering::Relaxed);
+                    sut.tally[SEEN_TTL_EVICTED] += c.1 as u64;
+                    sut.tally[SEEN_TTL_DROPPED] += c.2 as u64;
+                    sut.tally[SEEN_IDLE_ENDED] += u64::from(c.3);
                     counts.push(c);
                 }
                 Expect::Tick(counts)
@@ -108,6 +119,10 @@ impl<B: Backend> StateMachineTest for StoreUnderTest<B> {
         };
         assert_eq!(got, model.last, "the system and the model disagree on the outcome of {step:?}");
         sut
+    }
+
+    fn teardown(sut: Sut<B::S>, _: Model) {
+        sut.seen.add(&sut.tally);
     }
 
     fn check_invariants(sut: &Sut<B::S>, model: &Model) {
@@ -156,6 +171,9 @@ impl<B: Backend> StateMachineTest for StoreUnderTest<B> {
                 let want = (r.kind, r.high, r.low, r.epoch, r.life, r.attached);
                 assert_eq!(got, want, "stream {k} of session {s}: (kind, high, low, epoch, life, deadline)");
                 assert_eq!(st.ever_attached(), r.ever_attached);
+                if !st.is_fenced() {
+                    sut.check_content(session, *id, st.low_water());
+                }
                 if st.is_fenced() {
                     // Nothing can be delivered from a fenced stream.
                     match sut.rt.block_on(sut.store.read(

@@ -2,7 +2,6 @@
 //! simulated connections and one simulated client per session.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use forkless_core::{
@@ -35,6 +34,8 @@ pub(super) const SEEN_IDLE_ENDED: usize = 18;
 pub(super) struct Client {
     pub(super) cursor: HashMap<StreamId, u64>,
     pub(super) accepted: HashMap<StreamId, Vec<u64>>,
+    /// The bytes the client accepted under each id: an id names them forever.
+    pub(super) bytes: HashMap<(StreamId, u64), Bytes>,
 }
 
 impl Client {
@@ -48,7 +49,10 @@ impl Client {
     }
 
     /// Returns whether the event was a duplicate (dropped).
-    pub(super) fn receive(&mut self, stream: StreamId, seq: u64) -> bool {
+    pub(super) fn receive(&mut self, stream: StreamId, seq: u64, payload: &Bytes) -> bool {
+        if let Some(before) = self.bytes.get(&(stream, seq)) {
+            assert_eq!(before, payload, "event {stream}.{seq} was delivered again with other bytes");
+        }
         let cursor = self.cursor.entry(stream).or_insert(0);
         if seq <= *cursor {
             return true;
@@ -56,6 +60,7 @@ impl Client {
         assert_eq!(seq, *cursor + 1, "gap on {stream:?}: client at {cursor}, received {seq}");
         *cursor = seq;
         self.accepted.entry(stream).or_default().push(seq);
+        self.bytes.insert((stream, seq), payload.clone());
         false
     }
 }
@@ -80,12 +85,18 @@ pub(super) struct SutConn {
 pub(super) struct Sut<S> {
     pub(super) rt: tokio::runtime::Runtime,
     pub(super) store: S,
+    /// How often each outcome occurred in this case, added to the backend's [`Seen`] at the end.
+    pub(super) tally: [u64; OUTCOMES],
     pub(super) seen: &'static Seen,
     pub(super) cfg: Config,
     pub(super) now: Timestamp,
     pub(super) entropy: SeededEntropy,
     pub(super) sessions: Vec<SutSession>,
     pub(super) conns: Vec<SutConn>,
+    /// The bytes each acknowledged append was given, by the id the store answered with.
+    pub(super) written: HashMap<(StreamId, u64), Bytes>,
+    /// Appends attempted in this case: each gets distinct content.
+    pub(super) appends: u64,
 }
 
 pub(super) fn answer_of(result: Result<(GetOutcome, crate::Version), StoreError>) -> Answer {
@@ -180,11 +191,11 @@ impl<S: Store> Sut<S> {
             _ => None,
         };
         let answer = answer_of(result);
-        self.seen[seen_index(answer)].fetch_add(1, Ordering::Relaxed);
+        self.tally[seen_index(answer)] += 1;
         let Some(g) = grant else { return answer };
         let sut = &mut self.sessions[session];
         if g.displaced {
-            self.seen[SEEN_DISPLACED].fetch_add(1, Ordering::Relaxed);
+            self.tally[SEEN_DISPLACED] += 1;
         }
         if g.resumed {
             // Section 7: a continuation only of the stream and cursor the client asked for.
@@ -210,11 +221,16 @@ impl<S: Store> Sut<S> {
             Target::Stream(k) => AppendTarget::Stream(sut.streams[k]),
         };
         let before = self.rt.block_on(self.store.load(sut.id)).unwrap().unwrap();
-        let payload = Bytes::from_static(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}");
+        // Distinct content per append, so a store that hands an id to other bytes is seen.
+        self.appends += 1;
+        let payload = Bytes::from(format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progress":{},"session":{session}}}}}"#,
+            self.appends
+        ));
         let result = self.rt.block_on(self.store.append(Append {
             session: sut.id,
             target,
-            payload,
+            payload: payload.clone(),
             kind: EventKind::ending_if(complete),
             now: self.now,
             limits: &self.cfg.limits,
@@ -224,6 +240,8 @@ impl<S: Store> Sut<S> {
                 if let AppendTarget::Stream(s) = target {
                     assert_eq!(id.stream, s, "never redirected");
                 }
+                let before = self.written.insert((id.stream, id.seq.get()), payload);
+                assert_eq!(before, None, "the store answered an append with an id it had given before");
                 Ok(id.seq.get())
             }
             Err(e) => {
@@ -269,7 +287,7 @@ impl<S: Store> Sut<S> {
         let max = usize::try_from(max).unwrap_or(usize::MAX);
         match self.rt.block_on(self.store.read(id, stream, conn.cursor, max, Reader::Attached(epoch))) {
             Err(StoreError::Evicted { .. }) => {
-                self.seen[SEEN_EVICTED_WRITER].fetch_add(1, Ordering::Relaxed);
+                self.tally[SEEN_EVICTED_WRITER] += 1;
                 self.rt.block_on(transact(&self.store, id, |r| r.on_detach(stream, epoch, now))).unwrap();
                 self.conns[c].open = false;
             }
@@ -280,9 +298,11 @@ impl<S: Store> Sut<S> {
                 for e in events {
                     assert_eq!(e.seq, conn.cursor.next(), "the store returns the log in order, gap-free");
                     assert!(e.seq <= meta.high_water());
+                    let written = self.written.get(&(stream, e.seq.get()));
+                    assert_eq!(written, Some(&e.payload), "event {stream}.{} read with other bytes", e.seq);
                     conn.cursor = e.seq;
-                    if client.receive(stream, e.seq.get()) {
-                        self.seen[SEEN_DUPLICATES].fetch_add(1, Ordering::Relaxed);
+                    if client.receive(stream, e.seq.get(), &e.payload) {
+                        self.tally[SEEN_DUPLICATES] += 1;
                     }
                 }
                 if meta.is_completed() && conn.cursor == meta.high_water() {
@@ -292,6 +312,35 @@ impl<S: Store> Sut<S> {
                     let renew = |r: &mut SessionRecord| r.on_write_completed(stream, epoch, now, &cfg);
                     self.rt.block_on(transact(&self.store, id, renew)).unwrap();
                 }
+            }
+        }
+    }
+
+    /// Every id the store still serves on `stream` names the bytes it was appended with, and
+    /// every id the client accepted that is still retained names the bytes the client has.
+    pub(super) fn check_content(&self, session: &SutSession, stream: StreamId, low: Seq) {
+        let after = Seq::new(low.get().saturating_sub(1));
+        let read = self.store.read(session.id, stream, after, 10_000, Reader::Inspector);
+        let events = match self.rt.block_on(read) {
+            Ok(events) => events,
+            // Retention moved on between the record and the read: nothing to compare.
+            Err(StoreError::Evicted { .. }) => return,
+            Err(e) => panic!("read of stream {stream}: {e:?}"),
+        };
+        for e in events {
+            let key = (stream, e.seq.get());
+            assert_eq!(
+                self.written.get(&key),
+                Some(&e.payload),
+                "event {stream}.{} now names other bytes",
+                e.seq
+            );
+            if let Some(accepted) = session.client.bytes.get(&key) {
+                assert_eq!(
+                    accepted, &e.payload,
+                    "event {stream}.{} differs from what the client accepted",
+                    e.seq
+                );
             }
         }
     }
