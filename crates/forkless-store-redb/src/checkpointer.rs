@@ -12,6 +12,7 @@
 //! [`super::checkpoint`]'s, when one is due and which region is free is
 //! [`super::journal`]'s.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
@@ -34,6 +35,8 @@ pub(crate) struct Checkpointer {
 struct Shared {
     state: Mutex<State>,
     changed: Condvar,
+    /// Checkpoints committed (the store's `/metrics`, and a signal tests wait on).
+    done: Arc<AtomicU64>,
 }
 
 #[derive(Debug, Default)]
@@ -79,6 +82,11 @@ impl Checkpointer {
     /// The redb database (read at recovery, before the first checkpoint).
     pub(crate) fn db(&self) -> &Database {
         &self.db
+    }
+
+    /// The count of committed checkpoints, shared with whoever reports it.
+    pub(crate) fn done(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.shared.done)
     }
 
     /// Whether a checkpoint is in progress.
@@ -173,8 +181,13 @@ fn work(db: &Database, shared: &Shared) {
         tracing::debug!(writes = ops.len(), took = ?started.elapsed(), "checkpoint");
         ops.clear();
         let mut state = shared.lock();
-        if let Err(why) = result {
-            state.failed.get_or_insert(why);
+        match result {
+            Ok(()) => {
+                shared.done.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(why) => {
+                state.failed.get_or_insert(why);
+            }
         }
         state.phase = Phase::Idle;
         state.spare = Some(ops);

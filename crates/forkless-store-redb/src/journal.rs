@@ -134,6 +134,11 @@ impl Writer {
         }
     }
 
+    /// The count of committed checkpoints.
+    pub(crate) fn checkpoints(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        self.checkpointer.done()
+    }
+
     /// The redb database (read at recovery, before the writer thread starts).
     pub(crate) fn db(&self) -> &Database {
         self.checkpointer.db()

@@ -136,6 +136,8 @@ struct Inner {
     /// session lock, in mutation order.
     inbox: Arc<inbox::Inbox>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Checkpoints committed since the store opened.
+    checkpoints: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Drop for Inner {
@@ -364,6 +366,15 @@ impl Store for RedbStore {
 
     fn usage(&self) -> forkless_store::Usage {
         self.inner.engine.usage()
+    }
+
+    fn metrics(&self) -> Vec<forkless_store::StoreMetric> {
+        vec![forkless_store::StoreMetric {
+            name: "forkless_store_checkpoints_total",
+            help: "Checkpoints of the write-ahead log into the data file committed since the store opened.",
+            kind: forkless_store::MetricKind::Counter,
+            value: self.inner.checkpoints.load(std::sync::atomic::Ordering::Relaxed),
+        }]
     }
 
     async fn health(&self) -> Result<()> {

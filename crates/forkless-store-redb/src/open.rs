@@ -188,6 +188,7 @@ impl RedbStore {
                 poison: Arc::clone(&poison),
                 inbox: Arc::clone(&inbox),
                 writer: Mutex::new(None),
+                checkpoints: writer.checkpoints(),
             }),
         };
         let recovery = Recovery { replayed, ..store.recover(writer.db(), now)? };

@@ -244,7 +244,7 @@ async fn a_checkpoint_followed_by_a_crash_loses_nothing() {
     let (machine, store, sid, s) = machine_with_events(16, 10).await;
     // The periodic checkpoint (a second after the first pending write) copies the log into
     // the data file; then the power fails.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    checkpointed(&store).await;
     let crashed = machine.after_power_failure(0.0);
     let (_, alone) = crashed.data_file_alone().open(Durability::Immediate);
     assert_eq!((alone.sessions, alone.events), (1, 10), "the data file alone holds everything");
@@ -407,4 +407,18 @@ async fn negative_control_acknowledging_a_task_before_its_sync_loses_it() {
         .await
         .expect("lost tasks read as unknown, never older");
     assert!(report.kept < report.acknowledged, "early acknowledgement must lose tasks: {report:?}");
+}
+
+/// Wait for the store's first periodic checkpoint to be committed.
+async fn checkpointed(store: &RedbStore) {
+    let count = || {
+        store.metrics().iter().find(|m| m.name == "forkless_store_checkpoints_total").map_or(0, |m| m.value)
+    };
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while count() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the periodic checkpoint comes within its interval");
 }

@@ -243,9 +243,17 @@ async fn lapsed_lease<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
 async fn renewed_lease<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let record = created(&a, 66).await;
     let ttl = Duration::from_millis(300);
+    let started = std::time::Instant::now();
     let held = a.hold_lease("n3", ttl, None).await.expect("lease");
-    // Let the lease's time to live pass three times over: the keeper renews it meanwhile.
-    tokio::time::sleep(ttl * 3).await;
+    // Wait until the keeper's renewals carried the lease three times past its first time to
+    // live (each landed renewal moves `held_until` on), then check it at once.
+    tokio::time::timeout(GUARD, async {
+        while held.held_until() < started + ttl * 3 {
+            tokio::time::sleep(ttl / 20).await;
+        }
+    })
+    .await
+    .expect("the keeper renews the lease");
     held.check().expect("still held");
     emit(&a, &record, 1).await.expect("its holder still serves");
     assert!(

@@ -156,6 +156,12 @@ impl<D: Database> NodeLease<D> {
         }
     }
 
+    /// Until when this node counts the lease as held, on its monotonic clock: moved on by
+    /// each renewal (the signal that one landed).
+    pub fn held_until(&self) -> Instant {
+        *self.state.until.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Whether the lease is held now.
     pub fn check(&self) -> Result<()> {
         self.state.check()
