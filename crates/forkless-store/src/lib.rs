@@ -98,6 +98,7 @@ mod memory;
 mod owner;
 mod read;
 pub mod shared;
+pub mod skip;
 mod spend;
 mod tasks;
 

@@ -236,11 +236,10 @@ async fn check_peers_probes_every_sdk_server_and_reports() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     for peer in [".peers/py/bin/python", ".peers/node/node_modules/@modelcontextprotocol/sdk"] {
         if !root.join(peer).exists() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{peer} is missing: run scripts/peers/install.sh (CI must install the peers)"
+            forkless_store::skip::skip(
+                &format!("no {peer}"),
+                &"run scripts/peers/install.sh (CI must install the peers)",
             );
-            eprintln!("skipping: {peer} is missing (run scripts/peers/install.sh)");
             return;
         }
     }

@@ -15,8 +15,7 @@ pub struct Haproxy {
 impl Haproxy {
     pub async fn start(backends: &[String]) -> Option<Self> {
         if std::process::Command::new("haproxy").arg("-v").output().is_err() {
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and haproxy is not installed");
-            eprintln!("skipped: haproxy is not installed");
+            forkless_store::skip::skip("no haproxy", &"`haproxy -v` does not run");
             return None;
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
