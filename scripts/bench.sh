@@ -27,11 +27,11 @@ else
 fi
 
 if [[ $quick == 1 ]]; then
-  cargo build --release -p forkless-bench
+  cargo build --release -p forkless-bench --features early-delivery
   exec "${pin[@]}" target/release/forkless-bench run --quick --out target/bench-quick "${args[@]}"
 fi
 
-cargo build --release -p forkless-bench
+cargo build --release -p forkless-bench --features early-delivery
 # The rmcp reference: its own (non-workspace) package and target dir, built only here.
 CARGO_TARGET_DIR=bench/rmcp-echo/target cargo build --release --manifest-path bench/rmcp-echo/Cargo.toml
 peers=()

@@ -152,10 +152,12 @@ pub async fn serve_forkless(listen: SocketAddr, answer: AnswerMode, store: Store
         StoreKind::Redb { path, durability, early_delivery } => {
             let (store, _) = RedbStore::open(&path, durability, forkless_now())
                 .map_err(|e| Error::Server(format!("opening {}: {e}", path.display())))?;
-            let store = if early_delivery {
-                store.break_durable_before_delivery_for_negative_control()
-            } else {
-                store
+            let store = match early_delivery {
+                #[cfg(feature = "early-delivery")]
+                true => store.break_durable_before_delivery_for_negative_control(),
+                #[cfg(not(feature = "early-delivery"))]
+                true => return Err(Error::Server("batched-early needs --features early-delivery".into())),
+                false => store,
             };
             run(store, config, listen).await
         }

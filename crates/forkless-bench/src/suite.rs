@@ -132,7 +132,9 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
         ];
         if !opts.quick && sse {
             servers.push(opts.forkless_redb("batched"));
-            servers.push(opts.forkless_redb("batched-early"));
+            if cfg!(feature = "early-delivery") {
+                servers.push(opts.forkless_redb("batched-early"));
+            }
         }
         servers.extend(opts.rmcp("stateful", true).filter(|_| sse));
         servers.extend(opts.rmcp("stateless", false).filter(|_| !sse));
@@ -182,7 +184,9 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&Row)) -> Result<Vec<R
     } else {
         streaming.push(opts.forkless_redb("immediate"));
         streaming.push(opts.forkless_redb("batched"));
-        streaming.push(opts.forkless_redb("batched-early"));
+        if cfg!(feature = "early-delivery") {
+            streaming.push(opts.forkless_redb("batched-early"));
+        }
     }
     if let Some(url) = &opts.redis {
         streaming.push(opts.bench(

@@ -27,6 +27,7 @@ use super::codec;
 use super::group::{
     Group, IMMEDIATE_POLL, Settled, WindowPlan, coalesce, gather_waiters, gather_window, poll_briefly,
 };
+use super::hooks::CrashHook;
 use super::inbox::Inbox;
 use super::op::Op;
 use super::wal::Log;
@@ -93,31 +94,6 @@ pub(crate) struct Writer {
     window_plan: WindowPlan,
     /// What a group's write works in, kept between uses.
     group_scratch: Superseded,
-}
-
-/// A test hook for crash tests over real processes: with `FORKLESS_TEST_ABORT_IN_SYNC=N` in
-/// the environment, the process aborts while the Nth group is being made durable (its log
-/// entry is encoded, nothing of it is delivered, its sync has not returned). Read once at
-/// open; without the variable this is a counter nobody reads.
-#[derive(Debug, Default)]
-struct CrashHook {
-    abort_at: Option<u64>,
-    groups: u64,
-}
-
-impl CrashHook {
-    fn from_env() -> Self {
-        let abort_at = std::env::var("FORKLESS_TEST_ABORT_IN_SYNC").ok().and_then(|v| v.parse().ok());
-        Self { abort_at, groups: 0 }
-    }
-
-    fn before_sync(&mut self) {
-        self.groups += 1;
-        if self.abort_at == Some(self.groups) {
-            tracing::error!(group = self.groups, "FORKLESS_TEST_ABORT_IN_SYNC: aborting during a group sync");
-            std::process::abort();
-        }
-    }
 }
 
 impl Writer {

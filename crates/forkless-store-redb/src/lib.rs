@@ -37,6 +37,7 @@ mod checkpoint;
 mod checkpointer;
 mod codec;
 mod group;
+mod hooks;
 mod inbox;
 mod journal;
 mod logfile;
@@ -156,7 +157,7 @@ impl RedbStore {
     /// still wait for their sync, so a history still has sync points). Negative-control tests
     /// use it to show that their oracle catches what the rule prevents. Call before the store
     /// is shared.
-    #[doc(hidden)]
+    #[cfg(feature = "fault-injection")]
     pub fn break_durable_before_delivery_for_negative_control(mut self) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.early_delivery = true;

@@ -181,7 +181,7 @@ impl RedbStore {
             inner: Arc::new(Inner {
                 engine: Arc::clone(&engine),
                 durability,
-                early_delivery: false,
+                early_delivery: crate::hooks::early_delivery_from_env(),
                 spent: forkless_store::Ledger::default(),
                 bulletin: forkless_store::Bulletin::default(),
                 tasks: forkless_store::TaskMap::default(),

@@ -20,11 +20,27 @@ use support::{Serve, Session, SseReader, fresh_data_dir, guard};
 struct Data {
     dir: String,
     mode: &'static str,
+    /// Delivery before durability put back (the store's test hook): the negative control.
+    early: bool,
 }
 
 impl Data {
     fn new(mode: &'static str) -> Self {
-        Self { dir: fresh_data_dir().display().to_string(), mode }
+        Self { dir: fresh_data_dir().display().to_string(), mode, early: false }
+    }
+
+    /// The same server with the rule broken.
+    fn early(self) -> Self {
+        Self { early: true, ..self }
+    }
+
+    /// `forkless serve` on these files at `listen`, with `env` besides.
+    async fn serve(&self, listen: &str, env: &[(&str, &str)]) -> Serve {
+        let mut env = env.to_vec();
+        if self.early {
+            env.push(("FORKLESS_TEST_EARLY_DELIVERY", "1"));
+        }
+        Serve::start_with_env(listen, &self.args(), &env).await
     }
 
     /// Files whose write-ahead log is the smallest the store uses at its length (64 KiB, two
@@ -34,7 +50,7 @@ impl Data {
     /// is replaced by a small one of zeros.
     async fn with_small_log(mode: &'static str) -> Self {
         let data = Self::new(mode);
-        let serve = Serve::start(&data.args()).await;
+        let serve = data.serve("127.0.0.1:0", &[]).await;
         serve.signal("TERM");
         let (status, _) = serve.wait().await;
         assert!(status.success(), "a clean stop");
@@ -79,9 +95,8 @@ async fn replay_names_the_same_events(
 }
 
 /// The scenario: a tool call's own stream, cut by `kill -9` after `#10`.
-async fn post_stream_survives_kill_9(mode: &'static str) {
-    let data = Data::new(mode);
-    let serve = Serve::start(&data.args()).await;
+async fn post_stream_survives_kill_9(data: Data) {
+    let serve = data.serve("127.0.0.1:0", &[]).await;
     let addr = serve.addr();
     let (mut session, _) = Session::open(&serve.url).await;
     let (request, response) = session
@@ -101,7 +116,7 @@ async fn post_stream_survives_kill_9(mode: &'static str) {
     serve.signal("KILL");
     serve.wait().await;
 
-    let _serve = Serve::start_at(&addr, &data.args()).await;
+    let _serve = data.serve(&addr, &[]).await;
     // The client's resume from the last id it holds continues right after it...
     let last = seen.last().expect("events").0.clone();
     let mut after = View::new();
@@ -119,7 +134,7 @@ async fn post_stream_survives_kill_9(mode: &'static str) {
 /// The session's standalone GET stream, receiving background events across the crash; the
 /// client reads `count` of them first.
 async fn standalone_stream_survives_kill_9(data: Data, count: usize) {
-    let serve = Serve::start(&data.args()).await;
+    let serve = data.serve("127.0.0.1:0", &[]).await;
     let addr = serve.addr();
     let (mut session, _) = Session::open(&serve.url).await;
     let get = session.get_stream().await;
@@ -136,7 +151,7 @@ async fn standalone_stream_survives_kill_9(data: Data, count: usize) {
     serve.signal("KILL");
     serve.wait().await;
 
-    let _serve = Serve::start_at(&addr, &data.args()).await;
+    let _serve = data.serve(&addr, &[]).await;
     let last = seen.last().expect("events").0.clone();
     let mut reader = resume(&session, &stream, &last).await;
     // New background events follow whatever survived, numbered from #1 again.
@@ -153,10 +168,8 @@ async fn standalone_stream_survives_kill_9(data: Data, count: usize) {
 
 /// The server aborts itself while a group is being made durable (after its log entry is
 /// encoded, before its sync returns): nothing of that group may have been delivered.
-async fn abort_during_a_group_sync(mode: &'static str, group: &str) {
-    let data = Data::new(mode);
-    let serve =
-        Serve::start_with_env("127.0.0.1:0", &data.args(), &[("FORKLESS_TEST_ABORT_IN_SYNC", group)]).await;
+async fn abort_during_a_group_sync(data: Data, group: &str) {
+    let serve = data.serve("127.0.0.1:0", &[("FORKLESS_TEST_ABORT_IN_SYNC", group)]).await;
     let addr = serve.addr();
     let (mut session, _) = Session::open(&serve.url).await;
     let (request, response) = session
@@ -175,19 +188,19 @@ async fn abort_during_a_group_sync(mode: &'static str, group: &str) {
     assert!(!status.success(), "aborted");
     assert!(!seen.is_empty(), "some events were delivered before the abort");
 
-    let _serve = Serve::start_at(&addr, &data.args()).await;
+    let _serve = data.serve(&addr, &[]).await;
     let replay = replay_names_the_same_events(&session, &stream, &seen, is_response_to(&request)).await;
     assert_orphan_answer(&replay, &request);
 }
 
 #[tokio::test]
 async fn batched_post_stream_after_kill_9_keeps_every_id_the_client_saw() {
-    post_stream_survives_kill_9("batched").await;
+    post_stream_survives_kill_9(Data::new("batched")).await;
 }
 
 #[tokio::test]
 async fn immediate_post_stream_after_kill_9_keeps_every_id_the_client_saw() {
-    post_stream_survives_kill_9("immediate").await;
+    post_stream_survives_kill_9(Data::new("immediate")).await;
 }
 
 #[tokio::test]
@@ -216,10 +229,56 @@ async fn immediate_standalone_stream_through_many_checkpoints_after_kill_9_keeps
 
 #[tokio::test]
 async fn batched_abort_during_a_group_sync_delivered_nothing_of_that_group() {
-    abort_during_a_group_sync("batched", "12").await;
+    abort_during_a_group_sync(Data::new("batched"), "12").await;
 }
 
 #[tokio::test]
 async fn immediate_abort_during_a_group_sync_delivered_nothing_of_that_group() {
-    abort_during_a_group_sync("immediate", "40").await;
+    abort_during_a_group_sync(Data::new("immediate"), "40").await;
+}
+
+/// How many runs a negative control gets to catch the broken rule.
+const ATTEMPTS: usize = 10;
+
+/// The negative control: the scenarios above against the same server with delivery before
+/// durability put back (the store's test hook, in the server process). Whether an oracle sees
+/// it depends on where the crash lands against the group being synced (and, for an abort,
+/// on whether the early events reached the client before the connection died), so each
+/// control gets [`ATTEMPTS`] runs and must catch it in one. Measured over eight rounds of the
+/// four, with the suite's parallelism: a run misses it about one time in six (the batched
+/// streams) to one in two (the immediate abort, whose group is a single event); a caught run
+/// takes under a second. The immediate-mode kills never catch it (the window between delivery
+/// and the log write is microseconds, and `kill -9` keeps what was written), so those are not
+/// asserted (`docs/durability.md`).
+async fn caught_with_early_delivery<F: Future<Output = ()> + Send + 'static>(run: impl Fn() -> F) -> bool {
+    for _ in 0..ATTEMPTS {
+        if tokio::spawn(run()).await.is_err() {
+            return true;
+        }
+    }
+    false
+}
+
+#[tokio::test]
+async fn negative_control_early_delivery_is_caught_by_the_batched_standalone_stream() {
+    let run = || standalone_stream_survives_kill_9(Data::new("batched").early(), 40);
+    assert!(caught_with_early_delivery(run).await, "an event delivered before its sync was lost by kill -9");
+}
+
+#[tokio::test]
+async fn negative_control_early_delivery_is_caught_by_a_batched_abort_in_a_group_sync() {
+    let run = || abort_during_a_group_sync(Data::new("batched").early(), "12");
+    assert!(caught_with_early_delivery(run).await, "the aborted group's events were delivered");
+}
+
+#[tokio::test]
+async fn negative_control_early_delivery_is_caught_by_an_immediate_abort_in_a_group_sync() {
+    let run = || abort_during_a_group_sync(Data::new("immediate").early(), "40");
+    assert!(caught_with_early_delivery(run).await, "the aborted group's events were delivered");
+}
+
+#[tokio::test]
+async fn negative_control_early_delivery_is_caught_by_the_batched_tool_call_stream() {
+    let run = || post_stream_survives_kill_9(Data::new("batched").early());
+    assert!(caught_with_early_delivery(run).await, "an event delivered before its sync was lost by kill -9");
 }

@@ -233,3 +233,42 @@ async fn reissued_through_another_node_on_postgres() {
 async fn reissued_through_another_node_on_redis() {
     reissued_through_another_node(Backend::Redis).await;
 }
+
+/// `rounds` times: a keyed call started (its side effect counted) and the server killed
+/// (`kill -9`) at once, restarted on the same files, the call re-issued; what went wrong. (No
+/// negative control runs it: with the store's early-acknowledgement hook the rounds never
+/// failed, because the call's side effect comes milliseconds after its key's write, by when
+/// even an early acknowledgement has reached the log; a key is a task record written through
+/// the same calls, whose control is `tasks_crash.rs`'s.)
+async fn reissued_after_a_kill_at_the_start(rounds: usize) -> Vec<String> {
+    let effects = effects_dir();
+    let data = fresh_data_dir().display().to_string();
+    let args = ["--data-dir", data.as_str()];
+    let mut server = serve(&effects, &args).await;
+    let mut wrong = Vec::new();
+    for r in 0..rounds {
+        let (label, key) = (format!("killed-{r}"), format!("k-killed-{r}"));
+        let call = body(&label, 60_000, Some(&key));
+        cut_after_start(&server.url, &call, &effects, &label).await;
+        server.signal("KILL");
+        let _ = server.wait().await;
+        server = serve(&effects, &args).await;
+        let again = tokio::time::timeout(Duration::from_secs(5), answer(&server.url, &call)).await;
+        let runs = starts(&effects, &label);
+        match again {
+            Ok(again) if again["error"]["data"]["reason"] == "owner_lost" && runs == 1 => {}
+            Ok(again) => wrong.push(format!("{key}: re-issued after the kill: {again}, {runs} execution(s)")),
+            Err(_) => wrong.push(format!("{key}: the re-issue ran the call again ({runs} executions)")),
+        }
+    }
+    server.terminate();
+    wrong
+}
+
+/// A key is durable before its call runs: killed the moment the call started, the server
+/// answers the re-issue `owner_lost` and never runs it again.
+#[tokio::test]
+async fn a_keyed_call_started_just_before_kill_9_is_never_run_again() {
+    let wrong = reissued_after_a_kill_at_the_start(5).await;
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
