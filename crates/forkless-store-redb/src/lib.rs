@@ -109,6 +109,12 @@ pub struct Recovery {
     /// Tasks read back (every status). Those not ended are the server's to settle, by each
     /// task's policy: their work died with the process.
     pub tasks: usize,
+    /// When the data file was left by an unclean stop (a crash, `kill -9`, a power failure):
+    /// how long redb took to repair its own structures (its allocation state, rebuilt from the
+    /// last committed transaction; no committed data is changed). `None` after a clean stop.
+    pub repaired: Option<Duration>,
+    /// How long opening took, from the first read of the files to a running store.
+    pub took: Duration,
 }
 
 /// The redb-backed [`Store`]. Cheap to clone (shared state).

@@ -49,6 +49,26 @@ pub enum LostFiles {
     StartWithout,
 }
 
+/// A redb builder that times the repair of a file left by an unclean stop: redb rebuilds its
+/// own allocation state from the file's last committed transaction (it never touches a
+/// committed row of ours; what followed the last checkpoint is in the log, replayed after).
+fn timed_builder() -> (redb::Builder, Arc<Mutex<Option<std::time::Instant>>>) {
+    let began = Arc::new(Mutex::new(None));
+    let mut builder = Database::builder();
+    let seen = Arc::clone(&began);
+    builder.set_repair_callback(move |_| {
+        seen.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_or_insert_with(std::time::Instant::now);
+    });
+    (builder, began)
+}
+
+/// How long the repair timed by [`timed_builder`] took, if there was one.
+fn repair_took(began: &Mutex<Option<std::time::Instant>>) -> Option<std::time::Duration> {
+    began.lock().unwrap_or_else(std::sync::PoisonError::into_inner).map(|t| t.elapsed())
+}
+
 /// The message of a lost file, ending with how to start anyway.
 fn lost(what: String) -> Error {
     Error::Lost(format!(
@@ -72,6 +92,7 @@ impl RedbStore {
         now: Timestamp,
         lost_files: LostFiles,
     ) -> Result<(Self, Recovery)> {
+        let started = std::time::Instant::now();
         let path = path.as_ref();
         let log_path = log_path(path);
         let data_existed = path.metadata().is_ok_and(|m| m.len() > 0);
@@ -101,11 +122,15 @@ impl RedbStore {
                         refuse_other_format(found)?;
                     }
                 }
-                Err(e) => tracing::info!(error = %e, "data file needs repair after an unclean stop"),
+                // Left by an unclean stop: only a writer may repair it (below, timed).
+                Err(redb::DatabaseError::RepairAborted) => {}
+                Err(e) => return Err(Error::Backend(format!("opening {}: {e}", path.display()))),
             }
         }
+        let (builder, repair) = timed_builder();
         let db =
-            Database::create(path).map_err(|e| Error::Backend(format!("opening {}: {e}", path.display())))?;
+            builder.create(path).map_err(|e| Error::Backend(format!("opening {}: {e}", path.display())))?;
+        let repaired = repair_took(&repair);
         // Redb holds the data file's lock from here on, and the log is only opened by whoever
         // holds it. The log is opened only once the format is known to be ours.
         let log_key = check_format(&db)?;
@@ -128,8 +153,9 @@ impl RedbStore {
         let existed = log_path.exists();
         let log = LogFile::open(&log_path).map_err(log_err)?;
         tracing::debug!(direct = log.is_direct(), "write-ahead log opened");
-        let store =
+        let (store, recovery) =
             Self::start(db, log_key, log, durability, now, (lost_files, &log_path.display().to_string()))?;
+        let store = (store, Recovery { repaired, took: started.elapsed(), ..recovery });
         if !existed && cfg!(unix) {
             // The log is now sized and synced; make its directory entry durable too (a
             // directory can be opened and synced like this on Unix only).
@@ -148,9 +174,14 @@ impl RedbStore {
         durability: Durability,
         now: Timestamp,
     ) -> Result<(Self, Recovery)> {
-        let db = Database::builder().create_with_backend(backend).map_err(backend_err)?;
+        let started = std::time::Instant::now();
+        let (builder, repair) = timed_builder();
+        let db = builder.create_with_backend(backend).map_err(backend_err)?;
+        let repaired = repair_took(&repair);
         let log_key = check_format(&db)?;
-        Self::start(db, log_key, log, durability, now, (LostFiles::Refuse, "(custom backend)"))
+        let (store, recovery) =
+            Self::start(db, log_key, log, durability, now, (LostFiles::Refuse, "(custom backend)"))?;
+        Ok((store, Recovery { repaired, took: started.elapsed(), ..recovery }))
     }
 
     fn start(

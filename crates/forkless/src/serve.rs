@@ -222,15 +222,7 @@ pub(crate) async fn serve<H: Handler>(
             let lost = if args.accept_lost_files { LostFiles::StartWithout } else { LostFiles::Refuse };
             let (store, recovery) = RedbStore::open_with(&path, durability, now, lost)
                 .map_err(|e| Error::Store(e.to_string()))?;
-            tracing::info!(
-                path = %path.display(),
-                sessions = recovery.sessions,
-                events = recovery.events,
-                detached = recovery.detached,
-                orphaned_requests = recovery.orphans.len(),
-                replayed_log_entries = recovery.replayed,
-                "durable store recovered"
-            );
+            log_recovery(&path, &recovery);
             let label = match durability {
                 Durability::Immediate => format!("redb:{} (immediate)", path.display()),
                 Durability::Batched { window } => {
@@ -386,3 +378,28 @@ fn announce(line: &str) {
 
 #[cfg(test)]
 mod tests;
+
+/// What opening the durable store found and did, in one line: after an unclean stop, that redb
+/// repaired its own structures (and how long it took) and how many log entries were replayed
+/// over the last checkpoint; after a clean stop, what was read back.
+fn log_recovery(path: &std::path::Path, recovery: &forkless_store_redb::Recovery) {
+    let (sessions, events, tasks) = (recovery.sessions, recovery.events, recovery.tasks);
+    let (detached, orphaned_requests, replayed) =
+        (recovery.detached, recovery.orphans.len(), recovery.replayed);
+    let took_ms = recovery.took.as_millis();
+    match recovery.repaired {
+        Some(repair) => tracing::info!(
+            path = %path.display(),
+            repair_ms = repair.as_millis(),
+            replayed_log_entries = replayed,
+            sessions, events, tasks, detached, orphaned_requests, took_ms,
+            "durable store recovered after an unclean stop: redb repaired its free-space bookkeeping from the last committed checkpoint (no committed data changes), then the write-ahead log entries written after that checkpoint were replayed"
+        ),
+        None => tracing::info!(
+            path = %path.display(),
+            replayed_log_entries = replayed,
+            sessions, events, tasks, detached, orphaned_requests, took_ms,
+            "durable store opened after a clean stop"
+        ),
+    }
+}

@@ -23,7 +23,10 @@ fn a_build_without_the_tests_has_no_fault_injection() {
     for scope in [&["--package", "forkless"][..], &["--workspace"][..]] {
         let line = features_of_the_durable_store(&[scope, &["--edges", "no-dev"]].concat());
         assert!(line.starts_with("forkless-store-redb "), "{line}");
-        assert!(!line.contains("fault-injection"), "a release build carries the test hooks ({scope:?}): {line}");
+        assert!(
+            !line.contains("fault-injection"),
+            "a release build carries the test hooks ({scope:?}): {line}"
+        );
     }
 }
 

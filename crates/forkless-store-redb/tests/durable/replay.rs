@@ -422,3 +422,29 @@ async fn checkpointed(store: &RedbStore) {
     .await
     .expect("the periodic checkpoint comes within its interval");
 }
+
+/// What opening says it did: after a clean stop, no repair; after a power failure, redb's
+/// repair of its own structures is reported with its duration, and the log replayed over the
+/// last checkpoint, with nothing lost.
+#[tokio::test]
+async fn opening_reports_a_repair_only_after_an_unclean_stop() {
+    let machine = Machine::new(None);
+    let rec = record(41);
+    let (sid, s) = (rec.id(), rec.standalone().id());
+    let (store, first) = machine.open(Durability::Immediate);
+    assert_eq!(first.repaired, None, "a new file needs no repair");
+    store.create(rec).await.unwrap();
+    emit_n(&store, sid, 1, 5).await;
+    let crashed = machine.after_power_failure(0.0);
+    let (after, recovery) = crashed.open(Durability::Immediate);
+    assert!(recovery.repaired.is_some(), "a file left by a crash is repaired, and says so: {recovery:?}");
+    assert!(recovery.took >= recovery.repaired.unwrap_or_default());
+    assert_eq!(recovery.events, 5, "{recovery:?}");
+    let events = after.read(sid, s, Seq::PRIMING, 100, Reader::Inspector).await.unwrap();
+    assert_eq!(events.len(), 5);
+    drop(after);
+    drop(store);
+    let (_, clean) = crashed.open(Durability::Immediate);
+    assert_eq!(clean.repaired, None, "after a clean stop: {clean:?}");
+    assert_eq!((clean.events, clean.replayed), (5, 0), "everything checkpointed at the clean stop");
+}
