@@ -65,6 +65,8 @@ pub(crate) struct Common<S> {
     pub(crate) metrics: Arc<Metrics>,
     /// Cancelled when graceful shutdown starts: every SSE body ends, every handler is told.
     pub(crate) shutdown: CancellationToken,
+    /// Set when this node may no longer serve: every request is refused at once.
+    pub(crate) stopped: Arc<crate::stopped::Stopped>,
     /// The tasks of this node (the tasks extension, 2026-07-28).
     pub(crate) tasks: Arc<crate::tasks::TaskTable>,
     /// Where listen notifications are announced: the store.
@@ -96,10 +98,33 @@ pub(crate) struct Common<S> {
     pub(crate) forwarder: Forwarder,
 }
 
+/// What took a request's handler away, as its answer names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lost {
+    /// This node's previous process stopped (a crash, `kill -9`, a restart).
+    Restart,
+    /// Another node lost its lease and this one took the session over.
+    Takeover,
+}
+
+impl Lost {
+    fn error(self) -> RpcError {
+        match self {
+            Self::Restart => RpcError::internal("the server restarted while handling this request; it was lost")
+                .with_data(serde_json::json!({ "reason": "restarted" })),
+            Self::Takeover => RpcError::internal(
+                "the node handling this request was lost and another node took its session over; the request was lost",
+            )
+            .with_data(serde_json::json!({ "reason": "owner_lost" })),
+        }
+    }
+}
+
 impl<S: Store> Common<S> {
     /// Answer requests whose handler died with an earlier process or node (see
-    /// [`crate::Server::answer_orphans`]); how many were answered.
-    pub(crate) async fn answer_orphans(&self, orphans: &[forkless_store::Orphan]) -> usize {
+    /// [`crate::Server::answer_orphans`]), each with an error naming `lost`; how many were
+    /// answered.
+    pub(crate) async fn answer_orphans(&self, orphans: &[forkless_store::Orphan], lost: Lost) -> usize {
         // The answer must land even in a session at its byte budget: it is the last event.
         let limits = forkless_core::Limits {
             stream_max_bytes: u64::MAX,
@@ -109,7 +134,7 @@ impl<S: Store> Common<S> {
         let mut answered = 0;
         for orphan in orphans {
             let id = jsonrpc::label_id(orphan.label.as_ref());
-            let error = RpcError::internal("the server restarted while handling this request; it was lost");
+            let error = lost.error();
             let payload = jsonrpc::response_payload(&id, &Err(error));
             let append = Append {
                 session: orphan.session,

@@ -163,6 +163,10 @@ pub struct ServerConfig {
     /// How long a node waits for the owner's answer to start (its status and headers; an SSE
     /// answer starts at once, a JSON one when the call is done). Default 60 s.
     pub forward_head_timeout: Duration,
+    /// How long `/healthz` waits for the store's answer before it answers 503 itself (a
+    /// database behind a silent partition never answers; a load balancer must learn it in
+    /// time). Default 1 s.
+    pub health_timeout: Duration,
     /// The task table of the tasks extension (2026-07-28): time to live, suggested polling
     /// interval, most tasks held. Default [`crate::tasks::TaskLimits::default`].
     pub tasks: crate::tasks::TaskLimits,
@@ -208,6 +212,7 @@ impl Default for ServerConfig {
             max_retained_bytes: 1 << 30,
             forward_connect_timeout: Duration::from_secs(2),
             forward_head_timeout: Duration::from_secs(60),
+            health_timeout: Duration::from_secs(1),
             tasks: crate::tasks::TaskLimits::default(),
             revisions: forkless_core::RevisionSet::ALL,
             idempotency: crate::tasks::IdempotencyLimits::default(),

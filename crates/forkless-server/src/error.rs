@@ -223,6 +223,10 @@ pub enum Error {
         /// Why.
         why: OwnerUnavailable,
     },
+    /// This node stopped serving (its store refuses work: a lost node lease, a failed durable
+    /// write); another node, or this one restarted, serves the session.
+    #[error("this node stopped serving: {0}")]
+    NodeStopped(String),
     /// The store failed.
     #[error("store failed: {0}")]
     Store(forkless_store::Error),
@@ -260,7 +264,10 @@ impl Error {
             | Self::BodyRead(_) => (StatusCode::BAD_REQUEST, INVALID_REQUEST),
             Self::HeadersTooLarge { .. } => (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, INVALID_REQUEST),
             Self::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, INVALID_REQUEST),
-            Self::AtCapacity { .. } | Self::OwnerUnavailable { .. } => {
+            Self::AtCapacity { .. }
+            | Self::OwnerUnavailable { .. }
+            | Self::NodeStopped(_)
+            | Self::Store(forkless_store::Error::LeaseLost(_)) => {
                 (StatusCode::SERVICE_UNAVAILABLE, INTERNAL_ERROR)
             }
             Self::OriginForbidden(_) => (StatusCode::FORBIDDEN, INVALID_REQUEST),
@@ -313,6 +320,8 @@ impl Error {
             Self::BodyTimeout(_) => "body_timeout",
             Self::AtCapacity { limit, .. } => limit,
             Self::OwnerUnavailable { why, .. } => why.as_str(),
+            Self::NodeStopped(_) => "node_stopped",
+            Self::Store(forkless_store::Error::LeaseLost(_)) => "node_lease_lost",
             Self::Store(_) => "store_failed",
         }
     }
@@ -377,7 +386,9 @@ impl Error {
                 let secs = retry_after.as_secs().max(1);
                 response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
             }
-            Self::OwnerUnavailable { .. } => {
+            Self::OwnerUnavailable { .. }
+            | Self::NodeStopped(_)
+            | Self::Store(forkless_store::Error::LeaseLost(_)) => {
                 response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(OWNER_RETRY_AFTER_SECS));
             }
             _ => {}

@@ -106,6 +106,7 @@ mod server;
 mod session;
 mod sse;
 mod stateless;
+mod stopped;
 mod sweeper;
 pub mod tasks;
 mod writer;

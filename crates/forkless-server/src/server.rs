@@ -102,6 +102,7 @@ impl<S: Store, H: Handler> Server<S, H> {
             cfg: config,
             metrics,
             shutdown,
+            stopped: Arc::default(),
             listeners,
             tasks,
             request_states,
@@ -178,6 +179,9 @@ impl<S: Store, H: Handler> Server<S, H> {
             }
             None => mcp,
         };
+        let stopped = Arc::clone(&self.common.stopped);
+        let mcp =
+            mcp.layer(axum::middleware::from_fn_with_state(stopped, crate::stopped::refuse_when_stopped));
         let mut router = Router::new()
             .route(&self.common.cfg.path, mcp)
             .route("/metrics", get(metrics_endpoint::<S, H>).fallback(get_only))
@@ -206,14 +210,29 @@ impl<S: Store, H: Handler> Server<S, H> {
         router.with_state(app)
     }
 
+    /// Stop serving at once, for `why`: every request on the MCP endpoint from now on, and
+    /// every one still waiting for its answer, is refused with 503 `node_stopped` (call it
+    /// when the store refuses work, before a graceful shutdown; `/healthz` says 503 by the
+    /// store's own health).
+    pub fn stop_serving(&self, why: &str) {
+        tracing::warn!(why, "refusing every request from now on");
+        self.common.stopped.stop(why.to_owned());
+    }
+
     /// Answer requests whose handler died with an earlier process (the store's recovery lists
     /// them: `Recovery::orphans` in `forkless-store-redb`): each gets a JSON-RPC error carrying its
-    /// request id (`-32603`, "the server restarted while handling this request; it was lost")
-    /// as the final event of its stream, which completes it, so no client waits for ever.
-    /// Call before serving. Returns how many were answered; one that cannot be (its session
-    /// ended meanwhile) is logged and skipped.
+    /// request id (`-32603`, "the server restarted while handling this request; it was lost",
+    /// `data.reason` `restarted`) as the final event of its stream, which completes it, so no
+    /// client waits for ever. Call before serving. Returns how many were answered; one that
+    /// cannot be (its session ended meanwhile) is logged and skipped.
     pub async fn answer_orphans(&self, orphans: &[forkless_store::Orphan]) -> usize {
-        self.common.answer_orphans(orphans).await
+        self.common.answer_orphans(orphans, crate::common::Lost::Restart).await
+    }
+
+    /// Like [`Self::answer_orphans`], for the requests of sessions this node took over from a
+    /// lost one (`SharedStore::take_over`): the error says so (`data.reason` `owner_lost`).
+    pub async fn answer_taken_over(&self, orphans: &[forkless_store::Orphan]) -> usize {
+        self.common.answer_orphans(orphans, crate::common::Lost::Takeover).await
     }
 
     /// The revisions this server offers: the configuration's, within the handler's.
@@ -380,15 +399,17 @@ async fn metrics_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>) ->
 }
 
 /// `/healthz`: 200 `ok` while the store can serve, else 503 with the store's reason (a
-/// load balancer stops sending requests to a node whose database is gone).
+/// load balancer stops sending requests to a node whose database is gone, or that lost its
+/// node lease), and 503 as well when the store has not answered within `health_timeout`.
 async fn healthz_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>) -> Response {
-    match app.common.store.health().await {
-        Ok(()) => "ok\n".into_response(),
-        Err(e) => {
-            let body = serde_json::json!({ "status": "unavailable", "store": e.to_string() });
-            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
-        }
-    }
+    let limit = app.common.cfg.health_timeout;
+    let why = match tokio::time::timeout(limit, app.common.store.health()).await {
+        Ok(Ok(())) => return "ok\n".into_response(),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("the store did not answer within {} ms", limit.as_millis()),
+    };
+    let body = serde_json::json!({ "status": "unavailable", "store": why });
+    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
 }
 
 impl<S: Store, H: Handler> App<S, H> {

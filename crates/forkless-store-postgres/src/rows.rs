@@ -241,40 +241,47 @@ pub(crate) async fn remove(client: &Client, id: SessionId, hint: Option<String>)
 
 /// A node lease operation, on the database's clock (`clock_timestamp()`).
 pub(crate) async fn lease(client: &Client, op: LeaseOp<'_>) -> Result<bool> {
-    let ms = |ttl: std::time::Duration| i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-    let (sql, ttl, advertise, node, token) = match op {
-        LeaseOp::Acquire { node, token, ttl, advertise } => (
-            "INSERT INTO forkless_nodes (node, token, expires_at, advertise) \
-             VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 millisecond', $4) \
-             ON CONFLICT (node) DO UPDATE SET token = EXCLUDED.token, expires_at = EXCLUDED.expires_at, \
-             advertise = EXCLUDED.advertise \
-             WHERE forkless_nodes.expires_at < clock_timestamp() OR forkless_nodes.token = EXCLUDED.token",
-            Some(ms(ttl)),
-            Some(advertise),
-            node,
-            token,
-        ),
-        LeaseOp::Renew { node, token, ttl } => (
-            "UPDATE forkless_nodes SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond' \
-             WHERE node = $1 AND token = $2 AND expires_at >= clock_timestamp()",
-            Some(ms(ttl)),
-            None,
-            node,
-            token,
-        ),
-        LeaseOp::Release { node, token } => {
-            ("DELETE FROM forkless_nodes WHERE node = $1 AND token = $2", None, None, node, token)
+    let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    match op {
+        LeaseOp::Acquire { node, token, ttl, advertise } => {
+            let ttl = ms(ttl);
+            changed_one(
+                client,
+                "INSERT INTO forkless_nodes (node, token, expires_at, advertise) \
+                 VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 millisecond', $4) \
+                 ON CONFLICT (node) DO UPDATE SET token = EXCLUDED.token, expires_at = EXCLUDED.expires_at, \
+                 advertise = EXCLUDED.advertise \
+                 WHERE forkless_nodes.expires_at < clock_timestamp() OR forkless_nodes.token = EXCLUDED.token",
+                &[&node as &(dyn ToSql + Sync), &token, &ttl, &advertise],
+            )
+            .await
         }
-    };
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&node, &token];
-    if let Some(ttl) = &ttl {
-        params.push(ttl);
+        LeaseOp::Renew { node, token, ttl, in_hand } => {
+            let (ttl, in_hand) = (ms(ttl), ms(in_hand));
+            changed_one(
+                client,
+                "UPDATE forkless_nodes SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond' \
+                 WHERE node = $1 AND token = $2 \
+                 AND expires_at >= clock_timestamp() + $4::bigint * interval '1 millisecond'",
+                &[&node as &(dyn ToSql + Sync), &token, &ttl, &in_hand],
+            )
+            .await
+        }
+        LeaseOp::Release { node, token } => {
+            changed_one(
+                client,
+                "DELETE FROM forkless_nodes WHERE node = $1 AND token = $2",
+                &[&node as &(dyn ToSql + Sync), &token],
+            )
+            .await
+        }
     }
-    if let Some(advertise) = &advertise {
-        params.push(advertise);
-    }
+}
+
+/// Run a statement that changes at most one row; whether it did.
+async fn changed_one(client: &Client, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<bool> {
     let stmt = client.prepare_cached(sql).await.map_err(backend)?;
-    Ok(client.execute(&stmt, &params).await.map_err(backend)? == 1)
+    Ok(client.execute(&stmt, params).await.map_err(backend)? == 1)
 }
 
 /// Who owns `session`: its owner, the address it advertised, whether its lease is live.

@@ -97,12 +97,13 @@ impl Redis {
                 }
                 Ok(set.is_some())
             }
-            LeaseOp::Renew { node, token, ttl } => {
+            LeaseOp::Renew { node, token, ttl, in_hand } => {
                 let n: i64 = self
                     .lease
                     .key(self.keys.node(node))
                     .arg(token)
                     .arg(ms(ttl))
+                    .arg(ms(in_hand))
                     .invoke_async(&mut conn)
                     .await
                     .map_err(backend)?;

@@ -224,11 +224,17 @@ if redis.call('SET', KEYS[3], '1', 'NX', 'PXAT', ARGV[2]) then return 1 end
 return 0
 "#;
 
-/// Renew (`ARGV[2]` milliseconds) or, with no `ARGV[2]`, release a node lease if `ARGV[1]`
-/// still holds it: `1` or `0`. KEYS: the lease key.
+/// Renew (`ARGV[2]` milliseconds, if at least `ARGV[3]` milliseconds are left) or, with no
+/// `ARGV[2]`, release a node lease if `ARGV[1]` still holds it: `1` or `0`. KEYS: the lease
+/// key.
 pub(crate) const LEASE: &str = r#"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if ARGV[2] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) else redis.call('DEL', KEYS[1]) end
+if not ARGV[2] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 "#;
 

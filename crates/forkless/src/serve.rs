@@ -114,6 +114,9 @@ pub struct ServeArgs {
     /// Milliseconds a POST body may take to arrive; slower ones get 408 (default 10000).
     #[arg(long, value_name = "MS")]
     pub body_read_timeout: Option<u64>,
+    /// Milliseconds `/healthz` waits for the store before answering 503 itself (default 1000).
+    #[arg(long, value_name = "MS")]
+    pub health_timeout: Option<u64>,
     /// Connections held at once; at the limit the longest-idle one makes room, and if all
     /// are busy a new one gets 503 (default 10000, capped below the open-file limit).
     #[arg(long, value_name = "N")]
@@ -322,6 +325,7 @@ impl<H: Handler> Serving<H> {
 
         let (why_tx, why_rx) = tokio::sync::oneshot::channel::<Result<&'static str, String>>();
         let stop = self.stop;
+        let refusing = server.clone();
         let shutdown = async move {
             let failure = async move {
                 match failure {
@@ -336,6 +340,9 @@ impl<H: Handler> Serving<H> {
                 }
                 failed = failure => {
                     tracing::error!(error = %failed, "the store refuses work (a failed durable write, or a lost node lease); stopping the server so nothing unsaved or unowned is delivered");
+                    // Requests waiting for their answer, and new ones, are refused now, not
+                    // after the drain.
+                    refusing.stop_serving(&failed);
                     Err(failed)
                 }
             };

@@ -125,7 +125,7 @@ async fn post_stream_survives_kill_9(data: Data) {
     after.push(seen.last().cloned().expect("cursor"));
     assert!(read_until(&mut reader, &mut after, is_response_to(&request)).await, "the request is answered");
     assert!(after.len() > 1, "the resume was not answered with nothing");
-    assert_orphan_answer(&after, &request);
+    assert_orphan_answer(&after, &request, "restarted");
     // ...and every id it saw still names what it saw.
     let replay = replay_names_the_same_events(&session, &stream, &seen, is_response_to(&request)).await;
     assert_eq!(replay[seen.len() - 1..], after[..], "one history, however it is read");
@@ -190,7 +190,7 @@ async fn abort_during_a_group_sync(data: Data, group: &str) {
 
     let _serve = data.serve(&addr, &[]).await;
     let replay = replay_names_the_same_events(&session, &stream, &seen, is_response_to(&request)).await;
-    assert_orphan_answer(&replay, &request);
+    assert_orphan_answer(&replay, &request, "restarted");
 }
 
 #[tokio::test]

@@ -193,7 +193,7 @@ impl<S: Store, H: Handler> App<S, H> {
         };
         match self.common.store.adopt(id, what, now()).await.map_err(|e| self.answer(Err(e.into())))? {
             Some(orphans) => {
-                let answered = self.common.answer_orphans(&orphans).await;
+                let answered = self.common.answer_orphans(&orphans, crate::common::Lost::Takeover).await;
                 tracing::warn!(session = %id, answered, ?what, "took over a lost node's session on its request");
                 Ok(request)
             }

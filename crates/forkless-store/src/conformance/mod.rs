@@ -263,6 +263,7 @@ mod checks;
 mod crash;
 mod due;
 pub mod interest;
+mod leases;
 #[cfg(feature = "state-machine")]
 pub mod model;
 mod nodes;

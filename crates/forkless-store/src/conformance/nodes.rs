@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use forkless_core::{AppendTarget, GetOutcome, GetRequest, SeededEntropy, Seq, SessionRecord};
 
-use super::{GUARD, T0, cfg, new_record, payload};
+use super::{GUARD, T0, cfg, leases, new_record, payload};
 use crate::shared::{Database, Loaded, SharedStore, Takeover};
 use crate::{Error, Owner, Store};
 use crate::{Reader, StreamEnd, transact};
@@ -24,6 +24,7 @@ pub const NODE_CHECKS: &[&str] = &[
     "a_node_id_is_leased_to_one_process_at_a_time",
     "a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing",
     "a_renewed_lease_outlives_its_time_to_live",
+    "a_renewal_arriving_after_its_node_gave_up_changes_nothing",
     "a_lost_nodes_sessions_are_taken_over_once",
     "a_session_names_its_owner_and_its_address",
     "a_key_spent_on_one_node_is_spent_on_every_node",
@@ -40,9 +41,10 @@ pub async fn run_nodes<D: Database>(name: &str, a: SharedStore<D>, b: SharedStor
         "appends_racing_on_two_nodes_are_numbered_gap_free" => racing_appends(a, b).await,
         "resumes_racing_on_two_nodes_each_get_a_distinct_epoch" => racing_resumes(a, b).await,
         "a_removal_on_one_node_stops_the_watchers_on_another" => removal_stops_watchers(a, b).await,
-        "a_node_id_is_leased_to_one_process_at_a_time" => one_holder(a, b).await,
-        "a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing" => lapsed_lease(a, b).await,
-        "a_renewed_lease_outlives_its_time_to_live" => renewed_lease(a, b).await,
+        "a_node_id_is_leased_to_one_process_at_a_time" => leases::one_holder(a, b).await,
+        "a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing" => leases::lapsed(a, b).await,
+        "a_renewed_lease_outlives_its_time_to_live" => leases::renewed(a, b).await,
+        "a_renewal_arriving_after_its_node_gave_up_changes_nothing" => leases::late_renewal(a, b).await,
         "a_lost_nodes_sessions_are_taken_over_once" => taken_over(a, b).await,
         "a_session_names_its_owner_and_its_address" => owners_named(a, b).await,
         "a_key_spent_on_one_node_is_spent_on_every_node" => spent_everywhere(a, b).await,
@@ -66,7 +68,8 @@ macro_rules! store_node_tests {
             a_watcher_on_another_node_is_woken_by_its_write, appends_racing_on_two_nodes_are_numbered_gap_free,
             resumes_racing_on_two_nodes_each_get_a_distinct_epoch, a_removal_on_one_node_stops_the_watchers_on_another,
             a_node_id_is_leased_to_one_process_at_a_time, a_lapsed_lease_is_taken_over_and_its_old_holder_serves_nothing,
-            a_renewed_lease_outlives_its_time_to_live, a_lost_nodes_sessions_are_taken_over_once,
+            a_renewed_lease_outlives_its_time_to_live, a_renewal_arriving_after_its_node_gave_up_changes_nothing,
+            a_lost_nodes_sessions_are_taken_over_once,
             a_session_names_its_owner_and_its_address, a_key_spent_on_one_node_is_spent_on_every_node,
             a_notice_published_on_one_node_reaches_every_node_once,
             a_writer_displaced_by_another_node_reads_nothing_after_the_handover,
@@ -89,11 +92,15 @@ macro_rules! store_node_tests {
     };
 }
 
-async fn emit<S: Store>(store: &S, record: &SessionRecord, n: u64) -> Result<forkless_core::EventId, Error> {
+pub(super) async fn emit<S: Store>(
+    store: &S,
+    record: &SessionRecord,
+    n: u64,
+) -> Result<forkless_core::EventId, Error> {
     super::emit(store, record.id(), AppendTarget::Standalone, n).await
 }
 
-async fn created<S: Store>(store: &S, seed: u64) -> SessionRecord {
+pub(super) async fn created<S: Store>(store: &S, seed: u64) -> SessionRecord {
     let record = new_record(seed, true);
     store.create(record.clone()).await.expect("create");
     record
@@ -204,62 +211,6 @@ async fn removal_stops_watchers<S: Store>(a: S, b: S) {
     .await
     .expect("node b's watcher stops");
     assert_eq!(signal.end, Some(StreamEnd::Fenced));
-}
-
-async fn one_holder<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
-    let ttl = Duration::from_secs(5);
-    let held = a.hold_lease("n1", ttl, None).await.expect("a free node id is leased");
-    let refused = b.hold_lease("n1", ttl, None).await;
-    assert!(matches!(refused, Err(Error::LeaseLost(_))), "a held node id is refused");
-    held.release().await.expect("release");
-    b.hold_lease("n1", ttl, None).await.expect("a released node id is leased at once");
-}
-
-async fn lapsed_lease<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
-    let record = created(&a, 65).await;
-    let ttl = Duration::from_millis(600);
-    // A process that stops renewing (paused, or cut off) without giving its lease up.
-    drop(a.hold_lease("n2", ttl, None).await.expect("lease"));
-    let taken = tokio::time::timeout(GUARD, async {
-        loop {
-            match b.hold_lease("n2", ttl, None).await {
-                Ok(lease) => return lease,
-                Err(Error::LeaseLost(_)) => tokio::time::sleep(ttl / 10).await,
-                Err(e) => panic!("{e}"),
-            }
-        }
-    })
-    .await
-    .expect("the lapsed lease is taken over");
-    // The old holder refuses everything: it counted its lease as lapsed before the database.
-    assert!(matches!(a.load(record.id()).await, Err(Error::LeaseLost(_))));
-    assert!(matches!(emit(&a, &record, 1).await, Err(Error::LeaseLost(_))), "it appends nothing");
-    let events =
-        b.read(record.id(), record.standalone().id(), Seq::PRIMING, 10, Reader::Inspector).await.unwrap();
-    assert!(events.is_empty(), "nothing was appended under the lapsed lease");
-    taken.check().expect("the new holder holds it");
-}
-
-async fn renewed_lease<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
-    let record = created(&a, 66).await;
-    let ttl = Duration::from_millis(300);
-    let started = std::time::Instant::now();
-    let held = a.hold_lease("n3", ttl, None).await.expect("lease");
-    // Wait until the keeper's renewals carried the lease three times past its first time to
-    // live (each landed renewal moves `held_until` on), then check it at once.
-    tokio::time::timeout(GUARD, async {
-        while held.held_until() < started + ttl * 3 {
-            tokio::time::sleep(ttl / 20).await;
-        }
-    })
-    .await
-    .expect("the keeper renews the lease");
-    held.check().expect("still held");
-    emit(&a, &record, 1).await.expect("its holder still serves");
-    assert!(
-        matches!(b.hold_lease("n3", ttl, None).await, Err(Error::LeaseLost(_))),
-        "and nobody else can take it"
-    );
 }
 
 async fn taken_over<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {

@@ -70,7 +70,11 @@ pub enum LeaseOp<'a> {
         /// The base URL other nodes reach this one at (`--advertise`), if any.
         advertise: Option<&'a str>,
     },
-    /// Extend `node`'s lease if `token` still holds it unexpired.
+    /// Extend `node`'s lease if `token` still holds it with at least `in_hand` left: a
+    /// renewal that reaches the database later than its node still trusts the lease (the node
+    /// counts it lapsed `in_hand` before the database does) changes nothing, so a renewal
+    /// held back by the network and released after its node gave up cannot push a dead
+    /// node's lease out.
     Renew {
         /// The node id.
         node: &'a str,
@@ -78,6 +82,8 @@ pub enum LeaseOp<'a> {
         token: &'a str,
         /// How long the lease lasts from now.
         ttl: Duration,
+        /// How much of the lease must be left, on the database's clock, for it to run.
+        in_hand: Duration,
     },
     /// Give `node` up if `token` holds it.
     Release {
@@ -143,15 +149,24 @@ pub struct NodeLease<D> {
 }
 
 impl<D: Database> NodeLease<D> {
-    /// Resolves once the lease is lost, with why (a server stops then).
+    /// Resolves once the lease is lost, with why (a server stops then): given up, taken, or
+    /// not renewed by the time this node stops trusting it, at that very moment (not when
+    /// something next checks it: a node cut off from its database knows at once).
     pub async fn lost(&self) -> String {
         let mut rx = self.state.lost.subscribe();
         loop {
             if let Some(why) = rx.borrow_and_update().clone() {
                 return why;
             }
-            if rx.changed().await.is_err() {
-                return "the lease keeper stopped".into();
+            let until = self.held_until();
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        return "the lease keeper stopped".into();
+                    }
+                }
+                // At the lapse, `check` records the loss (unless a renewal moved it on).
+                () = tokio::time::sleep_until(until.into()) => drop(self.state.check()),
             }
         }
     }
@@ -196,9 +211,11 @@ pub(super) async fn keep<D: Database>(
         }
         let Some(store) = inner.upgrade() else { return };
         let started = Instant::now();
-        let renewed =
-            tokio::time::timeout(ttl / 3, store.db.lease(LeaseOp::Renew { node: &node, token: &token, ttl }))
-                .await;
+        let renewed = tokio::time::timeout(
+            ttl / 3,
+            store.db.lease(LeaseOp::Renew { node: &node, token: &token, ttl, in_hand: margin(ttl) }),
+        )
+        .await;
         match renewed {
             Ok(Ok(true)) => state.extend(started + ttl - margin(ttl)),
             Ok(Ok(false)) => {

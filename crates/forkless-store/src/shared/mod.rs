@@ -384,6 +384,8 @@ impl<D: Database> Store for SharedStore<D> {
     }
 
     async fn health(&self) -> Result<()> {
+        // A node that no longer trusts its lease serves nothing, whatever the database says.
+        self.inner.fence()?;
         self.inner.db.health().await
     }
 

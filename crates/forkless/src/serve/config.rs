@@ -93,6 +93,9 @@ impl ServeArgs {
         if let Some(ms) = self.body_read_timeout {
             config.body_read_timeout = Duration::from_millis(ms);
         }
+        if let Some(ms) = self.health_timeout {
+            config.health_timeout = Duration::from_millis(ms);
+        }
         if let Some(n) = self.max_connections {
             config.max_connections = n;
         }

@@ -98,7 +98,7 @@ async fn take_over_lost_nodes<D: Database, H: Handler>(
         tokio::time::sleep(every).await;
         match store.take_over(wall_clock(), what).await {
             Ok(orphans) if !orphans.is_empty() => {
-                let answered = server.answer_orphans(&orphans).await;
+                let answered = server.answer_taken_over(&orphans).await;
                 tracing::warn!(answered, lost = orphans.len(), "took over the sessions of a lost node");
             }
             Ok(_) => {}

@@ -43,12 +43,14 @@ pub fn is_response_to(id: &Value) -> impl Fn(&Value) -> bool + '_ {
     move |m: &Value| m.get("id") == Some(id) && m.get("method").is_none()
 }
 
-/// The lost request's answer: an error carrying the request's own id.
-pub fn assert_orphan_answer(view: &View, request: &Value) {
+/// The lost request's answer: an error carrying the request's own id and naming what lost it
+/// (`restarted`, or `owner_lost` when another node took the session over).
+pub fn assert_orphan_answer(view: &View, request: &Value, reason: &str) {
     let (_, last) = view.last().expect("events after the restart");
     let answer: Value = serde_json::from_str(last).expect("JSON");
     assert_eq!(&answer["id"], request, "the lost request's answer carries its id: {answer}");
     assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert_eq!(answer["error"]["data"]["reason"], reason, "{answer}");
 }
 
 /// A client's session whose tool call streams `count` numbered notifications, read up to #5.
@@ -93,7 +95,7 @@ pub async fn resume_to_orphan_answer(
         read_until(&mut reader, &mut after, is_response_to(request)).await,
         "{taken_over} answers the lost request"
     );
-    assert_orphan_answer(&after, request);
+    assert_orphan_answer(&after, request, "owner_lost");
     // Every event after the cursor exactly once (accept asserts gap-free order), then the answer.
     let mut whole = seen.clone();
     whole.extend(after.into_iter().skip(1));
