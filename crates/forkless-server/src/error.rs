@@ -267,7 +267,7 @@ impl Error {
             Self::AtCapacity { .. }
             | Self::OwnerUnavailable { .. }
             | Self::NodeStopped(_)
-            | Self::Store(forkless_store::Error::LeaseLost(_)) => {
+            | Self::Store(forkless_store::Error::LeaseLost(_) | forkless_store::Error::Backend(_)) => {
                 (StatusCode::SERVICE_UNAVAILABLE, INTERNAL_ERROR)
             }
             Self::OriginForbidden(_) => (StatusCode::FORBIDDEN, INVALID_REQUEST),
@@ -322,6 +322,7 @@ impl Error {
             Self::OwnerUnavailable { why, .. } => why.as_str(),
             Self::NodeStopped(_) => "node_stopped",
             Self::Store(forkless_store::Error::LeaseLost(_)) => "node_lease_lost",
+            Self::Store(forkless_store::Error::Backend(_)) => "store_unavailable",
             Self::Store(_) => "store_failed",
         }
     }
@@ -388,7 +389,7 @@ impl Error {
             }
             Self::OwnerUnavailable { .. }
             | Self::NodeStopped(_)
-            | Self::Store(forkless_store::Error::LeaseLost(_)) => {
+            | Self::Store(forkless_store::Error::LeaseLost(_) | forkless_store::Error::Backend(_)) => {
                 response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(OWNER_RETRY_AFTER_SECS));
             }
             _ => {}

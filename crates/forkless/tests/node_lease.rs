@@ -144,45 +144,6 @@ async fn owner_killed(backend: Backend) {
     assert!(metrics.contains("# TYPE forkless_store_batches_total counter"), "{metrics}");
 }
 
-/// A TCP proxy between a node and the database, that the test can cut: every connection
-/// through it is dropped at once, and new ones are refused, as in a network partition.
-struct Partition {
-    port: u16,
-    cut: tokio::sync::watch::Sender<bool>,
-}
-
-impl Partition {
-    async fn start(upstream: u16) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (cut, _) = tokio::sync::watch::channel(false);
-        let watch = cut.clone();
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                let mut cut = watch.subscribe();
-                if *cut.borrow() {
-                    continue; // dropped: refused
-                }
-                tokio::spawn(async move {
-                    let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
-                    else {
-                        return;
-                    };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        _ = cut.wait_for(|cut| *cut) => {}
-                    }
-                });
-            }
-        });
-        Self { port, cut }
-    }
-
-    fn cut(&self) {
-        self.cut.send_replace(true);
-    }
-}
-
 on_each_store!(
     partitioned,
     a_node_cut_off_from_the_database_stops_and_another_takes_its_sessions_over_on_postgres,
@@ -191,7 +152,7 @@ on_each_store!(
 
 async fn partitioned(backend: Backend) {
     let Some(db) = SharedStore::fresh(backend).await else { return };
-    let partition = Partition::start(db.port()).await;
+    let partition = support::relay::Relay::start(db.port()).await;
     let via_proxy = db.via(partition.port);
     let a = Serve::start(&["--store", &via_proxy, "--node-id", "na", "--lease-ttl", "1000"]).await;
     let b = Serve::start(&["--store", &db.store, "--node-id", "nb", "--lease-ttl", "1000"]).await;

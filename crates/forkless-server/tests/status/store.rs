@@ -43,7 +43,7 @@ async fn healthz_reports_the_store() {
 }
 
 #[tokio::test]
-async fn a_failing_store_is_a_typed_500_and_other_sessions_carry_on() {
+async fn a_failing_store_is_a_typed_503_and_other_sessions_carry_on() {
     use forkless_store::{Fault, FaultyStore, MemoryStore};
     let store = FaultyStore::new(MemoryStore::new());
     let controls = common::Controls::new();
@@ -59,7 +59,7 @@ async fn a_failing_store_is_a_typed_500_and_other_sessions_carry_on() {
     b.initialize().await;
 
     store.inject(Fault::Load);
-    assert_refused(a.call(1, "echo", json!({})).await, 500, -32603, "store_failed").await;
+    assert_refused(a.call(1, "echo", json!({})).await, 503, -32603, "store_unavailable").await;
     assert_eq!(b.call(1, "echo", json!({})).await.status(), 200, "another session is undisturbed");
 
     store.inject(Fault::Append);
@@ -90,8 +90,13 @@ async fn a_stream_opened_for_a_post_that_went_away_still_gets_its_answer() {
     // `gated` waits for the gate, so the POST opens the stream itself: that opening is the
     // next compare-and-set, written but reported as failed.
     store.inject(Fault::CompareAndSetUnacknowledged);
-    assert_refused(c.call(1, "gated", json!({ "first": 0, "rest": 0 })).await, 500, -32603, "store_failed")
-        .await;
+    assert_refused(
+        c.call(1, "gated", json!({ "first": 0, "rest": 0 })).await,
+        503,
+        -32603,
+        "store_unavailable",
+    )
+    .await;
     controls.gate.add_permits(1);
 
     let answered = |r: &forkless_core::SessionRecord| {

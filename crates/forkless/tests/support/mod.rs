@@ -16,6 +16,7 @@ pub mod gateway;
 pub mod haproxy;
 mod peers;
 mod procs;
+pub mod relay;
 mod session;
 pub mod shared;
 mod sse;
