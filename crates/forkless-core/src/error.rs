@@ -27,6 +27,9 @@ pub enum EndReason {
     /// exited: it was the session's state, so the session cannot go on, and it is never
     /// restarted under the same id.
     BackendExited,
+    /// The server was at its session limit and reclaimed this session, the longest idle of
+    /// the principal holding the most, to make room for another principal's.
+    Reclaimed,
 }
 
 impl EndReason {
@@ -40,6 +43,7 @@ impl EndReason {
             Self::OwnerLost => "owner_lost",
             Self::HistoryLost => "history_lost",
             Self::BackendExited => "backend_exited",
+            Self::Reclaimed => "reclaimed",
         }
     }
 }

@@ -172,21 +172,50 @@ impl<S: Store> Common<S> {
             let json = |text: &Option<Arc<str>>| {
                 text.as_deref().and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null)
             };
-            Arc::new(SessionShared::new(
+            let shared = Arc::new(SessionShared::new(
                 record.id(),
                 record.session().revision(),
                 json(&client.capabilities),
                 json(&client.info),
                 Some(self.outbox.clone()),
                 self.shutdown.child_token(),
-            ))
+            ));
+            // Back after a restart: it counts against its principal's share again (an
+            // address-keyed one is not recorded, so it counts against nobody's).
+            if let Some(principal) = record.session().principal() {
+                let _ = shared.quota_key.set(Arc::from(format!("principal:{principal}")));
+            }
+            shared
         }))
     }
 
-    /// Room for one more session: below `max_sessions` live here and `max_retained_bytes`
+    /// Room for one more session of `key`'s (see [`crate::quota`]): below its share
+    /// ([`Error::QuotaExceeded`], 429, otherwise), below `max_sessions` live here (at it, the
+    /// longest-idle session of the principal holding the most is ended `reclaimed` to make
+    /// room, when [`crate::quota::AtCapacity::Reclaim`]) and below `max_retained_bytes`
     /// retained in the store; [`Error::AtCapacity`] (503, `Retry-After`) otherwise, counted
     /// and logged (at most once every ten seconds).
-    pub(crate) fn check_capacity(&self) -> Result<(), Error> {
+    pub(crate) async fn admit_session(&self, key: Option<&str>) -> Result<(), Error> {
+        let quotas = &self.cfg.quotas;
+        if let Some(key) = key
+            && self.sessions.held_by(key) >= quotas.max_sessions_per_principal
+        {
+            self.metrics.capacity_refused("max_sessions_per_principal");
+            return Err(Error::QuotaExceeded {
+                quota: "max_sessions_per_principal",
+                retry_after: CAPACITY_RETRY_AFTER,
+            });
+        }
+        if self.sessions.len() >= self.cfg.max_sessions
+            && quotas.at_capacity == crate::quota::AtCapacity::Reclaim
+            && let Some(id) = self.sessions.reclaimable(key)
+        {
+            let reason = EndReason::Reclaimed;
+            let _ = forkless_store::transact(&*self.store, id, |r| r.on_end(reason, now())).await;
+            self.end_local(id, reason);
+            self.metrics.session_ended(reason.as_str());
+            tracing::info!(session = %id, "session reclaimed to make room at max_sessions");
+        }
         let limit = if self.sessions.len() >= self.cfg.max_sessions {
             "max_sessions"
         } else if self.store.usage().retained_bytes >= self.cfg.max_retained_bytes {

@@ -167,6 +167,9 @@ pub struct ServerConfig {
     /// database behind a silent partition never answers; a load balancer must learn it in
     /// time). Default 1 s.
     pub health_timeout: Duration,
+    /// Each principal's share of the sessions, and what happens at `max_sessions`. Default
+    /// [`crate::quota::Quotas::default`].
+    pub quotas: crate::quota::Quotas,
     /// The task table of the tasks extension (2026-07-28): time to live, suggested polling
     /// interval, most tasks held. Default [`crate::tasks::TaskLimits::default`].
     pub tasks: crate::tasks::TaskLimits,
@@ -213,6 +216,7 @@ impl Default for ServerConfig {
             forward_connect_timeout: Duration::from_secs(2),
             forward_head_timeout: Duration::from_secs(60),
             health_timeout: Duration::from_secs(1),
+            quotas: crate::quota::Quotas::default(),
             tasks: crate::tasks::TaskLimits::default(),
             revisions: forkless_core::RevisionSet::ALL,
             idempotency: crate::tasks::IdempotencyLimits::default(),

@@ -215,6 +215,15 @@ pub enum Error {
         /// What the client is told to wait.
         retry_after: std::time::Duration,
     },
+    /// The principal holds its whole share of a limit (`crate::quota`); try again later
+    /// (`Retry-After`).
+    #[error("quota reached: {quota}")]
+    QuotaExceeded {
+        /// The setting whose share is used up (`max_sessions_per_principal`).
+        quota: &'static str,
+        /// What the client is told to wait.
+        retry_after: std::time::Duration,
+    },
     /// The session is owned by another node that cannot take the request now.
     #[error("the session's owner node {node} is unavailable ({})", why.as_str())]
     OwnerUnavailable {
@@ -286,7 +295,7 @@ impl Error {
             Self::Conflict(_) => (StatusCode::CONFLICT, STREAM_CONFLICT),
             Self::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, INVALID_REQUEST),
             Self::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, INVALID_REQUEST),
-            Self::Limit(_) => (StatusCode::TOO_MANY_REQUESTS, INTERNAL_ERROR),
+            Self::Limit(_) | Self::QuotaExceeded { .. } => (StatusCode::TOO_MANY_REQUESTS, INTERNAL_ERROR),
             Self::Store(forkless_store::Error::Contended { .. }) => {
                 (StatusCode::SERVICE_UNAVAILABLE, INTERNAL_ERROR)
             }
@@ -319,6 +328,7 @@ impl Error {
             Self::HeadersTooLarge { .. } => "headers_too_large",
             Self::BodyTimeout(_) => "body_timeout",
             Self::AtCapacity { limit, .. } => limit,
+            Self::QuotaExceeded { quota, .. } => quota,
             Self::OwnerUnavailable { why, .. } => why.as_str(),
             Self::NodeStopped(_) => "node_stopped",
             Self::Store(forkless_store::Error::LeaseLost(_)) => "node_lease_lost",
@@ -383,7 +393,7 @@ impl Error {
             Self::Unauthorized { challenge, .. } => {
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
             }
-            Self::AtCapacity { retry_after, .. } => {
+            Self::AtCapacity { retry_after, .. } | Self::QuotaExceeded { retry_after, .. } => {
                 let secs = retry_after.as_secs().max(1);
                 response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
             }

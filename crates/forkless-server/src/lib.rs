@@ -100,6 +100,7 @@ mod metrics;
 pub mod node;
 mod outbox;
 mod post;
+mod quota;
 mod request;
 pub mod request_state;
 mod server;
@@ -121,6 +122,7 @@ pub use error::{
 pub use handler::{Handler, Restorable, Revisions, ServerInfo, TaskSupport};
 pub use jsonrpc::RpcError;
 pub use listener::raise_open_file_limit;
+pub use quota::{AtCapacity, Quotas};
 pub use request::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};
 pub use server::Server;
 pub use session::SendError;

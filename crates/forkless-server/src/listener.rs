@@ -293,9 +293,17 @@ async fn connection(
     metrics: Arc<Metrics>,
 ) {
     let max_header = bounds.max_header_bytes;
+    let peer = tcp.peer_addr().ok().map(crate::quota::PeerAddr);
     let service = {
         let (conn, registry) = (conn.clone(), registry.clone());
-        hyper::service::service_fn(move |request: Request<Incoming>| {
+        hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            // Only a request that may create a session needs its client's address (its
+            // share, `crate::quota`); the others carry nothing extra.
+            if let Some(peer) = peer
+                && !request.headers().contains_key(crate::request::SESSION_ID)
+            {
+                request.extensions_mut().insert(peer);
+            }
             let busy = Busy::new(conn.clone(), registry.clone());
             let router = router.clone();
             async move {

@@ -30,7 +30,12 @@ use crate::request::{SESSION_ID, accepts, check_single_valued, header_value, is_
 use crate::server::App;
 
 impl<S: Store, H: Handler> App<S, H> {
-    pub(crate) async fn post(&self, headers: &HeaderMap, body: Body) -> Result<Response, Error> {
+    pub(crate) async fn post(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<crate::quota::PeerAddr>,
+        body: Body,
+    ) -> Result<Response, Error> {
         check_single_valued(headers)?;
         self.check_origin(headers)?;
         if !is_json(headers) {
@@ -58,7 +63,7 @@ impl<S: Store, H: Handler> App<S, H> {
             if headers.contains_key(SESSION_ID) {
                 return Err(Error::AlreadyInitialized);
             }
-            return self.initialize(headers, id, params.as_ref()).await;
+            return self.initialize(headers, peer, id, params.as_ref()).await;
         }
         if body
             .messages
@@ -131,6 +136,7 @@ impl<S: Store, H: Handler> App<S, H> {
     pub(crate) async fn initialize(
         &self,
         headers: &HeaderMap,
+        peer: Option<crate::quota::PeerAddr>,
         id: &Value,
         params: Option<&Value>,
     ) -> Result<Response, Error> {
@@ -151,7 +157,8 @@ impl<S: Store, H: Handler> App<S, H> {
             capabilities.pointer("/experimental/forkless~1resume/version").and_then(Value::as_u64) == Some(1);
         let client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
         let principal = self.principal(headers);
-        self.common.check_capacity()?;
+        let quota_key = crate::quota::key(principal.as_deref(), headers, peer, &self.common.cfg.quotas);
+        self.common.admit_session(quota_key.as_deref()).await?;
         // Kept with the session, so a handler still knows its client after a restart.
         let client = ClientFacts {
             capabilities: Some(capabilities.to_string().into()),
@@ -169,6 +176,9 @@ impl<S: Store, H: Handler> App<S, H> {
             Some(self.common.outbox.clone()),
             self.common.shutdown.child_token(),
         ));
+        if let Some(key) = quota_key {
+            let _ = shared.quota_key.set(key);
+        }
         self.common.sessions.insert(shared.clone());
         tracing::info!(session = %sid, revision = revision.as_str(), reset_contract, "session created");
 

@@ -144,6 +144,9 @@ impl<S: Store, H: Handler> App<S, H> {
             return Err(Error::SessionUnknown);
         }
         let live = self.common.live(&record);
+        if let Some(live) = &live {
+            live.last_used.store(crate::quota::now_ms(), std::sync::atomic::Ordering::Relaxed);
+        }
         Ok((record, live))
     }
 

@@ -372,7 +372,8 @@ async fn post_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, reque
         Err(answered) => return answered,
     };
     let (parts, body) = request.into_parts();
-    let out = app.post(&parts.headers, body).await;
+    let peer = parts.extensions.get::<crate::quota::PeerAddr>().copied();
+    let out = app.post(&parts.headers, peer, body).await;
     app.answer(out)
 }
 

@@ -15,12 +15,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 mod id_key;
+mod request_stream;
 
 pub(crate) use id_key::{IdKey, id_key};
+pub(crate) use request_stream::RequestStream;
 
 use crate::jsonrpc::RpcError;
 use bytes::Bytes;
-use forkless_core::{AppendTarget, EndReason, EventId, Grant, Label, Revision, SessionId, StreamId};
+use forkless_core::{AppendTarget, EndReason, EventId, Grant, Revision, SessionId, StreamId};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -106,57 +108,6 @@ pub(crate) trait Outbox: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<Option<Grant>, SendError>>;
 }
 
-/// The SSE stream of a POST's request (or batch), opened in the store when first needed:
-/// when its handler first sends something on it, or when the POST's answer has to wait for
-/// the handler. A handler that answers at once without sending anything never needs it open:
-/// its answer opens, fills and releases the stream in one append
-/// ([`AppendTarget::Answer`]), and the POST carries the whole stream as a finished body.
-#[derive(Debug)]
-pub(crate) struct RequestStream {
-    pub(crate) id: StreamId,
-    /// The request's JSON-RPC id, serialized, kept with the stream so that a restart can still
-    /// answer the request; `None` for a batch's stream (answered with id `null` then).
-    pub(crate) label: Option<Label>,
-    state: tokio::sync::OnceCell<Claim>,
-}
-
-/// What became of a [`RequestStream`], decided once.
-#[derive(Clone, Copy, Debug)]
-enum Claim {
-    /// Opened, attached to the POST's connection; `None` where the opener holds no grant
-    /// (its opening was applied, but whoever made it stopped waiting before it was confirmed).
-    Open(Option<Grant>),
-    /// Taken by the POST for an answer-at-once: it is (or is being) opened, filled and
-    /// released in one append, and nothing more can go on it.
-    Answered,
-}
-
-impl RequestStream {
-    pub(crate) fn new(id: StreamId, label: Option<Label>) -> Arc<Self> {
-        Arc::new(Self { id, label, state: tokio::sync::OnceCell::new() })
-    }
-
-    /// Claim the stream for an answer-at-once; false if it is open or being opened.
-    pub(crate) fn claim_for_answer(&self) -> bool {
-        self.state.set(Claim::Answered).is_ok()
-    }
-
-    /// Its grant, opening the stream with `open` unless that was decided already. Whoever
-    /// comes first opens it; anyone else waits for that and gets the same grant (if the
-    /// opening fails, the next caller tries again). `None` if it was claimed for an answer, or
-    /// is open without a grant here.
-    pub(crate) async fn open<E, Fut>(&self, open: impl FnOnce() -> Fut) -> Result<Option<Grant>, E>
-    where
-        Fut: Future<Output = Result<Option<Grant>, E>>,
-    {
-        let claim = self.state.get_or_try_init(|| async { open().await.map(Claim::Open) }).await?;
-        Ok(match claim {
-            Claim::Open(grant) => *grant,
-            Claim::Answered => None,
-        })
-    }
-}
-
 /// The in-process state of one session: what handles reach and what teardown clears.
 pub(crate) struct SessionShared {
     pub(crate) id: SessionId,
@@ -182,6 +133,11 @@ pub(crate) struct SessionShared {
     pending: Mutex<HashMap<IdKey, Pending>>,
     /// Client requests in flight, by JSON id, for `notifications/cancelled`.
     in_flight: Mutex<HashMap<IdKey, CancellationToken>>,
+    /// Whose share of the sessions this one counts against (`crate::quota`), if anyone's.
+    pub(crate) quota_key: OnceLock<Arc<str>>,
+    /// When a request last named this session (milliseconds of the wall clock): the
+    /// longest-idle session is the one reclaimed at the server's limit.
+    pub(crate) last_used: AtomicU64,
 }
 
 impl fmt::Debug for SessionShared {
@@ -224,6 +180,8 @@ impl SessionShared {
             next_outgoing_id: AtomicU64::new(1),
             pending: Mutex::default(),
             in_flight: Mutex::default(),
+            quota_key: OnceLock::new(),
+            last_used: AtomicU64::new(crate::quota::now_ms()),
         }
     }
 

@@ -165,6 +165,7 @@ fn end_reason(w: &mut Encoder, r: EndReason) {
         EndReason::OwnerLost => w.u8(4),
         EndReason::HistoryLost => w.u8(5),
         EndReason::BackendExited => w.u8(6),
+        EndReason::Reclaimed => w.u8(7),
     }
 }
 
@@ -330,6 +331,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<RecordParts, Error> {
                 4 => EndReason::OwnerLost,
                 5 => EndReason::HistoryLost,
                 6 => EndReason::BackendExited,
+                7 => EndReason::Reclaimed,
                 _ => return Err(corrupt("bad end reason")),
             };
             SessionState::Ended(Ended { at, reason })

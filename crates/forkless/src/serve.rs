@@ -121,9 +121,23 @@ pub struct ServeArgs {
     /// are busy a new one gets 503 (default 10000, capped below the open-file limit).
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
-    /// Live sessions; at the limit `initialize` gets 503 with Retry-After (default 50000).
+    /// Live sessions; at the limit the longest-idle session of the principal holding the most
+    /// is reclaimed for a principal holding fewer, else `initialize` gets 503 with Retry-After
+    /// (default 50000).
     #[arg(long, value_name = "N")]
     pub max_sessions: Option<usize>,
+    /// Sessions one principal (its verified subject, else its address) may hold; more get 429
+    /// with Retry-After (default 5000).
+    #[arg(long, value_name = "N")]
+    pub max_sessions_per_principal: Option<usize>,
+    /// A proxy whose X-Forwarded-For names the client, for per-address shares (repeatable;
+    /// default none: the header is ignored).
+    #[arg(long = "trusted-proxy", value_name = "IP")]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// At max-sessions: `reclaim` the longest-idle session of the principal holding the most,
+    /// or `refuse` every new one (default reclaim).
+    #[arg(long, value_name = "reclaim|refuse", value_parser = ["reclaim", "refuse"])]
+    pub at_capacity: Option<String>,
     /// Payload bytes of retained events across all sessions (default 1 GiB).
     #[arg(long, value_name = "BYTES")]
     pub max_retained_bytes: Option<u64>,

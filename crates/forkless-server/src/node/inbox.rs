@@ -6,7 +6,8 @@
 //! this process, so a message is handed straight to the session's in-process state. It does
 //! not parse messages (the POST path did) nor decide anything about streams.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use forkless_core::{EndReason, IdHashBuilder, SessionId};
@@ -58,9 +59,32 @@ pub trait Inbox: Send + Sync + 'static {
 /// The sessions live in this process, by id: what handles reach and what teardown clears.
 #[derive(Default)]
 pub(crate) struct LiveSessions {
-    map: Mutex<HashMap<SessionId, Arc<SessionShared>, IdHashBuilder>>,
+    map: Mutex<Live>,
     /// Tells the handler a session ended here ([`crate::Handler::session_ended`]).
     on_end: Option<EndHook>,
+}
+
+/// The live sessions, and which of them count against each principal's share
+/// ([`crate::quota`]), kept under one lock so the two never disagree.
+#[derive(Default)]
+struct Live {
+    by_id: HashMap<SessionId, Arc<SessionShared>, IdHashBuilder>,
+    by_principal: HashMap<Arc<str>, HashSet<SessionId, IdHashBuilder>>,
+}
+
+impl Live {
+    fn remove(&mut self, id: SessionId) -> Option<Arc<SessionShared>> {
+        let shared = self.by_id.remove(&id)?;
+        if let Some(key) = shared.quota_key.get()
+            && let Some(ids) = self.by_principal.get_mut(key)
+        {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.by_principal.remove(key);
+            }
+        }
+        Some(shared)
+    }
 }
 
 /// What runs once a session is torn down here.
@@ -96,32 +120,68 @@ impl LiveSessions {
         id: SessionId,
         make: impl FnOnce() -> Arc<SessionShared>,
     ) -> Arc<SessionShared> {
-        lock(&self.map).entry(id).or_insert_with(make).clone()
+        let mut live = lock(&self.map);
+        if let Some(shared) = live.by_id.get(&id) {
+            return shared.clone();
+        }
+        let shared = make();
+        if let Some(key) = shared.quota_key.get() {
+            live.by_principal.entry(key.clone()).or_default().insert(id);
+        }
+        live.by_id.insert(id, shared.clone());
+        shared
     }
 
     /// The live state of `id`, if any.
     pub(crate) fn get(&self, id: SessionId) -> Option<Arc<SessionShared>> {
-        lock(&self.map).get(&id).cloned()
+        lock(&self.map).by_id.get(&id).cloned()
     }
 
-    /// Register a session just created here.
+    /// Register a session just created here (counted against its quota key, if it has one).
     pub(crate) fn insert(&self, shared: Arc<SessionShared>) {
-        lock(&self.map).insert(shared.id, shared);
+        let mut live = lock(&self.map);
+        if let Some(key) = shared.quota_key.get() {
+            live.by_principal.entry(key.clone()).or_default().insert(shared.id);
+        }
+        live.by_id.insert(shared.id, shared);
     }
 
     /// Unregister `id`, returning its state.
     pub(crate) fn remove(&self, id: SessionId) -> Option<Arc<SessionShared>> {
-        lock(&self.map).remove(&id)
+        lock(&self.map).remove(id)
     }
 
     /// How many sessions are live here.
     pub(crate) fn len(&self) -> usize {
-        lock(&self.map).len()
+        lock(&self.map).by_id.len()
+    }
+
+    /// How many live sessions here count against `key`.
+    pub(crate) fn held_by(&self, key: &str) -> usize {
+        lock(&self.map).by_principal.get(key).map_or(0, HashSet::len)
+    }
+
+    /// The session to reclaim at the limit for `asking`: the longest idle of the principal
+    /// holding the most, if that is more than `asking` holds (one holding as many as anyone
+    /// is refused instead).
+    pub(crate) fn reclaimable(&self, asking: Option<&str>) -> Option<SessionId> {
+        let live = lock(&self.map);
+        let holds = asking.and_then(|k| live.by_principal.get(k)).map_or(0, HashSet::len);
+        let (_, ids) = live
+            .by_principal
+            .iter()
+            .filter(|(key, _)| asking != Some(&***key))
+            .max_by_key(|(_, ids)| ids.len())?;
+        if ids.len() <= holds {
+            return None;
+        }
+        let idle = |id: &&SessionId| live.by_id.get(id).map_or(0, |s| s.last_used.load(Ordering::Relaxed));
+        ids.iter().min_by_key(idle).copied()
     }
 
     /// Ids of every live session here.
     pub(crate) fn ids(&self) -> Vec<SessionId> {
-        lock(&self.map).keys().copied().collect()
+        lock(&self.map).by_id.keys().copied().collect()
     }
 }
 

@@ -99,6 +99,13 @@ impl ServeArgs {
         if let Some(n) = self.max_connections {
             config.max_connections = n;
         }
+        if let Some(n) = self.max_sessions_per_principal {
+            config.quotas.max_sessions_per_principal = n;
+        }
+        config.quotas.trusted_proxies.clone_from(&self.trusted_proxies);
+        if self.at_capacity.as_deref() == Some("refuse") {
+            config.quotas.at_capacity = forkless_server::AtCapacity::Refuse;
+        }
         if let Some(n) = self.max_sessions {
             config.max_sessions = n;
         }

@@ -1,0 +1,58 @@
+//! The SSE stream of a POST's request, opened in the store on first use (see
+//! [`RequestStream`]).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use forkless_core::{Grant, Label, StreamId};
+
+/// The SSE stream of a POST's request (or batch), opened in the store when first needed:
+/// when its handler first sends something on it, or when the POST's answer has to wait for
+/// the handler. A handler that answers at once without sending anything never needs it open:
+/// its answer opens, fills and releases the stream in one append
+/// ([`forkless_core::AppendTarget::Answer`]), and the POST carries the whole stream as a finished body.
+#[derive(Debug)]
+pub(crate) struct RequestStream {
+    pub(crate) id: StreamId,
+    /// The request's JSON-RPC id, serialized, kept with the stream so that a restart can still
+    /// answer the request; `None` for a batch's stream (answered with id `null` then).
+    pub(crate) label: Option<Label>,
+    state: tokio::sync::OnceCell<Claim>,
+}
+
+/// What became of a [`RequestStream`], decided once.
+#[derive(Clone, Copy, Debug)]
+enum Claim {
+    /// Opened, attached to the POST's connection; `None` where the opener holds no grant
+    /// (its opening was applied, but whoever made it stopped waiting before it was confirmed).
+    Open(Option<Grant>),
+    /// Taken by the POST for an answer-at-once: it is (or is being) opened, filled and
+    /// released in one append, and nothing more can go on it.
+    Answered,
+}
+
+impl RequestStream {
+    pub(crate) fn new(id: StreamId, label: Option<Label>) -> Arc<Self> {
+        Arc::new(Self { id, label, state: tokio::sync::OnceCell::new() })
+    }
+
+    /// Claim the stream for an answer-at-once; false if it is open or being opened.
+    pub(crate) fn claim_for_answer(&self) -> bool {
+        self.state.set(Claim::Answered).is_ok()
+    }
+
+    /// Its grant, opening the stream with `open` unless that was decided already. Whoever
+    /// comes first opens it; anyone else waits for that and gets the same grant (if the
+    /// opening fails, the next caller tries again). `None` if it was claimed for an answer, or
+    /// is open without a grant here.
+    pub(crate) async fn open<E, Fut>(&self, open: impl FnOnce() -> Fut) -> Result<Option<Grant>, E>
+    where
+        Fut: Future<Output = Result<Option<Grant>, E>>,
+    {
+        let claim = self.state.get_or_try_init(|| async { open().await.map(Claim::Open) }).await?;
+        Ok(match claim {
+            Claim::Open(grant) => *grant,
+            Claim::Answered => None,
+        })
+    }
+}
