@@ -205,7 +205,9 @@ async fn tasks_survive_kill_9_by_their_policy_over_twenty_rounds() {
 /// `early`, the store acknowledges task writes before their sync (its test hook).
 async fn killed_at_the_acknowledgement(rounds: usize, early: bool) -> Vec<String> {
     let data = fresh_data_dir().display().to_string();
-    let args = ["--data-dir", data.as_str(), "--revisions", "all"];
+    // A long batch window: a write waits up to 200 ms for its group's sync, so an early
+    // acknowledgement leaves a wide window for the kill (the positive rounds wait it out).
+    let args = ["--data-dir", data.as_str(), "--revisions", "all", "--batch-window", "200"];
     let env: &[(&str, &str)] = if early { &[("FORKLESS_TEST_EARLY_DELIVERY", "1")] } else { &[] };
     let mut server = Serve::start_with_env("127.0.0.1:0", &args, env).await;
     let mut lost = Vec::new();
