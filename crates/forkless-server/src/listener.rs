@@ -266,6 +266,16 @@ pub(crate) async fn serve(
     tracker
 }
 
+/// Whether `request` could be an `initialize` (see [`crate::post`]).
+fn may_create_a_session<B>(request: &Request<B>) -> bool {
+    let headers = request.headers();
+    request.method() == hyper::Method::POST
+        && !headers.contains_key(crate::request::SESSION_ID)
+        && headers
+            .get(crate::request::PROTOCOL_VERSION)
+            .is_none_or(|v| v.as_bytes() != forkless_core::Revision::V2026_07_28.as_str().as_bytes())
+}
+
 /// The smallest read buffer hyper accepts.
 const HYPER_MIN_BUF: usize = 8 * 1024;
 
@@ -298,9 +308,11 @@ async fn connection(
         let (conn, registry) = (conn.clone(), registry.clone());
         hyper::service::service_fn(move |mut request: Request<Incoming>| {
             // Only a request that may create a session needs its client's address (its
-            // share, `crate::quota`); the others carry nothing extra.
+            // share, `crate::quota`): a POST without a session id, and not of 2026-07-28 (those
+            // are served without sessions before `initialize` is considered). The others, the
+            // hot path, carry nothing extra.
             if let Some(peer) = peer
-                && !request.headers().contains_key(crate::request::SESSION_ID)
+                && may_create_a_session(&request)
             {
                 request.extensions_mut().insert(peer);
             }

@@ -35,3 +35,19 @@ fn the_connection_task_wakes_at_its_deadlines_and_never_spins() {
     assert!(busy.conn.wake(&busy.registry, &bounds, now) > now);
     assert_eq!(busy.conn.deadline(&busy.registry, &bounds).1, Bound::Busy);
 }
+
+#[test]
+fn only_a_request_that_may_initialize_carries_the_peer_address() {
+    let request = |method: &str, headers: &[(&str, &str)]| {
+        let mut b = Request::builder().method(method).uri("/mcp");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap()
+    };
+    assert!(may_create_a_session(&request("POST", &[])));
+    assert!(may_create_a_session(&request("POST", &[("mcp-protocol-version", "2025-11-25")])));
+    assert!(!may_create_a_session(&request("POST", &[("mcp-session-id", "x")])));
+    assert!(!may_create_a_session(&request("POST", &[("mcp-protocol-version", "2026-07-28")])));
+    assert!(!may_create_a_session(&request("GET", &[])));
+}
