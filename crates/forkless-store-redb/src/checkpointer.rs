@@ -21,14 +21,18 @@ use redb::Database;
 use super::checkpoint::{Scratch, commit};
 use super::op::Op;
 
+/// What the checkpoint thread tells once a checkpoint is committed: the writes it applied.
+pub(crate) type OnCommit = Box<dyn FnMut(&[Op]) + Send>;
+
 /// The writer's handle on the checkpoint thread (started with the first checkpoint).
-#[derive(Debug)]
 pub(crate) struct Checkpointer {
     db: Arc<Database>,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
     /// The writes of the last hand-over, cleared, given back for the next one's buffer.
     spare: Vec<Op>,
+    /// Handed to the thread when it starts.
+    on_commit: Option<OnCommit>,
 }
 
 #[derive(Debug, Default)]
@@ -74,14 +78,31 @@ impl State {
     }
 }
 
+impl std::fmt::Debug for Checkpointer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpointer").field("shared", &self.shared).finish_non_exhaustive()
+    }
+}
+
 impl Checkpointer {
     pub(crate) fn new(db: Database) -> Self {
-        Self { db: Arc::new(db), shared: Arc::default(), thread: None, spare: Vec::new() }
+        Self { db: Arc::new(db), shared: Arc::default(), thread: None, spare: Vec::new(), on_commit: None }
     }
 
     /// The redb database (read at recovery, before the first checkpoint).
     pub(crate) fn db(&self) -> &Database {
         &self.db
+    }
+
+    /// The redb database, for readers of what checkpoints committed.
+    pub(crate) fn shared_db(&self) -> Arc<Database> {
+        Arc::clone(&self.db)
+    }
+
+    /// Call `f` with the writes of every checkpoint once it is committed (on the checkpoint
+    /// thread, after the writer may go on). Set before the first checkpoint.
+    pub(crate) fn on_commit(&mut self, f: OnCommit) {
+        self.on_commit = Some(f);
     }
 
     /// The count of committed checkpoints, shared with whoever reports it.
@@ -134,9 +155,10 @@ impl Checkpointer {
             return Ok(());
         }
         let (db, shared) = (Arc::clone(&self.db), Arc::clone(&self.shared));
+        let on_commit = self.on_commit.take();
         let thread = std::thread::Builder::new()
             .name("forkless-redb-checkpoint".into())
-            .spawn(move || work(&db, &shared))
+            .spawn(move || work(&db, &shared, on_commit))
             .map_err(|e| format!("spawning the checkpoint thread: {e}"))?;
         self.thread = Some(thread);
         Ok(())
@@ -155,7 +177,7 @@ impl Drop for Checkpointer {
 }
 
 /// The checkpoint thread: apply each job handed over, until closing.
-fn work(db: &Database, shared: &Shared) {
+fn work(db: &Database, shared: &Shared, mut on_commit: Option<OnCommit>) {
     let mut scratch = Scratch::default();
     loop {
         let (mut ops, lsn) = {
@@ -179,6 +201,11 @@ fn work(db: &Database, shared: &Shared) {
         let result = commit(db, &ops, lsn, &mut scratch)
             .map_err(|e| format!("checkpointing the write-ahead log into redb: {e}"));
         tracing::debug!(writes = ops.len(), took = ?started.elapsed(), "checkpoint");
+        if result.is_ok()
+            && let Some(f) = &mut on_commit
+        {
+            f(&ops);
+        }
         ops.clear();
         let mut state = shared.lock();
         match result {

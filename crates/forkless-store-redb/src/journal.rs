@@ -94,6 +94,8 @@ pub(crate) struct Writer {
     window_plan: WindowPlan,
     /// What a group's write works in, kept between uses.
     group_scratch: Superseded,
+    /// The longest a write waits in the log before a checkpoint copies it into redb.
+    checkpoint_interval: Duration,
 }
 
 impl Writer {
@@ -107,7 +109,14 @@ impl Writer {
             crash_hook: CrashHook::from_env(),
             window_plan: WindowPlan::default(),
             group_scratch: Superseded::default(),
+            checkpoint_interval: CHECKPOINT_INTERVAL,
         }
+    }
+
+    /// Checkpoint writes `interval` after the oldest was logged (default
+    /// [`CHECKPOINT_INTERVAL`]).
+    pub(crate) fn set_checkpoint_interval(&mut self, interval: Duration) {
+        self.checkpoint_interval = interval;
     }
 
     /// The count of committed checkpoints.
@@ -120,9 +129,19 @@ impl Writer {
         self.checkpointer.db()
     }
 
+    /// The redb database, shared with readers of what checkpoints committed.
+    pub(crate) fn shared_db(&self) -> std::sync::Arc<Database> {
+        self.checkpointer.shared_db()
+    }
+
+    /// See [`Checkpointer::on_commit`].
+    pub(crate) fn on_checkpoint(&mut self, f: super::checkpointer::OnCommit) {
+        self.checkpointer.on_commit(f);
+    }
+
     /// When the pending writes are due for a checkpoint, if there are any.
     fn checkpoint_due(&self) -> Option<Instant> {
-        self.pending_since.map(|t| t + CHECKPOINT_INTERVAL)
+        self.pending_since.map(|t| t + self.checkpoint_interval)
     }
 
     /// Make a batch durable: one log entry, one sync. A group too large for the log at all

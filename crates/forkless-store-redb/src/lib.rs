@@ -36,6 +36,7 @@
 mod checkpoint;
 mod checkpointer;
 mod codec;
+mod cold;
 mod group;
 mod hooks;
 mod inbox;
@@ -43,7 +44,7 @@ mod journal;
 mod logfile;
 mod op;
 mod open;
-pub use open::LostFiles;
+pub use open::{DEFAULT_CACHE_BYTES, LostFiles, Options};
 mod recovery;
 mod tasks;
 mod wal;
@@ -145,6 +146,8 @@ struct Inner {
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Checkpoints committed since the store opened.
     checkpoints: Arc<std::sync::atomic::AtomicU64>,
+    /// Where events that left memory are read from.
+    disk: cold::DataFile,
 }
 
 impl Drop for Inner {
@@ -351,7 +354,15 @@ impl Store for RedbStore {
         reader: Reader,
     ) -> Result<Vec<StoredEvent>> {
         self.check()?;
-        self.inner.engine.read(session, stream, after, max, reader)
+        let engine = &self.inner.engine;
+        if let Some(events) = engine.try_read(session, stream, after, max, reader)? {
+            return Ok(events);
+        }
+        // Some left memory: read them from the data file, off the runtime's threads.
+        let (engine, disk) = (Arc::clone(engine), self.inner.disk.clone());
+        tokio::task::spawn_blocking(move || engine.read_through(&disk, session, stream, after, max, reader))
+            .await
+            .map_err(|e| Error::Backend(format!("reading events from the data file: {e}")))?
     }
 
     async fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {
@@ -376,12 +387,27 @@ impl Store for RedbStore {
     }
 
     fn metrics(&self) -> Vec<forkless_store::StoreMetric> {
-        vec![forkless_store::StoreMetric {
-            name: "forkless_store_checkpoints_total",
-            help: "Checkpoints of the write-ahead log into the data file committed since the store opened.",
-            kind: forkless_store::MetricKind::Counter,
-            value: self.inner.checkpoints.load(std::sync::atomic::Ordering::Relaxed),
-        }]
+        use forkless_store::{MetricKind, StoreMetric};
+        vec![
+            StoreMetric {
+                name: "forkless_store_checkpoints_total",
+                help: "Checkpoints of the write-ahead log into the data file committed since the store opened.",
+                kind: MetricKind::Counter,
+                value: self.inner.checkpoints.load(std::sync::atomic::Ordering::Relaxed),
+            },
+            StoreMetric {
+                name: "forkless_store_cached_bytes",
+                help: "Payload bytes of retained events held in memory (the others are read from the data file).",
+                kind: MetricKind::Gauge,
+                value: self.inner.engine.cached_bytes(),
+            },
+            StoreMetric {
+                name: "forkless_store_spilled_events_total",
+                help: "Retained events that left memory for the data file since the store opened.",
+                kind: MetricKind::Counter,
+                value: self.inner.engine.spilled_events(),
+            },
+        ]
     }
 
     async fn health(&self) -> Result<()> {

@@ -49,12 +49,58 @@ pub enum LostFiles {
     StartWithout,
 }
 
+/// The default of [`Options::cache_bytes`]: 64 MiB, sized for a small machine.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+
+/// How [`RedbStore::open_options`] opens a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// When appends are durable.
+    pub durability: Durability,
+    /// What happens when a file is lost.
+    pub lost_files: LostFiles,
+    /// The memory the store keeps for what it reads most, beside the sessions' records:
+    /// three quarters for the newest retained events (older ones are read from the data file),
+    /// one quarter for the data file's pages. Retention is then bounded by the disk, and the
+    /// resident set by this (measured: `docs/benchmarks.md`). Default
+    /// [`DEFAULT_CACHE_BYTES`].
+    pub cache_bytes: u64,
+    /// The longest a write waits in the write-ahead log before a checkpoint copies it into
+    /// the data file: bounds the replay after a crash, and how long a new event stays in
+    /// memory before it may leave for the cache's sake. Default 1 s.
+    pub checkpoint_interval: std::time::Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            durability: Durability::default(),
+            lost_files: LostFiles::default(),
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            checkpoint_interval: journal::CHECKPOINT_INTERVAL,
+        }
+    }
+}
+
+impl Options {
+    /// The budget of the engine's event cache.
+    fn events_budget(&self) -> u64 {
+        self.cache_bytes - self.pages_budget() as u64
+    }
+
+    /// The size of redb's page cache (its default would be 1 GiB).
+    fn pages_budget(&self) -> usize {
+        usize::try_from(self.cache_bytes / 4).unwrap_or(usize::MAX)
+    }
+}
+
 /// A redb builder that times the repair of a file left by an unclean stop: redb rebuilds its
 /// own allocation state from the file's last committed transaction (it never touches a
 /// committed row of ours; what followed the last checkpoint is in the log, replayed after).
-fn timed_builder() -> (redb::Builder, Arc<Mutex<Option<std::time::Instant>>>) {
+fn timed_builder(options: &Options) -> (redb::Builder, Arc<Mutex<Option<std::time::Instant>>>) {
     let began = Arc::new(Mutex::new(None));
     let mut builder = Database::builder();
+    builder.set_cache_size(options.pages_budget());
     let seen = Arc::clone(&began);
     builder.set_repair_callback(move |_| {
         seen.lock()
@@ -92,6 +138,12 @@ impl RedbStore {
         now: Timestamp,
         lost_files: LostFiles,
     ) -> Result<(Self, Recovery)> {
+        Self::open_options(path, now, Options { durability, lost_files, ..Options::default() })
+    }
+
+    /// [`Self::open`], with every choice in `options`.
+    pub fn open_options(path: impl AsRef<Path>, now: Timestamp, options: Options) -> Result<(Self, Recovery)> {
+        let Options { lost_files, .. } = options;
         let started = std::time::Instant::now();
         let path = path.as_ref();
         let log_path = log_path(path);
@@ -127,7 +179,7 @@ impl RedbStore {
                 Err(e) => return Err(Error::Backend(format!("opening {}: {e}", path.display()))),
             }
         }
-        let (builder, repair) = timed_builder();
+        let (builder, repair) = timed_builder(&options);
         let db =
             builder.create(path).map_err(|e| Error::Backend(format!("opening {}: {e}", path.display())))?;
         let repaired = repair_took(&repair);
@@ -154,7 +206,7 @@ impl RedbStore {
         let log = LogFile::open(&log_path).map_err(log_err)?;
         tracing::debug!(direct = log.is_direct(), "write-ahead log opened");
         let (store, recovery) =
-            Self::start(db, log_key, log, durability, now, (lost_files, &log_path.display().to_string()))?;
+            Self::start(db, log_key, log, &options, now, &log_path.display().to_string())?;
         let store = (store, Recovery { repaired, took: started.elapsed(), ..recovery });
         if !existed && cfg!(unix) {
             // The log is now sized and synced; make its directory entry durable too (a
@@ -174,13 +226,23 @@ impl RedbStore {
         durability: Durability,
         now: Timestamp,
     ) -> Result<(Self, Recovery)> {
+        Self::open_backend_options(backend, log, now, Options { durability, ..Options::default() })
+    }
+
+    /// [`Self::open_with_backend`], with every choice in `options` (what to do about lost
+    /// files does not apply: a custom backend is never missing).
+    pub fn open_backend_options(
+        backend: impl redb::StorageBackend,
+        log: impl redb::StorageBackend,
+        now: Timestamp,
+        options: Options,
+    ) -> Result<(Self, Recovery)> {
         let started = std::time::Instant::now();
-        let (builder, repair) = timed_builder();
+        let (builder, repair) = timed_builder(&options);
         let db = builder.create_with_backend(backend).map_err(backend_err)?;
         let repaired = repair_took(&repair);
         let log_key = check_format(&db)?;
-        let (store, recovery) =
-            Self::start(db, log_key, log, durability, now, (LostFiles::Refuse, "(custom backend)"))?;
+        let (store, recovery) = Self::start(db, log_key, log, &options, now, "(custom backend)")?;
         Ok((store, Recovery { repaired, took: started.elapsed(), ..recovery }))
     }
 
@@ -188,11 +250,13 @@ impl RedbStore {
         db: Database,
         log_key: u64,
         log: impl redb::StorageBackend,
-        durability: Durability,
+        options: &Options,
         now: Timestamp,
-        (lost_files, log_name): (LostFiles, &str),
+        log_name: &str,
     ) -> Result<(Self, Recovery)> {
-        let (writer, replayed, tail) = replay(db, log_key, log)?;
+        let Options { durability, lost_files, .. } = *options;
+        let (mut writer, replayed, tail) = replay(db, log_key, log)?;
+        writer.set_checkpoint_interval(options.checkpoint_interval);
         match tail {
             Tail::Foreign => check_losses(
                 &[format!(
@@ -207,7 +271,9 @@ impl RedbStore {
         }
         let inbox = Arc::new(Inbox::default());
         let poison = Arc::new(Poison::default());
-        let engine = Arc::new(Engine::default());
+        let engine = Arc::new(Engine::with_cache(options.events_budget()));
+        let stored = Arc::clone(&engine);
+        writer.on_checkpoint(Box::new(move |ops| stored.stored(crate::cold::stored_marks(ops))));
         let store = Self {
             inner: Arc::new(Inner {
                 engine: Arc::clone(&engine),
@@ -220,6 +286,7 @@ impl RedbStore {
                 inbox: Arc::clone(&inbox),
                 writer: Mutex::new(None),
                 checkpoints: writer.checkpoints(),
+                disk: crate::cold::DataFile(writer.shared_db()),
             }),
         };
         let recovery = Recovery { replayed, ..store.recover(writer.db(), now)? };

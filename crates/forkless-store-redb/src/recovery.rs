@@ -8,14 +8,13 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
-use forkless_core::{StreamId, Timestamp};
+use forkless_core::{Seq, StreamId, Timestamp};
 use redb::{Database, ReadableDatabase, ReadableTable};
 
 use super::checkpoint::{self, EVENTS, META, META_LOG_KEY, META_LSN, SESSIONS, STREAMS, TASKS};
 use super::{Recovery, RedbStore, backend_err, codec, journal, wal};
-use forkless_store::engine::Effect;
-use forkless_store::{Error, Result, StoredEvent};
+use forkless_store::engine::{Effect, OnDisk};
+use forkless_store::{Error, Result};
 
 impl RedbStore {
     pub(super) fn recover(&self, db: &Database, now: Timestamp) -> Result<Recovery> {
@@ -40,7 +39,9 @@ impl RedbStore {
         let events_table = txn.open_table(EVENTS).ok();
         for mut parts in records {
             let session = parts.new.id;
-            let mut logs: HashMap<StreamId, Vec<StoredEvent>> = HashMap::new();
+            // Sizes only: the events stay in the data file, read through on demand, so
+            // opening a store holds none of their payloads in memory.
+            let mut logs: HashMap<StreamId, Vec<(Seq, u32)>> = HashMap::new();
             if let Some(events) = &events_table {
                 let mut lo = [0u8; 36];
                 lo[..16].copy_from_slice(session.as_bytes());
@@ -51,28 +52,32 @@ impl RedbStore {
                     let (_, stream, first) = codec::split_event_key(k.value())?;
                     let log = logs.entry(stream).or_default();
                     for (seq, payload) in codec::chunk_events(first, v.value())? {
-                        log.push(StoredEvent { seq, payload: Bytes::copy_from_slice(payload) });
+                        log.push((seq, u32::try_from(payload.len()).unwrap_or(u32::MAX)));
                     }
                 }
             }
             // Keep, per stream, the contiguous run that ends at the high-water mark and
             // starts no lower than the low-water mark; anything else (a trim that committed
             // before its record, or the reverse) is treated as evicted.
+            let mut on_disk = HashMap::with_capacity(parts.streams.len());
             for s in &mut parts.streams {
-                let log = logs.entry(s.id).or_default();
-                log.retain(|e| e.seq >= s.low_water && e.seq <= s.high_water);
+                let mut log = logs.remove(&s.id).unwrap_or_default();
+                log.retain(|&(seq, _)| seq >= s.low_water && seq <= s.high_water);
                 let mut start = log.len();
-                while start > 0 && log[start - 1].seq.get() + (log.len() - start) as u64 == s.high_water.get()
-                {
+                while start > 0 && log[start - 1].0.get() + (log.len() - start) as u64 == s.high_water.get() {
                     start -= 1;
                 }
                 log.drain(..start);
-                s.low_water = log.first().map_or(s.high_water.next(), |e| e.seq);
-                s.retained_bytes = log.iter().map(|e| e.payload.len() as u64).sum();
+                s.low_water = log.first().map_or(s.high_water.next(), |&(seq, _)| seq);
+                s.retained_bytes = log.iter().map(|&(_, size)| u64::from(size)).sum();
+                recovery.events += log.len();
+                if !log.is_empty() {
+                    let sizes = log.iter().map(|&(_, size)| size).collect();
+                    on_disk.insert(s.id, OnDisk { first: s.low_water, sizes });
+                }
             }
             let mut record = parts.build()?;
             recovery.sessions += 1;
-            recovery.events += logs.values().map(Vec::len).sum::<usize>();
             recovery.detached += record
                 .streams()
                 .filter(|s| matches!(s.attachment(), Some(forkless_core::Attachment::Attached(_))))
@@ -84,7 +89,7 @@ impl RedbStore {
             journal(Effect::Record(&record));
             journal(Effect::End);
             drop(journal);
-            self.inner.engine.restore(record, logs)?;
+            self.inner.engine.restore(record, on_disk)?;
         }
         // Tasks come back as they were stored; what their lost owner means for each is the
         // server's to settle (`TaskStore::open_tasks`), by the task's policy.

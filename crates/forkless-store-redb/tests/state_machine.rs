@@ -6,7 +6,7 @@
 
 use forkless_core::Timestamp;
 use forkless_store::conformance::model::{Backend, cases, run};
-use forkless_store_redb::{Durability, RedbStore};
+use forkless_store_redb::{Durability, Options, RedbStore};
 
 struct Redb;
 
@@ -20,6 +20,32 @@ impl Backend for Redb {
         redb::StorageBackend::set_len(&log, 64 << 10).expect("size the log");
         RedbStore::open_with_backend(backend, log, Durability::Immediate, now).expect("open").0
     }
+}
+
+/// The same store with no room for events in memory and a checkpoint after every write: every
+/// event leaves memory as soon as the data file holds it, so reads go through to the disk.
+struct Spilling;
+
+impl Backend for Spilling {
+    type S = RedbStore;
+    const NAME: &'static str = "redb (in-memory backend, no event cache, checkpoint after every write)";
+    fn open(_: &tokio::runtime::Runtime, now: Timestamp) -> RedbStore {
+        let backend = redb::backends::InMemoryBackend::new();
+        let log = redb::backends::InMemoryBackend::new();
+        redb::StorageBackend::set_len(&log, 64 << 10).expect("size the log");
+        let options = Options {
+            durability: Durability::Immediate,
+            cache_bytes: 0,
+            checkpoint_interval: std::time::Duration::ZERO,
+            ..Options::default()
+        };
+        RedbStore::open_backend_options(backend, log, now, options).expect("open").0
+    }
+}
+
+#[test]
+fn core_and_redb_store_reading_through_to_its_data_file_keep_the_invariant() {
+    run::<Spilling>((cases() / 25).max(1));
 }
 
 #[test]

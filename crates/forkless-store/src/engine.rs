@@ -9,7 +9,7 @@
 //! [delivers](Engine::deliver) them, which a durable store does only once they are on disk
 //! (durable before delivery: the crate's promise 3).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -27,8 +27,13 @@ use crate::{
 };
 
 mod accounting;
+mod cache;
+mod log;
 #[cfg(test)]
 mod tests;
+
+pub use cache::{Disk, OnDisk};
+use log::Log;
 
 /// Whether a stream a mutation wrote existed before it: a journal that sees a new stream
 /// deleted again before it ever stored it can skip both.
@@ -103,6 +108,9 @@ pub struct Engine {
     retained: AtomicU64,
     /// Events evicted by `stream_max_events` and by `stream_max_bytes`.
     evicted: [AtomicU64; 2],
+    /// Which events stay in memory (all of them, unless the store has a data file to read the
+    /// others from).
+    cache: cache::Cache,
 }
 
 #[derive(Debug)]
@@ -114,58 +122,12 @@ struct Slot {
     wake: Wake,
 }
 
-#[derive(Debug)]
-struct Log {
-    /// Contiguous events from the stream's low-water mark.
-    events: VecDeque<StoredEvent>,
-    /// The delivered mark: the highest seq readers may see.
-    delivered: Seq,
-    /// Made by the first [`Engine::watch`]: a stream answered at once is never watched, and
-    /// then costs no channel.
-    signal: Option<watch::Sender<StreamSignal>>,
-}
-
 fn poisoned() -> Error {
     Error::Poisoned("a thread panicked while holding a store lock".into())
 }
 
 fn lock(slot: &Mutex<Slot>) -> Result<MutexGuard<'_, Slot>> {
     slot.lock().map_err(|_| poisoned())
-}
-
-impl Log {
-    fn new(delivered: Seq) -> Self {
-        Self { events: VecDeque::new(), delivered, signal: None }
-    }
-
-    /// Drop events below the stream's low-water mark, then announce its signal.
-    ///
-    /// Memory the remaining events no longer need goes back: a log keeps a buffer for the
-    /// longest backlog it ever held, and an ended session's tombstone (all its events evicted)
-    /// is kept for minutes. Before, a server churning through sessions of a thousand
-    /// notifications each grew by 40 KiB per ended session, without bound while the churn
-    /// lasted (33 MB/s under `notify-many`).
-    fn trim_and_announce(&mut self, meta: &forkless_core::Stream) {
-        while self.events.front().is_some_and(|e| e.seq < meta.low_water()) {
-            self.events.pop_front();
-        }
-        // Shrinking costs a copy of what remains, so only once three quarters of the buffer
-        // are unused: at most one copied event per three dropped.
-        if self.events.len() <= self.events.capacity() / 4 {
-            self.events.shrink_to(self.events.len() * 2);
-        }
-        self.announce(meta);
-    }
-
-    fn announce(&self, meta: &forkless_core::Stream) {
-        let Some(tx) = &self.signal else { return };
-        let signal = StreamSignal::of(meta, self.delivered);
-        tx.send_if_modified(|s| {
-            let changed = *s != signal;
-            *s = signal;
-            changed
-        });
-    }
 }
 
 impl Slot {
@@ -181,14 +143,18 @@ impl Slot {
     /// Only streams whose metadata changed are visited: a session answering over SSE retains
     /// up to `session_max_streams` completed streams, and the record's change walk skips the
     /// ones the two versions still share.
-    fn sync_logs(&mut self, old: &SessionRecord, persist: &mut impl FnMut(Effect<'_>)) {
+    ///
+    /// Returns the bytes of dropped events that were on disk only.
+    #[must_use]
+    fn sync_logs(&mut self, old: &SessionRecord, persist: &mut impl FnMut(Effect<'_>)) -> u64 {
         let record = &self.record;
         let session = record.id();
+        let mut freed = 0;
         for change in record.changes_since(old) {
             let (low_before, meta) = match change {
                 StreamChange::Removed(_) => {
                     persist(Effect::DropStream { session, stream: change.id() });
-                    self.logs.remove(&change.id());
+                    freed += self.logs.remove(&change.id()).map_or(0, |log| log.cold_bytes());
                     continue;
                 }
                 StreamChange::Added(meta) => (Seq::FIRST, meta),
@@ -201,9 +167,11 @@ impl Slot {
                 persist(Effect::Trim { session, stream: meta.id(), low_water: meta.low_water() });
             }
             if let Some(log) = self.logs.get_mut(&meta.id()) {
-                log.trim_and_announce(meta);
+                freed += log.trim_below(meta.low_water());
+                log.announce(meta);
             }
         }
+        freed
     }
 }
 
@@ -230,23 +198,28 @@ impl Engine {
         Ok(Version::INITIAL)
     }
 
-    /// Insert a recovered session with its retained events (all delivered: they are on disk).
-    pub fn restore(&self, record: SessionRecord, events: HashMap<StreamId, Vec<StoredEvent>>) -> Result<()> {
+    /// Insert a recovered session; its retained events stay on disk (all delivered), read
+    /// through the store's [`Disk`] until they are evicted.
+    pub fn restore(&self, record: SessionRecord, events: HashMap<StreamId, OnDisk>) -> Result<()> {
         let mut record = record;
         record.mark_clean();
         let mut slot =
             Slot { version: Version::INITIAL, record, logs: HashMap::default(), wake: Wake::default() };
-        for (stream, evs) in events {
+        let mut cold = 0;
+        for (stream, on_disk) in events {
             let (_, log) = slot.log(stream)?;
-            log.events.extend(evs);
+            log.restore_cold(on_disk.first, on_disk.sizes);
+            cold += log.cold_bytes();
         }
         self.index_exact(&mut slot);
         let mut map = self.sessions.write().map_err(|_| poisoned())?;
         self.retain(0, slot.record.retained_bytes());
+        self.cool(0, cold);
         if let Some(old) = map.insert(slot.record.id(), Arc::new(Mutex::new(slot)))
             && let Ok(old) = old.lock()
         {
             self.retain(old.record.retained_bytes(), 0);
+            self.cool(old.logs.values().map(Log::cold_bytes).sum(), 0);
         }
         Ok(())
     }
@@ -279,7 +252,8 @@ impl Engine {
         self.retain(old.retained_bytes(), slot.record.retained_bytes());
         slot.version = slot.version.next();
         persist(Effect::Header(&slot.record));
-        slot.sync_logs(&old, &mut persist);
+        let freed = slot.sync_logs(&old, &mut persist);
+        self.cool(freed, 0);
         slot.record.mark_clean();
         persist(Effect::End);
         let fresh = slot.record.wake();
@@ -310,7 +284,8 @@ impl Engine {
             let mut next = slot.record.clone();
             let id = next.append(target, size, kind, now, limits)?;
             let old = std::mem::replace(&mut slot.record, next);
-            slot.sync_logs(&old, &mut persist);
+            let freed = slot.sync_logs(&old, &mut persist);
+            self.cool(freed, 0);
             id
         } else {
             slot.record.append(target, size, kind, now, limits)?
@@ -320,11 +295,10 @@ impl Engine {
         persist(Effect::Event { record: &slot.record, id, payload: &payload, origin });
         // Everything before this event is already visible.
         let log = slot.logs.entry(id.stream).or_insert_with(|| Log::new(Seq::new(id.seq.get() - 1)));
-        log.events.push_back(StoredEvent { seq: id.seq, payload });
+        log.push(StoredEvent { seq: id.seq, payload });
         // Retention: the core says how many of the oldest go; the log drops exactly those.
-        let sizes = log.events.iter().map(|e| e.payload.len() as u64);
-        let plan = slot.record.on_retention(id.stream, sizes, limits)?;
-        log.events.drain(..plan.events);
+        let plan = slot.record.on_retention(id.stream, log.sizes(), limits)?;
+        self.cool(log.drop_oldest(plan.events), 0);
         match plan.by {
             Some(EvictedBy::StreamMaxEvents) => {
                 self.evicted[0].fetch_add(plan.events as u64, Ordering::Relaxed)
@@ -365,9 +339,12 @@ impl Engine {
         };
         log.delivered = log.delivered.max(seq);
         log.announce(meta);
+        // A checkpoint may have stored these events before they were delivered here.
+        self.queue_if_spillable(session, stream, log);
     }
 
-    /// Up to `max` delivered events after `after`, as `reader` (the store promises 3 and 5).
+    /// Up to `max` delivered events after `after`, as `reader` (the store promises 3 and 5),
+    /// in a store that keeps every event in memory (see [`Self::read_through`] otherwise).
     pub fn read(
         &self,
         session: SessionId,
@@ -376,14 +353,9 @@ impl Engine {
         max: usize,
         reader: Reader,
     ) -> Result<Vec<StoredEvent>> {
-        let slot = self.slot(session)?;
-        let mut slot = lock(&slot)?;
-        let (meta, log) = slot.log(stream)?;
-        check_read(meta, after, reader)?;
-        let low_water = meta.low_water();
-        let skip = usize::try_from(after.next().get() - low_water.get()).unwrap_or(usize::MAX);
-        let delivered = log.delivered;
-        Ok(log.events.iter().skip(skip).take_while(|e| e.seq <= delivered).take(max).cloned().collect())
+        self.try_read(session, stream, after, max, reader)?.ok_or_else(|| {
+            Error::Corrupt("events left memory in a store without a data file to read them from".into())
+        })
     }
 
     /// A subscription to the stream's signal.
@@ -401,6 +373,7 @@ impl Engine {
         if let Some(slot) = map.remove(&id) {
             if let Ok(slot) = slot.lock() {
                 self.retain(slot.record.retained_bytes(), 0);
+                self.cool(slot.logs.values().map(Log::cold_bytes).sum(), 0);
             }
             persist(Effect::DropSession(id));
             persist(Effect::End);

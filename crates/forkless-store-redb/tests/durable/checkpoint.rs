@@ -202,7 +202,14 @@ async fn evicted_events_leave_the_data_file_whole_rows_at_a_time() {
     let (ended_id, kept_id, kept_stream) = (ended.id(), kept.id(), kept.standalone().id());
     let keep_300 = Limits { stream_max_events: 300, ..Limits::default() };
     {
-        let (store, _) = RedbStore::open(&path, Durability::Immediate, T0).unwrap();
+        // One checkpoint, at close (however long the appends take under load), so the rows
+        // are the runs of 256 the test expects.
+        let options = forkless_store_redb::Options {
+            durability: Durability::Immediate,
+            checkpoint_interval: Duration::from_secs(3600),
+            ..forkless_store_redb::Options::default()
+        };
+        let (store, _) = RedbStore::open_options(&path, T0, options).unwrap();
         store.create(ended).await.unwrap();
         store.create(kept).await.unwrap();
         for n in 1..=600 {

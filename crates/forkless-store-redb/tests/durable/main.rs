@@ -25,6 +25,7 @@ const T0: Timestamp = Timestamp::from_millis(5_000_000);
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cache;
 mod checkpoint;
 mod failures;
 mod replay;
@@ -57,6 +58,23 @@ mod batched {
         let (store, _) =
             forkless_store_redb::RedbStore::open(dir.path().join("data.redb"), durability, super::T0)
                 .expect("open");
+        store
+    });
+}
+
+/// No room for events in memory and a checkpoint after every write: every read of an event
+/// older than the last checkpoint goes through to the data file.
+mod spilling {
+    forkless_store::store_conformance_tests!(async {
+        let dir = Box::leak(Box::new(super::tempdir()));
+        let options = forkless_store_redb::Options {
+            durability: forkless_store_redb::Durability::Immediate,
+            cache_bytes: 0,
+            checkpoint_interval: std::time::Duration::ZERO,
+            ..forkless_store_redb::Options::default()
+        };
+        let (store, _) = forkless_store_redb::RedbStore::open_options(dir.path().join("data.redb"), super::T0, options)
+            .expect("open");
         store
     });
 }
