@@ -29,6 +29,7 @@ pub mod disk;
 pub mod load;
 pub mod procstat;
 pub mod report;
+pub mod retention;
 pub mod servers;
 pub mod suite;
 pub mod targets;
@@ -48,4 +49,7 @@ pub enum Error {
     /// The load could not be applied (connection refused, protocol failure during setup).
     #[error("load: {0}")]
     Load(String),
+    /// A store measured in this process failed, or gave back other than what was written.
+    #[error("store: {0}")]
+    Store(String),
 }

@@ -122,6 +122,25 @@ enum Cmd {
         #[arg(long, default_value_t = 10.0)]
         poll_seconds: f64,
     },
+    /// Retain events on the durable store beyond its cache, in this process: the resident set,
+    /// and a replay from the data file against one from memory (prints JSON).
+    Retention {
+        /// Payload MiB retained across the sessions.
+        #[arg(long, default_value_t = 1024)]
+        mib: u64,
+        /// Sessions sharing it.
+        #[arg(long, default_value_t = 16)]
+        sessions: usize,
+        /// KiB per event.
+        #[arg(long, default_value_t = 64)]
+        event_kib: usize,
+        /// The store's cache in MiB (`forkless serve --store-cache`).
+        #[arg(long, default_value_t = 64)]
+        cache_mib: u64,
+        /// Where the stores' files go (a temporary directory by default).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Serve one server under test (prints `listening on http://ADDR/mcp`).
     Serve {
         #[arg(long, value_enum)]
@@ -159,6 +178,13 @@ enum Sync {
     BatchedEarly,
 }
 
+/// A new directory under `parent` for one run's files.
+fn tempfile_in(parent: &std::path::Path) -> Result<PathBuf, Error> {
+    let dir = parent.join(format!("forkless-retention-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
 fn main() -> ExitCode {
     match real_main() {
         Ok(()) => ExitCode::SUCCESS,
@@ -183,6 +209,23 @@ fn real_main() -> Result<(), Error> {
             };
             let figures = rt.block_on(forkless_bench::tasks::run(&url, pid, load))?;
             println!("{}", serde_json::to_string_pretty(&figures).unwrap_or_default());
+            Ok(())
+        }
+        Cmd::Retention { mib, sessions, event_kib, cache_mib, dir } => {
+            let scratch = match dir {
+                Some(dir) => tempfile_in(&dir)?,
+                None => tempfile_in(&std::env::temp_dir())?,
+            };
+            let spec = forkless_bench::retention::Retention {
+                sessions,
+                retained_bytes: mib << 20,
+                event_bytes: event_kib << 10,
+                cache_bytes: cache_mib << 20,
+                compare_memory: true,
+            };
+            let figures = forkless_bench::retention::run(&scratch, spec);
+            let _ = std::fs::remove_dir_all(&scratch);
+            println!("{}", serde_json::to_string_pretty(&figures?).unwrap_or_default());
             Ok(())
         }
         Cmd::Serve { target, answer, store, durability, listen } => {

@@ -23,7 +23,13 @@ use super::{backend_err, codec};
 pub(crate) struct DataFile(pub(crate) Arc<Database>);
 
 impl Disk for DataFile {
-    fn events(&self, session: SessionId, stream: StreamId, from: Seq, max: usize) -> Result<Vec<StoredEvent>> {
+    fn events(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+        from: Seq,
+        max: usize,
+    ) -> Result<Vec<StoredEvent>> {
         let txn = self.0.begin_read().map_err(backend_err)?;
         let table = txn.open_table(EVENTS).map_err(backend_err)?;
         let lo = codec::event_key(session, stream, Seq::PRIMING);

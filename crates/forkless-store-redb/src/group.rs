@@ -77,14 +77,16 @@ impl Group {
         writes: impl IntoIterator<Item = Write>,
         deliver: impl IntoIterator<Item = EventId>,
         waiter: Option<Ack>,
-    ) {
+    ) -> u64 {
         if self.messages == 0 {
             self.opened = Some(Instant::now());
         }
+        let mut payload = 0;
         for write in writes {
             match write {
                 Write::Op(op) => {
                     match &op {
+                        Op::PutEvent { payload: bytes, .. } => payload += bytes.len() as u64,
                         Op::DropStream { prefix } => {
                             self.rows.remove(prefix);
                         }
@@ -99,6 +101,7 @@ impl Group {
         self.deliver.extend(deliver);
         self.acks.extend(waiter);
         self.messages += 1;
+        payload
     }
 
     /// Write a stream's row: into the one the group holds for it, or as a new write.

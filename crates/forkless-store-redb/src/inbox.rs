@@ -13,6 +13,7 @@
 //! It owns the queue and its closing; what a group is and how the writer gathers one is
 //! [`super::group`]'s.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Instant;
@@ -23,7 +24,15 @@ use super::group::{Ack, EventId, Group, Write};
 pub(crate) struct Inbox {
     state: Mutex<State>,
     arrived: Condvar,
+    /// Payload bytes of the events queued (read without the lock).
+    backlog: AtomicU64,
 }
+
+/// The most payload bytes the inbox holds before appends wait for their sync: half the log
+/// (one region), so an emitter faster than the disk is held to the disk's pace instead of
+/// queueing in memory without bound (a gibibyte of notifications emitted in a loop was
+/// queued whole before the first sync).
+pub(crate) const BACKLOG_BYTES: u64 = crate::wal::LOG_SIZE / 2;
 
 /// The inbox no longer takes writes: the store is closing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,7 +103,8 @@ impl Inbox {
         if state.closed {
             return Err(Closed);
         }
-        state.queued.add(writes, deliver, waiter);
+        let bytes = state.queued.add(writes, deliver, waiter);
+        self.backlog.fetch_add(bytes, Ordering::Relaxed);
         let wake = state.ends(state.writer);
         if wake {
             // Only one notification per wait.
@@ -146,7 +156,13 @@ impl Inbox {
             return Err(Closed);
         }
         group.take_from(&mut state.queued);
+        self.backlog.store(0, Ordering::Relaxed);
         Ok(n)
+    }
+
+    /// Whether more is queued than [`BACKLOG_BYTES`]: then an append waits for its sync.
+    pub(crate) fn backlogged(&self) -> bool {
+        self.backlog.load(Ordering::Relaxed) > BACKLOG_BYTES
     }
 
     /// Wait until something is queued (`Ok`), at most until `deadline` if one is given.

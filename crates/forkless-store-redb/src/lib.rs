@@ -336,9 +336,12 @@ impl Store for RedbStore {
         // caller sends at once, and for any stream's final event (a response a client is
         // waiting for on an open stream): the waiter travels with the writes, so the writer
         // syncs their group now, not at the end of a window.
+        // And when the writer is behind by more than a log region: an emitter faster than the
+        // disk then goes at the disk's pace instead of queueing in memory.
         let waits = self.waits_for_records()
             || matches!(event.target, AppendTarget::Answer(_))
-            || event.kind == EventKind::Final;
+            || event.kind == EventKind::Final
+            || self.inner.inbox.backlogged();
         let (waiter, done) = Self::waiter(waits);
         let id = self.inner.engine.append(event, visible, self.journal_for(waiter))?;
         self.settled(done).await?;

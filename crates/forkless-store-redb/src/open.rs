@@ -142,7 +142,11 @@ impl RedbStore {
     }
 
     /// [`Self::open`], with every choice in `options`.
-    pub fn open_options(path: impl AsRef<Path>, now: Timestamp, options: Options) -> Result<(Self, Recovery)> {
+    pub fn open_options(
+        path: impl AsRef<Path>,
+        now: Timestamp,
+        options: Options,
+    ) -> Result<(Self, Recovery)> {
         let Options { lost_files, .. } = options;
         let started = std::time::Instant::now();
         let path = path.as_ref();

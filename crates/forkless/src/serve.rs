@@ -141,6 +141,11 @@ pub struct ServeArgs {
     /// Payload bytes of retained events across all sessions (default 1 GiB).
     #[arg(long, value_name = "BYTES")]
     pub max_retained_bytes: Option<u64>,
+    /// Memory the durable store keeps for what it reads most, in bytes: three quarters for the
+    /// newest retained events (older ones are read from its data file), a quarter for the data
+    /// file's pages (default 64 MiB).
+    #[arg(long, value_name = "BYTES")]
+    pub store_cache: Option<u64>,
     /// Start even if a durable file is missing, truncated or belongs to another store (what
     /// it held is lost; a warning names it). Without this, such a start is refused.
     #[arg(long)]
@@ -237,8 +242,15 @@ pub(crate) async fn serve<H: Handler>(
             let durability = args.durability();
             let now = wall_clock();
             let lost = if args.accept_lost_files { LostFiles::StartWithout } else { LostFiles::Refuse };
-            let (store, recovery) = RedbStore::open_with(&path, durability, now, lost)
-                .map_err(|e| Error::Store(e.to_string()))?;
+            let cache_bytes = args.store_cache.unwrap_or(forkless_store_redb::DEFAULT_CACHE_BYTES);
+            let options = forkless_store_redb::Options {
+                durability,
+                lost_files: lost,
+                cache_bytes,
+                ..Default::default()
+            };
+            let (store, recovery) =
+                RedbStore::open_options(&path, now, options).map_err(|e| Error::Store(e.to_string()))?;
             log_recovery(&path, &recovery);
             let label = match durability {
                 Durability::Immediate => format!("redb:{} (immediate)", path.display()),

@@ -52,7 +52,14 @@ async fn emit(store: &RedbStore, session: SessionId, s: u64, n: u64, limits: &Li
 }
 
 /// Read everything after `after` in pages of `page`, checking each event names its bytes.
-async fn read_all(store: &RedbStore, session: SessionId, stream: StreamId, s: u64, after: u64, page: usize) -> u64 {
+async fn read_all(
+    store: &RedbStore,
+    session: SessionId,
+    stream: StreamId,
+    s: u64,
+    after: u64,
+    page: usize,
+) -> u64 {
     let mut cursor = Seq::new(after);
     loop {
         let events = store.read(session, stream, cursor, page, Reader::Inspector).await.expect("read");
@@ -106,7 +113,8 @@ async fn retention_evicts_events_on_disk_and_accounts_for_them() {
     }
     let retained: u64 = (201..=300).map(|n| content(2, n).len() as u64).sum();
     assert_eq!(store.usage().retained_bytes, retained);
-    until(&store, "every retained event left memory", |st| metric(st, "forkless_store_cached_bytes") == 0).await;
+    until(&store, "every retained event left memory", |st| metric(st, "forkless_store_cached_bytes") == 0)
+        .await;
     // One more evicts 201, which is on disk only; the new one is in memory until its
     // checkpoint. Whatever that checkpoint did meanwhile, memory holds at most the new one.
     emit(&store, sid, 2, 301, &keep_100).await;
@@ -114,7 +122,10 @@ async fn retention_evicts_events_on_disk_and_accounts_for_them() {
     assert_eq!(store.usage().retained_bytes, retained);
     assert!(metric(&store, "forkless_store_cached_bytes") <= content(2, 301).len() as u64);
     let evicted = store.read(sid, s, Seq::new(200), 10, Reader::Inspector).await;
-    assert!(matches!(evicted, Err(Error::Evicted { low_water }) if low_water == Seq::new(202)), "{evicted:?}");
+    assert!(
+        matches!(evicted, Err(Error::Evicted { low_water }) if low_water == Seq::new(202)),
+        "{evicted:?}"
+    );
     assert_eq!(read_all(&store, sid, s, 2, 201, 9).await, 301);
     // Ending the session drops every event, on disk or not, from the accounts too.
     transact(&store, sid, |rec| rec.on_end(forkless_core::EndReason::Deleted, T0)).await.unwrap();
@@ -147,7 +158,8 @@ async fn memory_holds_no_more_than_its_budget_once_the_data_file_holds_the_rest(
     let retained = store.usage().retained_bytes;
     assert!(retained > 8 * budget, "the test retains several times the budget ({retained})");
     store.flush().await.unwrap();
-    until(&store, "memory is within its budget", |st| metric(st, "forkless_store_cached_bytes") <= budget).await;
+    until(&store, "memory is within its budget", |st| metric(st, "forkless_store_cached_bytes") <= budget)
+        .await;
     for (s, r) in sessions.iter().enumerate() {
         assert_eq!(read_all(&store, r.id(), r.standalone().id(), s as u64, 0, 64).await, 1_000);
     }

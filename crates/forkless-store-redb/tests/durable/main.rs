@@ -73,8 +73,9 @@ mod spilling {
             checkpoint_interval: std::time::Duration::ZERO,
             ..forkless_store_redb::Options::default()
         };
-        let (store, _) = forkless_store_redb::RedbStore::open_options(dir.path().join("data.redb"), super::T0, options)
-            .expect("open");
+        let (store, _) =
+            forkless_store_redb::RedbStore::open_options(dir.path().join("data.redb"), super::T0, options)
+                .expect("open");
         store
     });
 }

@@ -17,7 +17,8 @@ use super::*;
 pub trait Disk {
     /// Up to `max` events of `stream` in `session` from `from` on, in order, as the data file
     /// holds them (fewer, or none, if it holds fewer).
-    fn events(&self, session: SessionId, stream: StreamId, from: Seq, max: usize) -> Result<Vec<StoredEvent>>;
+    fn events(&self, session: SessionId, stream: StreamId, from: Seq, max: usize)
+    -> Result<Vec<StoredEvent>>;
 }
 
 /// A recovered stream's retained events as they are on disk: from `first` on, one size per
@@ -170,9 +171,11 @@ impl Engine {
                 }
                 below
             };
-            let want = usize::try_from(below.get() - from.get()).unwrap_or(usize::MAX).min(max - events.len());
+            let want =
+                usize::try_from(below.get() - from.get()).unwrap_or(usize::MAX).min(max - events.len());
             let run = disk.events(session, stream, from, want)?;
-            let gap_free = run.len() == want && run.iter().zip(from.get()..).all(|(e, seq)| e.seq.get() == seq);
+            let gap_free =
+                run.len() == want && run.iter().zip(from.get()..).all(|(e, seq)| e.seq.get() == seq);
             if !gap_free {
                 // Retention (or the session's end) moved on since the check: check again.
                 tries += 1;

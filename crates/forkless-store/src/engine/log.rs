@@ -101,6 +101,12 @@ impl Log {
         freed
     }
 
+    /// How many events the memory held for this log has room for.
+    #[cfg(test)]
+    pub(super) fn capacity(&self) -> usize {
+        self.hot.capacity() + self.cold.capacity()
+    }
+
     /// The bytes of the events on disk only.
     pub(super) fn cold_bytes(&self) -> u64 {
         self.cold_bytes

@@ -26,7 +26,7 @@ fn record() -> SessionRecord {
 fn capacities(engine: &Engine, id: SessionId) -> Vec<usize> {
     let slot = engine.slot(id).unwrap();
     let slot = lock(&slot).unwrap();
-    slot.logs.values().map(|log| log.events.capacity()).collect()
+    slot.logs.values().map(Log::capacity).collect()
 }
 
 /// An ended session's tombstone is kept for minutes; its logs must not keep the buffers their
