@@ -206,6 +206,15 @@ impl<S: Store> Common<S> {
                 retry_after: CAPACITY_RETRY_AFTER,
             });
         }
+        if let Some(key) = key
+            && self.sessions.retained_by(key) >= quotas.max_retained_bytes_per_principal
+        {
+            self.metrics.capacity_refused("max_retained_bytes_per_principal");
+            return Err(Error::QuotaExceeded {
+                quota: "max_retained_bytes_per_principal",
+                retry_after: CAPACITY_RETRY_AFTER,
+            });
+        }
         if self.sessions.len() >= self.cfg.max_sessions
             && quotas.at_capacity == crate::quota::AtCapacity::Reclaim
             && let Some(id) = self.sessions.reclaimable(key)

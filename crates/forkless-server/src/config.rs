@@ -259,7 +259,7 @@ impl ServerConfig {
         if self.revisions.is_empty() {
             return Err(ConfigError::NoRevision { offered: self.revisions });
         }
-        let zero: [(&'static str, bool); 22] = [
+        let zero: [(&'static str, bool); 23] = [
             ("request_state.ttl", self.request_state.ttl.is_zero()),
             ("tasks.ttl", self.tasks.ttl.is_zero()),
             ("tasks.poll_interval", self.tasks.poll_interval.is_zero()),
@@ -278,6 +278,7 @@ impl ServerConfig {
             ("max_connections", self.max_connections == 0),
             ("max_sessions", self.max_sessions == 0),
             ("max_retained_bytes", self.max_retained_bytes == 0),
+            ("quotas.max_retained_bytes_per_principal", self.quotas.max_retained_bytes_per_principal == 0),
             ("sweep_interval", self.sweep_interval.is_zero()),
             ("read_batch", self.read_batch == 0),
             ("drain_timeout", self.drain_timeout.is_zero()),

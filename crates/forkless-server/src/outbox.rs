@@ -23,6 +23,8 @@ pub(crate) struct StoreOutbox<S> {
     pub(crate) metrics: Arc<Metrics>,
     /// [`crate::ServerConfig::max_retained_bytes`].
     pub(crate) max_retained_bytes: u64,
+    /// [`crate::Quotas::max_retained_bytes_per_principal`].
+    pub(crate) max_retained_bytes_per_principal: u64,
     /// Where a session ended through a handle is torn down. Weak: the registry holds the
     /// sessions, which hold this outbox, and a cycle would keep the store (and its final
     /// checkpoint at shutdown) from ever being dropped.
@@ -44,6 +46,16 @@ impl<S: Store> Outbox for StoreOutbox<S> {
                 self.metrics.capacity_refused("max_retained_bytes");
                 return Err(SendError::AtCapacity { limit: "max_retained_bytes" });
             }
+            // So does its principal's share: one principal filling the budget would hold back
+            // everyone's notifications.
+            let sessions = self.sessions.upgrade();
+            if !complete
+                && sessions.as_ref().and_then(|s| s.share_of(session))
+                    >= Some(self.max_retained_bytes_per_principal)
+            {
+                self.metrics.capacity_refused("max_retained_bytes_per_principal");
+                return Err(SendError::AtCapacity { limit: "max_retained_bytes_per_principal" });
+            }
             let id = self
                 .store
                 .append(Append {
@@ -57,6 +69,9 @@ impl<S: Store> Outbox for StoreOutbox<S> {
                 .await
                 .map_err(SendError::from_store)?;
             Metrics::inc(&self.metrics.events_appended);
+            if let (Some(sessions), Some(bytes)) = (sessions, self.store.retained_by(session)) {
+                sessions.observe_retained(session, bytes);
+            }
             Ok(id)
         })
     }

@@ -30,6 +30,11 @@ pub struct Quotas {
     pub trusted_proxies: Vec<IpAddr>,
     /// What `initialize` does at `max_sessions`. Default [`AtCapacity::Reclaim`].
     pub at_capacity: AtCapacity,
+    /// Payload bytes the live sessions of one principal may retain on this node (each session
+    /// as its last append left it): at it, the principal's notifications are refused with the
+    /// typed `max_retained_bytes_per_principal` (responses always land) and its `initialize`
+    /// gets 429. Default 128 MiB (an eighth of the default `max_retained_bytes`).
+    pub max_retained_bytes_per_principal: u64,
 }
 
 impl Default for Quotas {
@@ -38,6 +43,7 @@ impl Default for Quotas {
             max_sessions_per_principal: 5_000,
             trusted_proxies: Vec::new(),
             at_capacity: AtCapacity::Reclaim,
+            max_retained_bytes_per_principal: 128 << 20,
         }
     }
 }

@@ -78,6 +78,7 @@ impl<S: Store, H: Handler> Server<S, H> {
             cfg: config.core,
             metrics: metrics.clone(),
             max_retained_bytes: config.max_retained_bytes,
+            max_retained_bytes_per_principal: config.quotas.max_retained_bytes_per_principal,
             sessions: Arc::downgrade(&sessions),
         });
         let config_forward = (config.forward_connect_timeout, config.forward_head_timeout);

@@ -138,6 +138,9 @@ pub(crate) struct SessionShared {
     /// When a request last named this session (milliseconds of the wall clock): the
     /// longest-idle session is the one reclaimed at the server's limit.
     pub(crate) last_used: AtomicU64,
+    /// The payload bytes this session retained as last seen (counted in its quota key's
+    /// share by [`crate::node::LiveSessions::observe_retained`]).
+    pub(crate) retained: AtomicU64,
 }
 
 impl fmt::Debug for SessionShared {
@@ -182,6 +185,7 @@ impl SessionShared {
             in_flight: Mutex::default(),
             quota_key: OnceLock::new(),
             last_used: AtomicU64::new(crate::quota::now_ms()),
+            retained: AtomicU64::new(0),
         }
     }
 

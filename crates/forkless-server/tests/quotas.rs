@@ -105,3 +105,60 @@ async fn negative_control_without_shares_one_principal_locks_everyone_out() {
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"]["data"]["reason"], "max_sessions", "{body}");
 }
+
+/// Notifications of ~1 KB each from `client`'s session to its standalone stream: what the
+/// handler was told (its result, or the refusal it got).
+async fn notify(client: &Client, id: u64, n: u64) -> String {
+    let filler = "x".repeat(1000);
+    client.call(id, "standalone-big", json!({ "n": n, "filler": filler })).await.text().await.unwrap()
+}
+
+/// Shares of the retained bytes: 64 KiB across the server, 16 KiB per principal (or no
+/// share, `u64::MAX`, for the control).
+fn retaining(share: u64) -> ServerConfig {
+    let mut cfg = config(100, 100, AtCapacity::Reclaim);
+    cfg.max_retained_bytes = 64 << 10;
+    cfg.quotas.max_retained_bytes_per_principal = share;
+    cfg
+}
+
+#[tokio::test]
+async fn a_principal_retaining_its_share_is_held_back_and_another_is_not() {
+    let server = TestServer::start(retaining(16 << 10)).await;
+    let a = initialize(&server, "203.0.113.1").await.1.expect("a session");
+    let a2 = initialize(&server, "203.0.113.1").await.1.expect("a second session");
+    let told = notify(&a, 1, 12).await;
+    assert!(!told.contains("max_retained"), "within its share: {told}");
+    // Its share counts both its sessions: the second one's notifications reach the limit.
+    let told = notify(&a2, 2, 12).await;
+    assert!(told.contains("max_retained_bytes_per_principal"), "the share is held: {told}");
+    let (status, retry, body) = reason(initialize(&server, "203.0.113.1").await.0).await;
+    assert_eq!((status, retry.is_some()), (429, true), "{body}");
+    assert_eq!(body["error"]["data"]["reason"], "max_retained_bytes_per_principal", "{body}");
+    // Another principal is not held back: the server's budget is far from full.
+    let b = initialize(&server, "198.51.100.9").await.1.expect("another principal initializes");
+    let told = notify(&b, 3, 12).await;
+    assert!(!told.contains("max_retained"), "another principal's notifications land: {told}");
+    let m = metrics(&server).await;
+    assert!(
+        counter(&m, "forkless_capacity_refusals_total{limit=\"max_retained_bytes_per_principal\"}") >= 2,
+        "{m}"
+    );
+    // Ending a session gives its bytes back to its principal's share.
+    assert_eq!(a2.delete().await.status(), 200);
+    let (status, _, body) = reason(initialize(&server, "203.0.113.1").await.0).await;
+    assert_eq!(status, 200, "room in the share again: {body}");
+}
+
+/// The negative control: without shares, one principal fills the server's budget and every
+/// other principal's notifications are refused.
+#[tokio::test]
+async fn negative_control_without_a_share_one_principal_holds_back_everyone() {
+    let server = TestServer::start(retaining(u64::MAX)).await;
+    let a = initialize(&server, "203.0.113.1").await.1.expect("a session");
+    let a2 = initialize(&server, "203.0.113.1").await.1.expect("a second session");
+    notify(&a, 1, 40).await;
+    notify(&a2, 2, 40).await;
+    let b = initialize(&server, "198.51.100.9").await;
+    assert_eq!(b.0.status(), 503, "the budget is full: initialize is refused");
+}

@@ -389,6 +389,10 @@ impl Store for RedbStore {
         self.inner.engine.usage()
     }
 
+    fn retained_by(&self, session: SessionId) -> Option<u64> {
+        self.inner.engine.retained_by(session)
+    }
+
     fn metrics(&self) -> Vec<forkless_store::StoreMetric> {
         use forkless_store::{MetricKind, StoreMetric};
         vec![

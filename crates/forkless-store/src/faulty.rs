@@ -144,6 +144,10 @@ impl<S: Store> Store for FaultyStore<S> {
         self.inner.usage()
     }
 
+    fn retained_by(&self, session: SessionId) -> Option<u64> {
+        self.inner.retained_by(session)
+    }
+
     fn metrics(&self) -> Vec<crate::StoreMetric> {
         self.inner.metrics()
     }

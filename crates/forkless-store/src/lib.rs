@@ -340,6 +340,13 @@ pub trait Store: TaskStore + Send + Sync + 'static {
     /// What the store holds and has evicted (cheap: no I/O).
     fn usage(&self) -> Usage;
 
+    /// The payload bytes `session` retains, as this process last saw its record (cheap: no
+    /// I/O); `None` if it has not seen it. What per-principal shares are counted from.
+    fn retained_by(&self, session: SessionId) -> Option<u64> {
+        let _ = session;
+        None
+    }
+
     /// What this store reports for `/metrics` beyond [`Usage`] (cheap: no I/O). Default: none.
     fn metrics(&self) -> Vec<StoreMetric> {
         Vec::new()

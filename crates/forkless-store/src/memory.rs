@@ -82,6 +82,10 @@ impl Store for MemoryStore {
         self.engine.usage()
     }
 
+    fn retained_by(&self, session: SessionId) -> Option<u64> {
+        self.engine.retained_by(session)
+    }
+
     async fn due(&self, now: Timestamp, schedule: &Schedule) -> Result<Vec<SessionId>> {
         self.engine.due(now, schedule)
     }

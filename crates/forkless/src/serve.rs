@@ -141,6 +141,10 @@ pub struct ServeArgs {
     /// Payload bytes of retained events across all sessions (default 1 GiB).
     #[arg(long, value_name = "BYTES")]
     pub max_retained_bytes: Option<u64>,
+    /// Of those, what the sessions of one principal may retain; at it, its notifications are
+    /// refused and its `initialize` gets 429 (default 128 MiB).
+    #[arg(long, value_name = "BYTES")]
+    pub max_retained_bytes_per_principal: Option<u64>,
     /// Memory the durable store keeps for what it reads most, in bytes: three quarters for the
     /// newest retained events (older ones are read from its data file), a quarter for the data
     /// file's pages (default 64 MiB).

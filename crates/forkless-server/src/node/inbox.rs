@@ -64,22 +64,40 @@ pub(crate) struct LiveSessions {
     on_end: Option<EndHook>,
 }
 
-/// The live sessions, and which of them count against each principal's share
-/// ([`crate::quota`]), kept under one lock so the two never disagree.
+/// The live sessions, and what counts against each principal's share ([`crate::quota`]),
+/// kept under one lock so the two never disagree.
 #[derive(Default)]
 struct Live {
     by_id: HashMap<SessionId, Arc<SessionShared>, IdHashBuilder>,
-    by_principal: HashMap<Arc<str>, HashSet<SessionId, IdHashBuilder>>,
+    by_principal: HashMap<Arc<str>, Share>,
+}
+
+/// What one principal holds here: its sessions, and the payload bytes they retain (each as
+/// last seen).
+#[derive(Default)]
+struct Share {
+    ids: HashSet<SessionId, IdHashBuilder>,
+    retained: u64,
 }
 
 impl Live {
+    fn add(&mut self, shared: Arc<SessionShared>) {
+        if let Some(key) = shared.quota_key.get() {
+            let share = self.by_principal.entry(key.clone()).or_default();
+            share.ids.insert(shared.id);
+            share.retained += shared.retained.load(Ordering::Relaxed);
+        }
+        self.by_id.insert(shared.id, shared);
+    }
+
     fn remove(&mut self, id: SessionId) -> Option<Arc<SessionShared>> {
         let shared = self.by_id.remove(&id)?;
         if let Some(key) = shared.quota_key.get()
-            && let Some(ids) = self.by_principal.get_mut(key)
+            && let Some(share) = self.by_principal.get_mut(key)
         {
-            ids.remove(&id);
-            if ids.is_empty() {
+            share.ids.remove(&id);
+            share.retained = share.retained.saturating_sub(shared.retained.load(Ordering::Relaxed));
+            if share.ids.is_empty() {
                 self.by_principal.remove(key);
             }
         }
@@ -125,10 +143,7 @@ impl LiveSessions {
             return shared.clone();
         }
         let shared = make();
-        if let Some(key) = shared.quota_key.get() {
-            live.by_principal.entry(key.clone()).or_default().insert(id);
-        }
-        live.by_id.insert(id, shared.clone());
+        live.add(shared.clone());
         shared
     }
 
@@ -139,11 +154,7 @@ impl LiveSessions {
 
     /// Register a session just created here (counted against its quota key, if it has one).
     pub(crate) fn insert(&self, shared: Arc<SessionShared>) {
-        let mut live = lock(&self.map);
-        if let Some(key) = shared.quota_key.get() {
-            live.by_principal.entry(key.clone()).or_default().insert(shared.id);
-        }
-        live.by_id.insert(shared.id, shared);
+        lock(&self.map).add(shared);
     }
 
     /// Unregister `id`, returning its state.
@@ -158,7 +169,31 @@ impl LiveSessions {
 
     /// How many live sessions here count against `key`.
     pub(crate) fn held_by(&self, key: &str) -> usize {
-        lock(&self.map).by_principal.get(key).map_or(0, HashSet::len)
+        lock(&self.map).by_principal.get(key).map_or(0, |share| share.ids.len())
+    }
+
+    /// The payload bytes the live sessions of `key` retain here, each as last seen.
+    pub(crate) fn retained_by(&self, key: &str) -> u64 {
+        lock(&self.map).by_principal.get(key).map_or(0, |share| share.retained)
+    }
+
+    /// `session` now retains `bytes`: its principal's share moves by the difference. Returns
+    /// what the share holds now (`None` for a session not live here or counted against no one).
+    pub(crate) fn observe_retained(&self, session: SessionId, bytes: u64) -> Option<u64> {
+        let mut live = lock(&self.map);
+        let shared = live.by_id.get(&session)?.clone();
+        let before = shared.retained.swap(bytes, Ordering::Relaxed);
+        let share = live.by_principal.get_mut(shared.quota_key.get()?)?;
+        share.retained = (share.retained + bytes).saturating_sub(before);
+        Some(share.retained)
+    }
+
+    /// What the share of `session`'s principal holds now (`None` as for
+    /// [`Self::observe_retained`]).
+    pub(crate) fn share_of(&self, session: SessionId) -> Option<u64> {
+        let live = lock(&self.map);
+        let key = live.by_id.get(&session)?.quota_key.get()?;
+        live.by_principal.get(key).map(|share| share.retained)
     }
 
     /// The session to reclaim at the limit for `asking`: the longest idle of the principal
@@ -166,12 +201,12 @@ impl LiveSessions {
     /// is refused instead).
     pub(crate) fn reclaimable(&self, asking: Option<&str>) -> Option<SessionId> {
         let live = lock(&self.map);
-        let holds = asking.and_then(|k| live.by_principal.get(k)).map_or(0, HashSet::len);
-        let (_, ids) = live
+        let holds = asking.and_then(|k| live.by_principal.get(k)).map_or(0, |share| share.ids.len());
+        let (_, Share { ids, .. }) = live
             .by_principal
             .iter()
             .filter(|(key, _)| asking != Some(&***key))
-            .max_by_key(|(_, ids)| ids.len())?;
+            .max_by_key(|(_, share)| share.ids.len())?;
         if ids.len() <= holds {
             return None;
         }

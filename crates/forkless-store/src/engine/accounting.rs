@@ -13,6 +13,13 @@ impl Engine {
         }
     }
 
+    /// What `session` retains, if it is held.
+    pub fn retained_by(&self, session: SessionId) -> Option<u64> {
+        let slot = self.slot(session).ok()?;
+        let slot = lock(&slot).ok()?;
+        Some(slot.record.retained_bytes())
+    }
+
     /// What every session retains, and what retention evicted so far.
     pub fn usage(&self) -> Usage {
         Usage {

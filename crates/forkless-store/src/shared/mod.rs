@@ -370,6 +370,10 @@ impl<D: Database> Store for SharedStore<D> {
         self.inner.db.sessions().await
     }
 
+    fn retained_by(&self, session: SessionId) -> Option<u64> {
+        self.inner.cache.with(session, |record, _| record.retained_bytes())
+    }
+
     fn usage(&self) -> Usage {
         Usage {
             retained_bytes: self.inner.retained.load(Ordering::Relaxed).max(0) as u64,

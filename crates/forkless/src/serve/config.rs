@@ -112,6 +112,9 @@ impl ServeArgs {
         if let Some(bytes) = self.max_retained_bytes {
             config.max_retained_bytes = bytes;
         }
+        if let Some(bytes) = self.max_retained_bytes_per_principal {
+            config.quotas.max_retained_bytes_per_principal = bytes;
+        }
         if let (Some(issuer), Some(jwks)) = (&self.auth_issuer, &self.auth_jwks) {
             let source = if jwks.starts_with("http://") || jwks.starts_with("https://") {
                 JwksSource::Url(jwks.clone())
