@@ -88,6 +88,21 @@ impl fmt::Debug for PrincipalFn {
     }
 }
 
+/// What the listener speaks on its socket. The server behaves the same on each (streams,
+/// resumption, limits, timeouts, metrics).
+#[derive(Clone, Debug, Default)]
+pub enum Transport {
+    /// Plaintext HTTP/1.1.
+    #[default]
+    Http1,
+    /// Plaintext HTTP/1.1 and HTTP/2 with prior knowledge (h2c), told apart by the HTTP/2
+    /// preface: behind a proxy that speaks HTTP/2 to its backends.
+    Cleartext,
+    /// TLS with this identity, ALPN offering HTTP/2 and HTTP/1.1 (a client offering neither
+    /// gets HTTP/1.1).
+    Tls(Arc<crate::TlsIdentity>),
+}
+
 /// Everything the server is configured with. Every field has a documented default.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -144,6 +159,8 @@ pub struct ServerConfig {
     /// Largest accepted request head (all header names and values); larger ones get 431.
     /// Default 16 KiB.
     pub max_header_bytes: usize,
+    /// What the listener speaks. Default [`Transport::Http1`].
+    pub transport: Transport,
     /// Connections held at once. At the limit the longest-idle connection (no request in
     /// flight) is closed to make room; if every connection is busy, the new one is answered
     /// 503 and closed. Capped below the open-file limit in force (keeping 64 descriptors for
@@ -210,6 +227,7 @@ impl Default for ServerConfig {
             body_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(10),
             max_header_bytes: 16 << 10,
+            transport: Transport::Http1,
             max_connections: 10_000,
             max_sessions: 50_000,
             max_retained_bytes: 1 << 30,
@@ -247,6 +265,37 @@ pub enum ConfigError {
         /// The revisions the configuration offered.
         offered: forkless_core::RevisionSet,
     },
+    /// A TLS certificate or key file cannot be used.
+    #[error("TLS file {}: {why}", path.display())]
+    TlsFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The TLS private key is not the certificate's.
+    #[error("TLS key {} does not belong to the certificate in {}", key.display(), cert.display())]
+    TlsKeyMismatch {
+        /// The certificate file.
+        cert: std::path::PathBuf,
+        /// The key file.
+        key: std::path::PathBuf,
+    },
+    /// The TLS certificate is expired or not yet valid.
+    #[error("TLS certificate {} is valid from {} to {}, not now", path.display(), rfc3339(*not_before), rfc3339(*not_after))]
+    TlsNotValidNow {
+        /// The certificate file.
+        path: std::path::PathBuf,
+        /// Its `notBefore`.
+        not_before: std::time::SystemTime,
+        /// Its `notAfter`.
+        not_after: std::time::SystemTime,
+    },
+}
+
+/// A certificate's date as the error shows it.
+fn rfc3339(t: std::time::SystemTime) -> String {
+    crate::x509::utc(t)
 }
 
 impl ServerConfig {

@@ -110,9 +110,13 @@ mod stateless;
 mod stopped;
 mod sweeper;
 pub mod tasks;
+mod tls;
 mod writer;
+mod x509;
 
-pub use config::{AllowedOrigins, AnswerMode, ConfigError, PrincipalClosure, PrincipalFn, ServerConfig};
+pub use config::{
+    AllowedOrigins, AnswerMode, ConfigError, PrincipalClosure, PrincipalFn, ServerConfig, Transport,
+};
 pub use context::{RequestContext, SessionHandle};
 pub use error::{
     Error, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
@@ -126,3 +130,4 @@ pub use quota::{AtCapacity, Quotas};
 pub use request::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};
 pub use server::Server;
 pub use session::SendError;
+pub use tls::TlsIdentity;

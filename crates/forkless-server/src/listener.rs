@@ -15,7 +15,6 @@
 //! ```
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -26,26 +25,22 @@ use axum::Router;
 use axum::body::Body;
 use bytes::Bytes;
 use http::Request;
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tower::ServiceExt as _;
 
 use crate::error::Error;
 use crate::metrics::Metrics;
 
+mod connection;
 mod deadline;
 mod files;
 mod socket;
 mod woken;
-use deadline::Bound;
+pub(crate) use connection::Accept;
 pub(crate) use files::open_file_limit;
 pub use files::raise_open_file_limit;
-use socket::Socket;
-use woken::WokenOnly;
 
 /// The bounds this layer enforces (from [`crate::ServerConfig`]).
 #[derive(Clone, Copy, Debug)]
@@ -207,6 +202,7 @@ fn raw_response(error: &Error) -> Vec<u8> {
 /// every connection finish (the caller bounds how long: `drain_timeout`).
 pub(crate) async fn serve(
     listener: TcpListener,
+    accept: Accept,
     router: Router,
     bounds: Bounds,
     metrics: Arc<Metrics>,
@@ -251,16 +247,16 @@ pub(crate) async fn serve(
             tracker.spawn(refuse(tcp));
             continue;
         };
-        tracker.spawn(connection(
-            tcp,
+        let ctx = connection::Ctx {
             id,
             conn,
-            router.clone(),
+            router: router.clone(),
             bounds,
-            registry.clone(),
-            shutdown.clone(),
-            metrics.clone(),
-        ));
+            registry: registry.clone(),
+            shutdown: shutdown.clone(),
+            metrics: metrics.clone(),
+        };
+        tracker.spawn(connection::connection(tcp, accept.clone(), ctx));
     }
     tracker.close();
     tracker
@@ -289,121 +285,6 @@ async fn refuse(mut tcp: TcpStream) {
         let _ = tcp.shutdown().await;
     })
     .await;
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn connection(
-    tcp: TcpStream,
-    id: u64,
-    conn: Arc<Conn>,
-    router: Router,
-    bounds: Bounds,
-    registry: Arc<Registry>,
-    shutdown: CancellationToken,
-    metrics: Arc<Metrics>,
-) {
-    let max_header = bounds.max_header_bytes;
-    let peer = tcp.peer_addr().ok().map(crate::quota::PeerAddr);
-    let service = {
-        let (conn, registry) = (conn.clone(), registry.clone());
-        hyper::service::service_fn(move |mut request: Request<Incoming>| {
-            // Only a request that may create a session needs its client's address (its
-            // share, `crate::quota`): a POST without a session id, and not of 2026-07-28 (those
-            // are served without sessions before `initialize` is considered). The others, the
-            // hot path, carry nothing extra.
-            if let Some(peer) = peer
-                && may_create_a_session(&request)
-            {
-                request.extensions_mut().insert(peer);
-            }
-            let busy = Busy::new(conn.clone(), registry.clone());
-            let router = router.clone();
-            async move {
-                // hyper's buffer bounds the head at `max_header_bytes` when that is at least its
-                // minimum (8 KiB; hyper's own 431 then gets its JSON body from the socket);
-                // below that, the headers are measured here.
-                let too_large = max_header < HYPER_MIN_BUF
-                    && request.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum::<usize>()
-                        > max_header;
-                let response = if too_large {
-                    axum::response::IntoResponse::into_response(Error::HeadersTooLarge { max: max_header })
-                } else {
-                    let response = router.oneshot(request.map(Body::new)).await;
-                    match response {
-                        Ok(r) => r,
-                        Err(never) => match never {},
-                    }
-                };
-                Ok::<_, Infallible>(response.map(|inner| Tracked { inner, _busy: busy }))
-            }
-        })
-    };
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    // The header and idle timeouts are this task's (below), not hyper's timer: one timer per
-    // connection rather than one per request.
-    builder
-        .header_read_timeout(None)
-        // hyper refuses a head larger than its buffer with a 431 (given a JSON-RPC body by
-        // the socket).
-        .max_buf_size(max_header.max(HYPER_MIN_BUF));
-    let served = builder
-        .serve_connection(TokioIo::new(Socket::new(tcp, conn.clone(), registry.clone())), service)
-        .with_upgrades();
-    tokio::pin!(served);
-    let mut closing = false;
-    loop {
-        // Nothing wakes this task when a head starts or a response ends (that would cost a
-        // wake-up per request): it wakes at the deadline as it stood, or, while idle, once at
-        // `header_read_timeout` after the idle start (a head may have started since), and
-        // looks again. A head that starts later than that is cut off at the idle deadline
-        // at the latest.
-        let wake = conn.wake(&registry, &bounds, Instant::now());
-        // The control events are polled only when one of them woke the task, not on each of
-        // the connection's own wake-ups.
-        let open = !closing;
-        let (drop_now, stopping) = (&conn.drop_now, &shutdown);
-        let mut control = WokenOnly::new(async move {
-            tokio::select! {
-                () = drop_now.cancelled() => Control::DropNow,
-                () = stopping.cancelled(), if open => Control::Shutdown,
-                () = tokio::time::sleep_until(wake.into()), if open => Control::Deadline,
-            }
-        });
-        let event = std::future::poll_fn(|cx| {
-            if let Poll::Ready(out) = served.as_mut().poll(cx) {
-                return Poll::Ready(Err(out));
-            }
-            control.poll_if_woken(cx).map(Ok)
-        })
-        .await;
-        match event {
-            Err(out) => {
-                if let Err(e) = out {
-                    tracing::debug!(error = %e, "connection ended with an error");
-                }
-                break;
-            }
-            Ok(Control::DropNow) => break,
-            Ok(Control::Shutdown) => {
-                closing = true;
-                served.as_mut().graceful_shutdown();
-            }
-            Ok(Control::Deadline) => {
-                // Re-checked: a request may have started, or a head begun, since.
-                let (now_due, now_bound) = conn.deadline(&registry, &bounds);
-                if now_bound != Bound::Busy && now_due <= Instant::now() {
-                    // Nothing is in flight: dropping the connection loses no response.
-                    let counter = match now_bound {
-                        Bound::Header => &metrics.header_timeouts,
-                        Bound::Idle | Bound::Busy => &metrics.idle_timeouts,
-                    };
-                    Metrics::inc(counter);
-                    break;
-                }
-            }
-        }
-    }
-    registry.release(id);
 }
 
 #[cfg(test)]

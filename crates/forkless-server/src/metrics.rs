@@ -104,6 +104,9 @@ pub(crate) struct Metrics {
     pub(crate) connections_dropped_idle: AtomicU64,
     pub(crate) accept_errors: AtomicU64,
     pub(crate) header_timeouts: AtomicU64,
+    /// TLS handshakes that failed (plaintext on the TLS port, a client refusing the
+    /// certificate, no protocol in common).
+    pub(crate) tls_handshake_failures: AtomicU64,
     pub(crate) body_timeouts: AtomicU64,
     pub(crate) idle_timeouts: AtomicU64,
     /// Chunks of events SSE writers handed to their connections, and the events in them.
@@ -137,6 +140,7 @@ impl Default for Metrics {
             connections_dropped_idle: AtomicU64::new(0),
             accept_errors: AtomicU64::new(0),
             header_timeouts: AtomicU64::new(0),
+            tls_handshake_failures: AtomicU64::new(0),
             body_timeouts: AtomicU64::new(0),
             idle_timeouts: AtomicU64::new(0),
             sse_writes: AtomicU64::new(0),
@@ -290,6 +294,11 @@ impl Metrics {
                 "forkless_header_timeouts_total",
                 "Connections closed by header_read_timeout.",
                 &self.header_timeouts,
+            ),
+            (
+                "forkless_tls_handshake_failures_total",
+                "TLS handshakes that failed (plaintext on the TLS port, a certificate refused).",
+                &self.tls_handshake_failures,
             ),
             ("forkless_body_timeouts_total", "Requests refused by body_read_timeout.", &self.body_timeouts),
             ("forkless_idle_timeouts_total", "Connections closed by idle_timeout.", &self.idle_timeouts),

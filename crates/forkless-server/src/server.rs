@@ -321,9 +321,11 @@ impl<S: Store, H: Handler> Server<S, H> {
             max_connections,
             max_header_bytes: cfg.max_header_bytes,
         };
+        let accept = crate::listener::Accept::of(&cfg.transport).map_err(std::io::Error::other)?;
         let stop_accepting = CancellationToken::new();
         let accepting = tokio::spawn(crate::listener::serve(
             listener,
+            accept,
             self.router(),
             bounds,
             self.common.metrics.clone(),

@@ -150,6 +150,18 @@ pub struct ServeArgs {
     /// file's pages (default 64 MiB).
     #[arg(long, value_name = "BYTES")]
     pub store_cache: Option<u64>,
+    /// Serve TLS with this certificate chain (PEM, the leaf first), with `--tls-key`: ALPN
+    /// offers HTTP/2 and HTTP/1.1; both files are read again when they change (or on SIGHUP),
+    /// open connections untouched. Default: plaintext HTTP/1.1.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of `--tls-cert` (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Also take HTTP/2 with prior knowledge (h2c) on the plaintext listener, for a proxy
+    /// that speaks HTTP/2 to its backends.
+    #[arg(long, conflicts_with = "tls_cert")]
+    pub h2c: bool,
     /// Start even if a durable file is missing, truncated or belongs to another store (what
     /// it held is lost; a warning names it). Without this, such a start is refused.
     #[arg(long)]
@@ -319,6 +331,7 @@ impl<H: Handler> Serving<H> {
         started: Option<impl FnOnce(&Server<S, H>)>,
     ) -> Result<(), Error> {
         let path = self.config.path.clone();
+        let transport = self.config.transport.clone();
         let Served { command, handler, after } = self.served;
         let server = Server::new(store, handler, self.config).map_err(|e| Error::Config(e.to_string()))?;
         if let Some(started) = started {
@@ -346,8 +359,15 @@ impl<H: Handler> Serving<H> {
             };
             tracing::info!(revision = r.as_str(), "offered: {cut}");
         }
+        let scheme = match transport {
+            forkless_server::Transport::Tls(identity) => {
+                stop::reload_on_hangup(identity);
+                "https"
+            }
+            forkless_server::Transport::Http1 | forkless_server::Transport::Cleartext => "http",
+        };
         announce(&format!(
-            "forkless {command}: listening on http://{local}{path} (store: {label}, revisions: {revisions})",
+            "forkless {command}: listening on {scheme}://{local}{path} (store: {label}, revisions: {revisions})",
             local = self.local,
             revisions = revisions.join(", "),
         ));

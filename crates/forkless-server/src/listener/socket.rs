@@ -21,18 +21,19 @@ use tokio::net::TcpStream;
 use super::{Conn, Registry};
 use crate::error::INVALID_REQUEST;
 
-/// The socket, noting read activity and rewriting hyper's empty error responses.
+/// The socket (a TCP stream, or a TLS stream over one), noting read activity and rewriting
+/// hyper's empty error responses.
 #[derive(Debug)]
-pub(crate) struct Socket {
-    inner: TcpStream,
+pub(crate) struct Socket<IO = TcpStream> {
+    inner: IO,
     conn: Arc<Conn>,
     registry: Arc<Registry>,
     /// A rewritten response being written, and how much of it is out.
     pending: Option<(Vec<u8>, usize)>,
 }
 
-impl Socket {
-    pub(super) fn new(inner: TcpStream, conn: Arc<Conn>, registry: Arc<Registry>) -> Self {
+impl<IO> Socket<IO> {
+    pub(super) fn new(inner: IO, conn: Arc<Conn>, registry: Arc<Registry>) -> Self {
         Self { inner, conn, registry, pending: None }
     }
 }
@@ -77,7 +78,7 @@ fn rewrite(head: &[u8]) -> Option<Vec<u8>> {
     )
 }
 
-impl AsyncRead for Socket {
+impl<IO: AsyncRead + Unpin> AsyncRead for Socket<IO> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -93,7 +94,7 @@ impl AsyncRead for Socket {
     }
 }
 
-impl AsyncWrite for Socket {
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Socket<IO> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
     }

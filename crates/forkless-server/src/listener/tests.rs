@@ -1,6 +1,7 @@
 //! Unit tests of `listener`.
 
 use super::*;
+use deadline::Bound;
 
 fn conn(registry: &Registry) -> Conn {
     Conn {

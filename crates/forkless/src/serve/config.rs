@@ -115,14 +115,23 @@ impl ServeArgs {
         if let Some(bytes) = self.max_retained_bytes_per_principal {
             config.quotas.max_retained_bytes_per_principal = bytes;
         }
+        config.transport = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => forkless_server::Transport::Tls(std::sync::Arc::new(
+                forkless_server::TlsIdentity::load(cert, key).map_err(|e| Error::Config(e.to_string()))?,
+            )),
+            _ if self.h2c => forkless_server::Transport::Cleartext,
+            _ => forkless_server::Transport::Http1,
+        };
         if let (Some(issuer), Some(jwks)) = (&self.auth_issuer, &self.auth_jwks) {
             let source = if jwks.starts_with("http://") || jwks.starts_with("https://") {
                 JwksSource::Url(jwks.clone())
             } else {
                 JwksSource::File(PathBuf::from(jwks))
             };
-            let audience =
-                self.auth_audience.clone().unwrap_or_else(|| format!("http://{}{}", self.listen, self.path));
+            let audience = self.auth_audience.clone().unwrap_or_else(|| {
+                let scheme = if self.tls_cert.is_some() { "https" } else { "http" };
+                format!("{scheme}://{}{}", self.listen, self.path)
+            });
             let mut auth = AuthConfig::new(issuer.clone(), audience, source);
             auth.scopes = self.auth_scopes.clone();
             config.auth = Some(auth);

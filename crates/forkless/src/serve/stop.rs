@@ -41,3 +41,25 @@ impl StopSignal {
         }
     }
 }
+
+/// Read the endpoint's TLS files again on every SIGHUP (they are also read again when they
+/// change); a pair that does not load is logged and the current one stays.
+pub(super) fn reload_on_hangup(identity: std::sync::Arc<forkless_server::TlsIdentity>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+            tracing::warn!("SIGHUP handler not installed: TLS files are still read again when they change");
+            return;
+        };
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                if let Err(e) = identity.reload() {
+                    tracing::warn!(error = %e, "SIGHUP: TLS files do not load; still serving the previous certificate");
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = identity;
+}
