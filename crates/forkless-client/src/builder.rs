@@ -33,6 +33,8 @@ pub struct ClientBuilder {
     url: String,
     http: Option<reqwest::Client>,
     connect_timeout: Duration,
+    /// Certificates trusted beside the system's (see [`crate::tls`]).
+    ca_file: Option<std::path::PathBuf>,
     settings: Settings,
     handler: Arc<dyn ServerRequestHandler>,
     jitter_seed: Option<u64>,
@@ -51,6 +53,7 @@ impl ClientBuilder {
             url: url.into(),
             http: None,
             connect_timeout: Duration::from_secs(10),
+            ca_file: None,
             settings: Settings {
                 retry: RetryPolicy::default(),
                 reinit_on_404: false,
@@ -70,6 +73,13 @@ impl ClientBuilder {
     /// Use this `reqwest::Client` (custom TLS, proxies, connectors) instead of a default one.
     pub fn http_client(mut self, http: reqwest::Client) -> Self {
         self.http = Some(http);
+        self
+    }
+
+    /// Also trust the certificates of this PEM file for `https://` (beside the system's roots
+    /// and `SSL_CERT_FILE`'s: [`crate::tls`]), in the default HTTP client.
+    pub fn ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
         self
     }
 
@@ -166,7 +176,11 @@ impl ClientBuilder {
         }
         let http = match self.http {
             Some(h) => h,
-            None => reqwest::Client::builder().connect_timeout(self.connect_timeout).build()?,
+            None => crate::tls::trusting(
+                reqwest::Client::builder().connect_timeout(self.connect_timeout),
+                self.ca_file.as_deref(),
+            )?
+            .build()?,
         };
         let entropy: Box<dyn EntropySource + Send> = match self.jitter_seed {
             Some(seed) => Box::new(SeededEntropy::new(seed)),

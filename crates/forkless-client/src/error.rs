@@ -111,6 +111,9 @@ pub enum Error {
     /// A builder setting is out of range.
     #[error("invalid setting: {0}")]
     InvalidSetting(&'static str),
+    /// A CA file for TLS could not be used (see [`crate::tls`]).
+    #[error("TLS trust: {0}")]
+    Tls(String),
 }
 
 impl From<reqwest::Error> for Error {

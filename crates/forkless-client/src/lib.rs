@@ -66,6 +66,7 @@ mod inner;
 mod jsonrpc;
 pub mod resume;
 pub mod stats;
+pub mod tls;
 
 pub use backoff::RetryPolicy;
 pub use builder::ClientBuilder;

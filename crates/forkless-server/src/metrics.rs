@@ -107,6 +107,8 @@ pub(crate) struct Metrics {
     /// TLS handshakes that failed (plaintext on the TLS port, a client refusing the
     /// certificate, no protocol in common).
     pub(crate) tls_handshake_failures: AtomicU64,
+    /// TLS connections by the protocol ALPN chose: HTTP/1.1, HTTP/2.
+    pub(crate) tls_connections: [AtomicU64; 2],
     pub(crate) body_timeouts: AtomicU64,
     pub(crate) idle_timeouts: AtomicU64,
     /// Chunks of events SSE writers handed to their connections, and the events in them.
@@ -141,6 +143,7 @@ impl Default for Metrics {
             accept_errors: AtomicU64::new(0),
             header_timeouts: AtomicU64::new(0),
             tls_handshake_failures: AtomicU64::new(0),
+            tls_connections: [AtomicU64::new(0), AtomicU64::new(0)],
             body_timeouts: AtomicU64::new(0),
             idle_timeouts: AtomicU64::new(0),
             sse_writes: AtomicU64::new(0),
@@ -310,6 +313,12 @@ impl Metrics {
             ("forkless_sse_events_written_total", "Events in those chunks.", &self.sse_events),
         ] {
             counter(&mut out, name, help, v);
+        }
+        let name = "forkless_tls_connections_total";
+        let _ =
+            writeln!(out, "# HELP {name} TLS connections by the protocol ALPN chose.\n# TYPE {name} counter");
+        for (protocol, v) in ["http/1.1", "h2"].iter().zip(&self.tls_connections) {
+            let _ = writeln!(out, "{name}{{protocol=\"{protocol}\"}} {}", v.load(Ordering::Relaxed));
         }
         self.capacity_refusals.render(
             &mut out,

@@ -311,3 +311,52 @@ async fn every_task_resolves_on_every_node_and_outlives_its_node_on_postgres() {
     assert!(stdout.contains("owner_lost"), "the evidence names the settlement: {stdout}");
     assert_eq!(code, Some(0), "{stdout}");
 }
+
+/// `forkless serve` over TLS with a certificate this test makes for 127.0.0.1: `forkless
+/// check https://…` trusting it (`--ca-file`) passes every scenario it can run, over HTTP/2
+/// (what ALPN chooses) and over HTTP/1.1 (`--http1`), as the server's counts show. Without
+/// the CA file the check cannot connect: verification is never skipped.
+#[tokio::test]
+async fn every_scenario_passes_over_tls_on_http2_and_http11() {
+    let dir = tempfile::tempdir().unwrap();
+    let made =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let serve = Serve::start(&["--store", "memory", "--tls-cert", cert, "--tls-key", key]).await;
+    assert!(serve.url.starts_with("https://127.0.0.1:"), "{}", serve.url);
+    for http1 in [false, true] {
+        let mut args = vec![serve.url.as_str(), "--json", "--ca-file", cert];
+        if http1 {
+            args.push("--http1");
+        }
+        let (code, stdout) = check(&args).await;
+        let report: Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+        for (name, verdict) in verdicts(&report) {
+            let want =
+                if name == "crash-restart" || name.starts_with("task-") { "UNSUPPORTED" } else { "PASS" };
+            assert_eq!(verdict, want, "{name} (http1: {http1})\n{stdout}");
+        }
+        assert_eq!(code, Some(0), "{stdout}");
+    }
+    let http = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(made.cert.pem().as_bytes()).unwrap()])
+        .build()
+        .unwrap();
+    let metrics_url = serve.url.replace("/mcp", "/metrics");
+    let metrics = http.get(&metrics_url).send().await.unwrap().text().await.unwrap();
+    for protocol in ["h2", "http/1.1"] {
+        let line = format!("forkless_tls_connections_total{{protocol=\"{protocol}\"}} ");
+        let count: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {line}in {metrics}"));
+        assert!(count > 0, "{protocol} was used: {metrics}");
+    }
+    let (code, stdout) = check(&[&serve.url, "--json", "--only", "resume-after-8"]).await;
+    assert_ne!(code, Some(0), "an untrusted certificate is refused: {stdout}");
+}

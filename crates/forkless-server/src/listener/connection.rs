@@ -80,6 +80,7 @@ pub(super) async fn connection(tcp: TcpStream, accept: Accept, ctx: Ctx) {
         Accept::Tls(acceptor) => {
             if let Some(tls) = handshake(&acceptor, tcp, &ctx).await {
                 let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                Metrics::inc(&ctx.metrics.tls_connections[usize::from(h2)]);
                 let socket = Socket::new(tls, ctx.conn.clone(), ctx.registry.clone());
                 let builder = if h2 { auto(ctx.bounds).http2_only() } else { auto(ctx.bounds).http1_only() };
                 let served =

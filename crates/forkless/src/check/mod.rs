@@ -117,6 +117,13 @@ pub struct CheckArgs {
     /// on): enables `task-node-loss`.
     #[arg(long, value_name = "CMD")]
     pub kill_cmd: Option<String>,
+    /// For `https://`: also trust the certificates of this PEM file (beside the system's roots
+    /// and `SSL_CERT_FILE`'s).
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Speak HTTP/1.1 only (by default HTTP/2 is taken where a TLS server offers it).
+    #[arg(long)]
+    pub http1: bool,
 }
 
 impl CheckArgs {
@@ -136,6 +143,8 @@ impl CheckArgs {
             task_tool: "slow_compute".into(),
             input_tool: "confirm_delete".into(),
             kill_cmd: None,
+            ca_file: None,
+            http1: false,
         }
     }
 }
@@ -306,7 +315,8 @@ pub fn run(args: &CheckArgs) -> Result<(), Error> {
 }
 
 async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> Result<Report, Error> {
-    let target = Target::new(&args.url).map_err(|e| Error::Probe(e.0))?;
+    let http = probe::http_client(args.ca_file.as_deref(), args.http1).map_err(|e| Error::Probe(e.0))?;
+    let target = Target::new(&args.url, http.clone());
     let mut session = target.open().await.map_err(|e| Error::Probe(e.0))?;
     let tools = session.tool_names().await.map_err(|e| Error::Probe(e.0))?;
     let server = session.server_info.clone();
@@ -325,6 +335,7 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
         restart: args.restart_cmd.clone(),
     };
     let tasks = tasks::TaskTarget {
+        http,
         urls: std::iter::once(args.url.clone()).chain(args.also_urls.iter().cloned()).collect(),
         tool: args.task_tool.clone(),
         input_tool: (args.input_tool.clone(), Value::Object(serde_json::Map::new())),

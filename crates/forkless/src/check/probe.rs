@@ -37,13 +37,23 @@ pub(crate) struct Target {
     url: String,
 }
 
+/// The HTTP client of a check: TLS trusting the system's roots, `SSL_CERT_FILE` and
+/// `ca_file` ([`forkless_client::tls`]); HTTP/1.1 only if asked.
+pub(crate) fn http_client(
+    ca_file: Option<&std::path::Path>,
+    http1: bool,
+) -> Result<reqwest::Client, ProbeError> {
+    let builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(5));
+    let builder = if http1 { builder.http1_only() } else { builder };
+    forkless_client::tls::trusting(builder, ca_file)
+        .map_err(|e| err(e.to_string()))?
+        .build()
+        .map_err(|e| err(format!("cannot build an HTTP client: {e}")))
+}
+
 impl Target {
-    pub(crate) fn new(url: &str) -> Result<Self, ProbeError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| err(format!("cannot build an HTTP client: {e}")))?;
-        Ok(Self { http, url: url.to_owned() })
+    pub(crate) fn new(url: &str, http: reqwest::Client) -> Self {
+        Self { http, url: url.to_owned() }
     }
 
     /// `initialize` + `notifications/initialized`: a new session.

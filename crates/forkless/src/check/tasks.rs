@@ -54,6 +54,8 @@ pub(crate) const TASK_SCENARIOS: [Scenario; 5] = [
 /// What the task scenarios need: the endpoints and the tools.
 #[derive(Clone, Debug)]
 pub(crate) struct TaskTarget {
+    /// The check's HTTP client.
+    pub(crate) http: reqwest::Client,
     /// The URL checked and `--also-url`s (other nodes of the same deployment).
     pub(crate) urls: Vec<String>,
     /// `--task-tool` (default `slow_compute`), called with `{"seconds": 1}` where a task must
@@ -75,7 +77,8 @@ impl TaskTarget {
         });
         let name =
             params.get("name").or_else(|| params.get("taskId")).and_then(Value::as_str).map(str::to_owned);
-        let mut rb = reqwest::Client::new()
+        let mut rb = self
+            .http
             .post(url)
             .timeout(Duration::from_secs(30))
             .header("content-type", "application/json")
