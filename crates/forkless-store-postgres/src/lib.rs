@@ -36,7 +36,7 @@ use forkless_store::shared::{
     Batch, Committed, Database, Declared, LeaseOp, Loaded, OwnerFacts, SharedStore, Write, Written,
 };
 use forkless_store::{Error, Reader, Result, StoredEvent, Version};
-use tokio_postgres::NoTls;
+use tls::MakeTls;
 
 mod batch;
 mod interest;
@@ -47,6 +47,7 @@ pub mod schema;
 mod tasks;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;
 
 pub use forkless_store::shared::{Hints, Pipeline, TailConfig};
 use rows::backend;
@@ -104,22 +105,26 @@ pub async fn database(config: &PgConfig) -> Result<Postgres> {
     Ok(open(config).await?.0)
 }
 
-async fn open(config: &PgConfig) -> Result<(Postgres, tokio_postgres::Config)> {
-    let pg = tokio_postgres::Config::from_str(&config.url)
+async fn open(config: &PgConfig) -> Result<(Postgres, (tokio_postgres::Config, MakeTls))> {
+    let (url, tls) = tls::connector_for(&config.url)?;
+    let pg = tokio_postgres::Config::from_str(&url)
         .map_err(|e| Error::Backend(format!("postgres: bad connection string: {e}")))?;
-    let (mut client, conn) = pg.connect(NoTls).await.map_err(backend)?;
+    let (mut client, conn) = pg.connect(tls.clone()).await.map_err(backend)?;
     let driver = tokio::spawn(conn);
     let migrated = schema::migrate(&mut client).await;
     drop(client);
     let _ = driver.await;
     migrated?;
-    let manager =
-        Manager::from_config(pg.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let manager = Manager::from_config(
+        pg.clone(),
+        tls.clone(),
+        ManagerConfig { recycling_method: RecyclingMethod::Fast },
+    );
     let pool = Pool::builder(manager)
         .max_size(config.pool_size.max(1))
         .build()
         .map_err(|e| Error::Backend(format!("postgres pool: {e}")))?;
-    Ok((Postgres { pool }, pg))
+    Ok((Postgres { pool }, (pg, tls)))
 }
 
 fn random_node() -> String {

@@ -8,14 +8,17 @@ use std::time::Duration;
 use forkless_store::shared::HintSink;
 use futures::StreamExt;
 use tokio::sync::mpsc;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use crate::Postgres;
 
-pub(crate) async fn listen(sink: HintSink<Postgres>, config: tokio_postgres::Config) {
+pub(crate) async fn listen(
+    sink: HintSink<Postgres>,
+    (config, tls): (tokio_postgres::Config, crate::tls::MakeTls),
+) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match config.connect(NoTls).await {
+        match config.connect(tls.clone()).await {
             Ok((client, mut conn)) => {
                 let (tx, mut rx) = mpsc::unbounded_channel();
                 let driver = tokio::spawn(async move {

@@ -28,7 +28,17 @@ pub(crate) fn backend(e: tokio_postgres::Error) -> Error {
 
 /// `e` as one line for a log: the server's SQLSTATE, message and detail when it sent them.
 fn describe(e: &tokio_postgres::Error) -> String {
-    let Some(db) = e.as_db_error() else { return format!("postgres: {e}") };
+    let Some(db) = e.as_db_error() else {
+        // The causes too: a TLS failure's says what failed (the certificate, the host name).
+        let mut line = format!("postgres: {e}");
+        let mut source = std::error::Error::source(e);
+        while let Some(cause) = source {
+            line.push_str(": ");
+            line.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        return line;
+    };
     let mut line = format!("postgres: {} {}: {}", db.severity(), db.code().code(), db.message());
     if let Some(detail) = db.detail() {
         line.push_str(" (");
