@@ -26,6 +26,9 @@ pub struct RedisConfig {
     /// How this node serves its own writers what it just committed (default
     /// [`TailConfig::default`]; [`TailConfig::OFF`] reads everything from Redis).
     pub tail: TailConfig,
+    /// TLS settings for a `rediss://` URL (default: verify the server against the system's
+    /// roots).
+    pub tls: crate::tls::RedisTls,
 }
 
 /// What a store makes of a Redis that restarted since its history was last vouched for
@@ -60,6 +63,7 @@ impl RedisConfig {
             after_restart: AfterRestart::Verify,
             pipeline: Pipeline::On,
             tail: TailConfig::default(),
+            tls: crate::tls::RedisTls::default(),
         }
     }
 }

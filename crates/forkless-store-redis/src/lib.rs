@@ -68,6 +68,7 @@ mod spent;
 mod tasks;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;
 
 use apply::Apply;
 use config::durability;
@@ -85,9 +86,8 @@ pub type RedisStore = SharedStore<Redis>;
 
 /// Connect, read what Redis vouches for, and start the hint listener.
 pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
-    let client = redis::Client::open(config.url.as_str())
-        .map_err(|e| Error::Backend(format!("redis: bad URL: {e}")))?;
-    let conn = Conn::open(&config.url).await.map_err(backend)?;
+    let client = tls::client(&config.url, &config.tls)?;
+    let conn = Conn::open(client.clone(), &config.url, &config.tls).await.map_err(backend)?;
     let durability = durability(conn.clone()).await;
     if durability != Durability::Always {
         tracing::warn!(

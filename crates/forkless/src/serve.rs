@@ -27,6 +27,7 @@ use tokio::net::TcpListener;
 use crate::Error;
 
 mod config;
+pub use config::DurabilityArg;
 mod shared;
 mod stop;
 mod store;
@@ -158,6 +159,20 @@ pub struct ServeArgs {
     /// The private key of `--tls-cert` (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// For `rediss://`: trust this CA (PEM) for Redis's certificate instead of the system's
+    /// roots.
+    #[arg(long, value_name = "FILE")]
+    pub redis_ca: Option<PathBuf>,
+    /// For `rediss://`: a client certificate (PEM), with `--redis-key`.
+    #[arg(long, value_name = "FILE", requires = "redis_key")]
+    pub redis_cert: Option<PathBuf>,
+    /// The key of `--redis-cert` (PEM).
+    #[arg(long, value_name = "FILE", requires = "redis_cert")]
+    pub redis_key: Option<PathBuf>,
+    /// For `rediss://`: do not verify Redis's certificate at all (logged at every connect; a
+    /// test deployment's self-signed certificate, never production).
+    #[arg(long)]
+    pub redis_insecure: bool,
     /// Also take HTTP/2 with prior knowledge (h2c) on the plaintext listener, for a proxy
     /// that speaks HTTP/2 to its backends.
     #[arg(long, conflicts_with = "tls_cert")]
@@ -201,16 +216,6 @@ pub struct ServeArgs {
     /// A scope every request's token must carry (repeatable); otherwise 403.
     #[arg(long = "auth-scope", value_name = "SCOPE", requires = "auth_issuer")]
     pub auth_scopes: Vec<String>,
-}
-
-/// `--durability`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum DurabilityArg {
-    /// Every event is on disk before it is acknowledged or sent.
-    Immediate,
-    /// One fsync per batch window.
-    #[default]
-    Batched,
 }
 
 /// `--answer`: how a POST request is answered.
@@ -286,7 +291,8 @@ pub(crate) async fn serve<H: Handler>(
         }
         StoreSpec::Redis(url) => {
             let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
-            let config = RedisConfig { pipeline: args.pipeline(), ..RedisConfig::new(url.clone()) };
+            let tls = args.redis_tls();
+            let config = RedisConfig { pipeline: args.pipeline(), tls, ..RedisConfig::new(url.clone()) };
             let store = forkless_store_redis::connect(config).await.map_err(named)?;
             let durability = store.database().durability();
             tracing::info!(store = %args.store, ?durability, "redis store connected");

@@ -11,7 +11,7 @@ use forkless_server::{AllowedOrigins, AnswerMode, ServerConfig};
 use forkless_store::shared::Pipeline;
 use forkless_store_redb::Durability;
 
-use super::{Answer, DurabilityArg, ServeArgs, StoreSpec};
+use super::{Answer, ServeArgs, StoreSpec};
 use crate::Error;
 
 impl ServeArgs {
@@ -30,6 +30,16 @@ impl ServeArgs {
         match self.durability {
             DurabilityArg::Immediate => Pipeline::Off,
             DurabilityArg::Batched => Pipeline::On,
+        }
+    }
+
+    /// The Redis TLS settings of `--redis-ca`, `--redis-cert`/`--redis-key`, `--redis-insecure`.
+    pub fn redis_tls(&self) -> forkless_store_redis::tls::RedisTls {
+        use forkless_store_redis::tls::{RedisTls, Verify};
+        RedisTls {
+            ca_file: self.redis_ca.clone(),
+            client: self.redis_cert.clone().zip(self.redis_key.clone()),
+            verify: if self.redis_insecure { Verify::Off } else { Verify::Full },
         }
     }
 
@@ -175,4 +185,14 @@ pub(super) fn allowed_origins(flags: &[String]) -> AllowedOrigins {
     } else {
         AllowedOrigins::List(flags.to_vec())
     }
+}
+
+/// `--durability`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DurabilityArg {
+    /// Every event is on disk before it is acknowledged or sent.
+    Immediate,
+    /// One fsync per batch window.
+    #[default]
+    Batched,
 }

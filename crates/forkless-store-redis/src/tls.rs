@@ -1,0 +1,90 @@
+//! TLS to Redis and Redis Cluster (`rediss://`), with rustls: which roots are trusted, a
+//! client certificate, and the one explicit way not to verify.
+//!
+//! It owns turning a URL and [`RedisTls`] into a client; what is sent over it is the rest of
+//! the crate's. Without a CA file the system's roots are trusted (or the file `SSL_CERT_FILE`
+//! names); with one, that CA (Redis deployments usually run a private one).
+
+use std::path::{Path, PathBuf};
+
+use forkless_store::Error;
+
+/// TLS settings for a `rediss://` URL.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RedisTls {
+    /// Trust this CA (PEM) for the server's certificate, instead of the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate and its key (PEM), for a Redis that asks for one
+    /// (`tls-auth-clients yes`).
+    pub client: Option<(PathBuf, PathBuf)>,
+    /// How much of the server's certificate is verified (default: all of it).
+    pub verify: Verify,
+}
+
+/// How much of the server's certificate is verified.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Verify {
+    /// The chain and the host name.
+    #[default]
+    Full,
+    /// **Explicitly chosen, and logged at every connect:** nothing is verified (redis's
+    /// `#insecure`): the connection is encrypted, but anyone on the path can pose as the
+    /// server. For a test deployment's self-signed certificate, never for production.
+    Off,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|e| Error::Backend(format!("redis TLS: {}: {e}", path.display())))
+}
+
+/// The URL redis reads, and the certificates, for `url` and `tls`.
+pub(crate) fn prepare(url: &str, tls: &RedisTls) -> Result<(String, Option<redis::TlsCertificates>), Error> {
+    if !url.starts_with("rediss://") {
+        if *tls != RedisTls::default() {
+            return Err(Error::Backend(format!(
+                "redis TLS settings given for {url}, which is not a rediss:// URL"
+            )));
+        }
+        return Ok((url.to_owned(), None));
+    }
+    // redis builds its rustls settings with the process's default provider, which cannot be
+    // chosen by itself when more than one is compiled in: the one forkless uses everywhere.
+    // (Already installed, by this or by the application: kept.)
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let url = match tls.verify {
+        Verify::Full => url.to_owned(),
+        Verify::Off => {
+            tracing::warn!("redis: the server's certificate is not verified, as asked (--redis-insecure)");
+            format!("{url}#insecure")
+        }
+    };
+    let client_tls = match &tls.client {
+        Some((cert, key)) => {
+            Some(redis::ClientTlsConfig { client_cert: read(cert)?, client_key: read(key)? })
+        }
+        None => None,
+    };
+    let root_cert = tls.ca_file.as_deref().map(read).transpose()?;
+    Ok((url, Some(redis::TlsCertificates { client_tls, root_cert })))
+}
+
+/// A client for `url` with `tls`.
+pub(crate) fn client(url: &str, tls: &RedisTls) -> Result<redis::Client, Error> {
+    let bad = |e: redis::RedisError| Error::Backend(format!("redis: {url}: {e}"));
+    match prepare(url, tls)? {
+        (url, None) => redis::Client::open(url.as_str()).map_err(bad),
+        (url, Some(certs)) => redis::Client::build_with_tls(url.as_str(), certs).map_err(bad),
+    }
+}
+
+/// A cluster client for `url` with `tls`.
+pub(crate) fn cluster(url: &str, tls: &RedisTls) -> redis::RedisResult<redis::cluster::ClusterClient> {
+    let Ok((url, certs)) = prepare(url, tls) else {
+        return Err(redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "redis TLS settings")));
+    };
+    let builder = redis::cluster::ClusterClientBuilder::new(vec![url]);
+    match certs {
+        Some(certs) => builder.certs(certs).build(),
+        None => builder.build(),
+    }
+}
