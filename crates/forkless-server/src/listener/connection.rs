@@ -157,28 +157,8 @@ fn service(
     Future = impl Future<Output = Result<http::Response<Tracked>, Infallible>> + Send + 'static,
 > + Clone
 + 'static {
-    owned_service(
-        ctx.conn.clone(),
-        ctx.registry.clone(),
-        ctx.router.clone(),
-        ctx.bounds.max_header_bytes,
-        peer,
-    )
-}
-
-fn owned_service(
-    conn: Arc<Conn>,
-    registry: Arc<Registry>,
-    router: Router,
-    max_header: usize,
-    peer: Option<crate::quota::PeerAddr>,
-) -> impl hyper::service::Service<
-    Request<Incoming>,
-    Response = http::Response<Tracked>,
-    Error = Infallible,
-    Future = impl Future<Output = Result<http::Response<Tracked>, Infallible>> + Send + 'static,
-> + Clone
-+ 'static {
+    let (conn, registry, router) = (ctx.conn.clone(), ctx.registry.clone(), ctx.router.clone());
+    let max_header = ctx.bounds.max_header_bytes;
     hyper::service::service_fn(move |mut request: Request<Incoming>| {
         // Only a request that may create a session needs its client's address (its share,
         // `crate::quota`): a POST without a session id, and not of 2026-07-28 (those are
