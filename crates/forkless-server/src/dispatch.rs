@@ -58,7 +58,11 @@ impl<S: Store, H: Handler> App<S, H> {
         let tasks = (shared.revision == forkless_core::Revision::V2026_07_28
             && self.handler.task_support() == TaskSupport::Offered
             && crate::tasks::declared(&shared.client_capabilities))
-        .then(|| TaskStarter { table: self.common.tasks.clone(), principal: shared.principal.clone() });
+        .then(|| TaskStarter {
+            table: self.common.tasks.clone(),
+            principal: shared.principal.clone(),
+            share: shared.quota_key.get().cloned(),
+        });
         // 2026-07-28: a retry's requestState is checked (and used up) before the handler runs.
         // Only then: the session revisions' hot path allocates nothing for it.
         let (state, rounds, seal) = match shared.revision {

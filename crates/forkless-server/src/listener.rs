@@ -262,14 +262,22 @@ pub(crate) async fn serve(
     tracker
 }
 
-/// Whether `request` could be an `initialize` (see [`crate::post`]).
+/// Whether `request` may count against its client's share ([`crate::quota`]): a POST
+/// without a session id that could be an `initialize`, or a 2026-07-28 request that may
+/// create a task (any but a `tasks/…` request or a notification, as `Mcp-Method` names it).
+/// The others (GETs, requests of a session, task polls) carry nothing extra.
 fn may_create_a_session<B>(request: &Request<B>) -> bool {
     let headers = request.headers();
-    request.method() == hyper::Method::POST
-        && !headers.contains_key(crate::request::SESSION_ID)
-        && headers
-            .get(crate::request::PROTOCOL_VERSION)
-            .is_none_or(|v| v.as_bytes() != forkless_core::Revision::V2026_07_28.as_str().as_bytes())
+    if request.method() != hyper::Method::POST || headers.contains_key(crate::request::SESSION_ID) {
+        return false;
+    }
+    let stateless = headers
+        .get(crate::request::PROTOCOL_VERSION)
+        .is_some_and(|v| v.as_bytes() == forkless_core::Revision::V2026_07_28.as_str().as_bytes());
+    !stateless
+        || headers.get("mcp-method").is_some_and(|m| {
+            !m.as_bytes().starts_with(b"tasks/") && !m.as_bytes().starts_with(b"notifications/")
+        })
 }
 
 /// The smallest read buffer hyper accepts.

@@ -55,7 +55,7 @@ impl<S: Store, H: Handler> App<S, H> {
             return Ok(self.refuse(Error::RevisionNotServed { requested, served }, &body));
         }
         if version == Some(Revision::V2026_07_28) {
-            return self.post_stateless(headers, body).await;
+            return self.post_stateless(headers, peer, body).await;
         }
         if let Some(Message::Request { id, method, params }) = body.single()
             && method == "initialize"

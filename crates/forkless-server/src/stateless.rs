@@ -64,6 +64,7 @@ impl<S: Store, H: Handler> App<S, H> {
     pub(crate) async fn post_stateless(
         &self,
         headers: &http::HeaderMap,
+        peer: Option<crate::quota::PeerAddr>,
         body: jsonrpc::Body,
     ) -> Result<Response, Error> {
         if body.batch {
@@ -91,6 +92,13 @@ impl<S: Store, H: Handler> App<S, H> {
             )
             .asked_by(self.principal(headers)),
         );
+        // Whose share a task this request creates counts against: its principal, else its
+        // client's address (`crate::quota`).
+        if let Some(key) =
+            crate::quota::key(shared.principal.as_deref(), headers, peer, &self.common.cfg.quotas)
+        {
+            let _ = shared.quota_key.set(key);
+        }
         let mut call = match message {
             Message::Response { .. } => {
                 return Err(Error::InvalidMessage("clients send no responses in 2026-07-28".into()));

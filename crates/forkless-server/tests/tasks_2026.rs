@@ -239,3 +239,61 @@ async fn a_request_state_past_its_time_to_live_is_refused_expired() {
     assert_eq!(late["error"]["data"]["reason"], "expired", "{late}");
     assert!(late.get("result").is_none(), "{late}");
 }
+
+/// POST `as-task` from client address `from` (named by the trusted proxy on loopback), with no
+/// principal: the JSON-RPC answer.
+async fn task_from(server: &TestServer, from: &str) -> Value {
+    let mut params = json!({});
+    params["_meta"] = meta(true);
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "as-task", "params": params });
+    let resp = reqwest::Client::new()
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "as-task")
+        .header("x-forwarded-for", format!("{from}, 127.0.0.1"))
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("send");
+    let text = resp.text().await.expect("body");
+    let last = text.lines().filter_map(|l| l.strip_prefix("data:")).next_back().unwrap_or(&text);
+    serde_json::from_str(last.trim()).expect("a JSON-RPC answer")
+}
+
+/// Without auth, tasks are shared out per client address: one address at its share is
+/// refused (typed), another creates at once.
+fn per_address(trusted: bool) -> ServerConfig {
+    let mut cfg = ServerConfig::default();
+    cfg.tasks.max_tasks_per_principal = 2;
+    if trusted {
+        cfg.quotas.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+    }
+    cfg
+}
+
+#[tokio::test]
+async fn without_auth_each_client_address_has_its_share_of_the_tasks() {
+    let server = TestServer::start(per_address(true)).await;
+    for _ in 0..2 {
+        let created = task_from(&server, "203.0.113.1").await;
+        assert!(created["result"]["taskId"].is_string(), "{created}");
+    }
+    let refused = task_from(&server, "203.0.113.1").await;
+    assert_eq!(refused["error"]["data"]["reason"], "max_tasks_per_principal", "{refused}");
+    let other = task_from(&server, "198.51.100.9").await;
+    assert!(other["result"]["taskId"].is_string(), "another address is not held back: {other}");
+}
+
+/// The negative control: every client seen as one address (the proxy not trusted) shares one
+/// share, and the second client is refused.
+#[tokio::test]
+async fn negative_control_one_share_for_everyone_locks_the_second_client_out() {
+    let server = TestServer::start(per_address(false)).await;
+    for _ in 0..2 {
+        assert!(task_from(&server, "203.0.113.1").await["result"]["taskId"].is_string());
+    }
+    let other = task_from(&server, "198.51.100.9").await;
+    assert_eq!(other["error"]["data"]["reason"], "max_tasks_per_principal", "{other}");
+}

@@ -160,10 +160,8 @@ fn service(
     let (conn, registry, router) = (ctx.conn.clone(), ctx.registry.clone(), ctx.router.clone());
     let max_header = ctx.bounds.max_header_bytes;
     hyper::service::service_fn(move |mut request: Request<Incoming>| {
-        // Only a request that may create a session needs its client's address (its share,
-        // `crate::quota`): a POST without a session id, and not of 2026-07-28 (those are
-        // served without sessions before `initialize` is considered). The others, the hot
-        // path, carry nothing extra.
+        // Only a request that may create a session or a task needs its client's address (its
+        // share, `crate::quota`); the others, the hot path, carry nothing extra.
         if let Some(peer) = peer
             && may_create_a_session(&request)
         {

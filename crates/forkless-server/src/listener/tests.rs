@@ -38,7 +38,7 @@ fn the_connection_task_wakes_at_its_deadlines_and_never_spins() {
 }
 
 #[test]
-fn only_a_request_that_may_initialize_carries_the_peer_address() {
+fn only_a_request_that_may_initialize_or_create_a_task_carries_the_peer_address() {
     let request = |method: &str, headers: &[(&str, &str)]| {
         let mut b = Request::builder().method(method).uri("/mcp");
         for (k, v) in headers {
@@ -50,5 +50,11 @@ fn only_a_request_that_may_initialize_carries_the_peer_address() {
     assert!(may_create_a_session(&request("POST", &[("mcp-protocol-version", "2025-11-25")])));
     assert!(!may_create_a_session(&request("POST", &[("mcp-session-id", "x")])));
     assert!(!may_create_a_session(&request("POST", &[("mcp-protocol-version", "2026-07-28")])));
+    // A 2026-07-28 tool call may create a task, which counts against its client's share; a
+    // task poll or a notification cannot.
+    let v = ("mcp-protocol-version", "2026-07-28");
+    assert!(may_create_a_session(&request("POST", &[v, ("mcp-method", "tools/call")])));
+    assert!(!may_create_a_session(&request("POST", &[v, ("mcp-method", "tasks/get")])));
+    assert!(!may_create_a_session(&request("POST", &[v, ("mcp-method", "notifications/cancelled")])));
     assert!(!may_create_a_session(&request("GET", &[])));
 }

@@ -70,8 +70,9 @@ pub struct TaskLimits {
     /// Tasks whose work runs on this node at once; at the limit a new one is refused with
     /// `-32603` (never by forgetting a task a client may still read). Default 10,000.
     pub max_tasks: usize,
-    /// Of those, the most one principal may hold (with auth off, every client is one
-    /// principal: set it to `max_tasks` there). Default 1,000.
+    /// Of those, the most one principal may hold: per verified subject, else per client
+    /// address (`X-Forwarded-For` believed only from a trusted proxy, as for sessions).
+    /// Default 1,000.
     pub max_tasks_per_principal: usize,
 }
 
@@ -100,7 +101,8 @@ pub(crate) type Runner =
 pub(crate) struct Live {
     /// A task, or a keyed request (which no task limit counts).
     kind: TaskKind,
-    principal: Option<String>,
+    /// Whose share it counts against (`crate::quota`).
+    share: Option<Arc<str>>,
     /// The attempt this work runs under: its writes are refused once another owner took over.
     epoch: Epoch,
     expires: Timestamp,
@@ -163,39 +165,45 @@ impl TaskTable {
 
     /// Register the work of new task `task` as running here, within the limits (checked and
     /// taken under one lock, so two creations racing for the last place cannot both have it).
-    fn admit(&self, task: &TaskRecord) -> Result<Arc<Live>, RpcError> {
-        let principal = task.principal();
+    /// `share`: whose share it counts against (`crate::quota`). Refusals carry
+    /// `data.reason` `max_tasks` or `max_tasks_per_principal`.
+    fn admit(&self, task: &TaskRecord, share: Option<Arc<str>>) -> Result<Arc<Live>, RpcError> {
         let mut live = self.live();
         let tasks = || live.values().filter(|l| l.kind == TaskKind::Task);
         if tasks().count() >= self.limits.max_tasks {
+            self.metrics.capacity_refused("max_tasks");
             return Err(RpcError::internal(format!(
                 "the server runs its maximum of {} tasks; try again later",
                 self.limits.max_tasks
-            )));
+            ))
+            .with_data(serde_json::json!({ "reason": "max_tasks" })));
         }
-        let mine = tasks().filter(|l| l.principal.as_deref() == principal).count();
+        let mine = tasks().filter(|l| l.share == share).count();
         if mine >= self.limits.max_tasks_per_principal {
+            self.metrics.capacity_refused("max_tasks_per_principal");
             return Err(RpcError::internal(format!(
                 "this principal runs its maximum of {} tasks; try again later",
                 self.limits.max_tasks_per_principal
-            )));
+            ))
+            .with_data(serde_json::json!({ "reason": "max_tasks_per_principal" })));
         }
-        let entry = self.new_live(task);
+        let entry = self.new_live(task, share);
         live.insert(task.id(), entry.clone());
         Ok(entry)
     }
 
     /// Register the work of `task` as running here (a restart, a keyed request: no limit).
     fn start_live(&self, task: &TaskRecord) -> Arc<Live> {
-        let live = self.new_live(task);
+        let share = task.principal().map(|p| Arc::from(format!("principal:{p}")));
+        let live = self.new_live(task, share);
         self.live().insert(task.id(), live.clone());
         live
     }
 
-    fn new_live(&self, task: &TaskRecord) -> Arc<Live> {
+    fn new_live(&self, task: &TaskRecord, share: Option<Arc<str>>) -> Arc<Live> {
         Arc::new(Live {
             kind: task.kind(),
-            principal: task.principal().map(str::to_owned),
+            share,
             epoch: task.owner().epoch,
             expires: task.expires_at(),
             cancel: self.shutdown.child_token(),

@@ -25,7 +25,11 @@ fn table(limits: TaskLimits) -> Arc<TaskTable> {
 }
 
 fn starter(table: &Arc<TaskTable>, principal: Option<&str>) -> TaskStarter {
-    TaskStarter { table: table.clone(), principal: principal.map(str::to_owned) }
+    TaskStarter {
+        table: table.clone(),
+        principal: principal.map(str::to_owned),
+        share: principal.map(|p| Arc::from(format!("principal:{p}"))),
+    }
 }
 
 async fn get(table: &TaskTable, id: &Value, principal: Option<&str>) -> Result<Value, RpcError> {

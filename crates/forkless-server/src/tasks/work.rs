@@ -39,6 +39,9 @@ use crate::session::BoxFuture;
 pub struct TaskStarter {
     pub(crate) table: Arc<TaskTable>,
     pub(crate) principal: Option<String>,
+    /// Whose share of the tasks a new one counts against: the principal, else the client's
+    /// address (`crate::quota`); `None` when neither is known.
+    pub(crate) share: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for TaskStarter {
@@ -98,7 +101,7 @@ impl TaskStarter {
             now: now(),
         });
         // Registered first, so its work can never finish before the table knows it.
-        let live = table.admit(&task)?;
+        let live = table.admit(&task, self.share.clone())?;
         if let Err(e) = table.records.create(&task).await {
             table.end_live(task.id(), live.epoch);
             return Err(store_failed(&e));
