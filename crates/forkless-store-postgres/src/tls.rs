@@ -125,10 +125,14 @@ pub(crate) fn client_config(params: &TlsParams) -> Result<Option<Arc<rustls::Cli
     let verifier: Arc<dyn ServerCertVerifier> = match params.mode {
         SslMode::Disable => return Ok(None),
         SslMode::Prefer | SslMode::Require => {
-            tracing::warn!(
-                "postgres: sslmode={} encrypts without verifying the server's certificate (libpq's meaning); verify-full verifies it",
-                if params.mode == SslMode::Prefer { "prefer (the default)" } else { "require" }
-            );
+            // Once per process: every store (and each test's) connects with it again.
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                tracing::warn!(
+                    "postgres: sslmode={} encrypts without verifying the server's certificate (libpq's meaning); verify-full verifies it",
+                    if params.mode == SslMode::Prefer { "prefer (the default)" } else { "require" }
+                );
+            });
             Arc::new(Unverified(provider.clone()))
         }
         SslMode::VerifyCa | SslMode::VerifyFull => {
