@@ -74,7 +74,22 @@ async fn three_nodes(backend: Backend) {
     }
     assert_eq!(code, Some(0), "{stdout}");
 
-    let args = ["chaos", &lb.url, "--sessions", "20", "--duration", "60s", "--drop-every", "2s", "--json"];
+    // 20 sessions at one event every 40 ms: 500 events a second through three debug-build
+    // nodes on two cores. At chaos's default 20 ms the nodes fell behind (each call took
+    // 121 s of a 120 s budget) and a session now and then ran out of time.
+    let args = [
+        "chaos",
+        &lb.url,
+        "--sessions",
+        "20",
+        "--duration",
+        "60s",
+        "--drop-every",
+        "2s",
+        "--interval",
+        "40",
+        "--json",
+    ];
     let (code, stdout) = forkless_for(&args, Duration::from_secs(60)).await;
     let s: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
     for key in ["duplicates", "gaps", "forks", "reordered", "foreign"] {
