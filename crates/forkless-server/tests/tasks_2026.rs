@@ -19,7 +19,18 @@ fn meta(tasks: bool) -> Value {
 }
 
 /// POST `method` with `params` (and `_meta`) as `user`; the HTTP status and the JSON-RPC answer.
-async fn rpc(server: &TestServer, user: &str, method: &str, mut params: Value, tasks: bool) -> (u16, Value) {
+async fn rpc(server: &TestServer, user: &str, method: &str, params: Value, tasks: bool) -> (u16, Value) {
+    post(server, &[("x-user", user)], method, params, tasks).await
+}
+
+/// POST `method` with `params` (and `_meta`) and `headers` besides the revision's.
+async fn post(
+    server: &TestServer,
+    headers: &[(&str, &str)],
+    method: &str,
+    mut params: Value,
+    tasks: bool,
+) -> (u16, Value) {
     params["_meta"] = meta(tasks);
     let name = params.get("taskId").and_then(Value::as_str).map(str::to_owned);
     let mut rb = reqwest::Client::new()
@@ -27,8 +38,10 @@ async fn rpc(server: &TestServer, user: &str, method: &str, mut params: Value, t
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .header("x-user", user);
+        .header("mcp-method", method);
+    for (name, value) in headers {
+        rb = rb.header(*name, *value);
+    }
     if let Some(name) = name {
         rb = rb.header("mcp-name", name);
     }
@@ -243,23 +256,8 @@ async fn a_request_state_past_its_time_to_live_is_refused_expired() {
 /// POST `as-task` from client address `from` (named by the trusted proxy on loopback), with no
 /// principal: the JSON-RPC answer.
 async fn task_from(server: &TestServer, from: &str) -> Value {
-    let mut params = json!({});
-    params["_meta"] = meta(true);
-    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "as-task", "params": params });
-    let resp = reqwest::Client::new()
-        .post(&server.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "as-task")
-        .header("x-forwarded-for", format!("{from}, 127.0.0.1"))
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("send");
-    let text = resp.text().await.expect("body");
-    let last = text.lines().filter_map(|l| l.strip_prefix("data:")).next_back().unwrap_or(&text);
-    serde_json::from_str(last.trim()).expect("a JSON-RPC answer")
+    let forwarded = format!("{from}, 127.0.0.1");
+    post(server, &[("x-forwarded-for", forwarded.as_str())], "as-task", json!({}), true).await.1
 }
 
 /// Without auth, tasks are shared out per client address: one address at its share is
