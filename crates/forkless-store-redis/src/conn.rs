@@ -29,17 +29,13 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
-    /// Connect to the Redis `client` reaches (at `url`, with `tls`): to the cluster it belongs
-    /// to if it runs in cluster mode.
-    pub(crate) async fn open(
-        client: redis::Client,
-        url: &str,
-        tls: &crate::tls::RedisTls,
-    ) -> redis::RedisResult<Self> {
+    /// Connect to the Redis `client` reaches (at `url`): to the cluster it belongs to if it
+    /// runs in cluster mode.
+    pub(crate) async fn open(client: redis::Client, url: &crate::tls::Prepared) -> redis::RedisResult<Self> {
         let mut probe = client.get_multiplexed_async_connection().await?;
         let info: String = redis::cmd("INFO").arg("cluster").query_async(&mut probe).await?;
         if info.lines().any(|l| l.trim() == "cluster_enabled:1") {
-            let cluster = crate::tls::cluster(url, tls)?;
+            let cluster = url.cluster()?;
             return Ok(Self::Cluster(cluster.get_async_connection().await?));
         }
         Ok(Self::Single(ConnectionManager::new(client).await?))

@@ -86,8 +86,9 @@ pub type RedisStore = SharedStore<Redis>;
 
 /// Connect, read what Redis vouches for, and start the hint listener.
 pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
-    let client = tls::client(&config.url, &config.tls)?;
-    let conn = Conn::open(client.clone(), &config.url, &config.tls).await.map_err(backend)?;
+    let url = tls::prepare(&config.url, &config.tls)?;
+    let client = url.client()?;
+    let conn = Conn::open(client.clone(), &url).await.map_err(backend)?;
     let durability = durability(conn.clone()).await;
     if durability != Durability::Always {
         tracing::warn!(

@@ -37,15 +37,23 @@ fn read(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|e| Error::Backend(format!("redis TLS: {}: {e}", path.display())))
 }
 
-/// The URL redis reads, and the certificates, for `url` and `tls`.
-pub(crate) fn prepare(url: &str, tls: &RedisTls) -> Result<(String, Option<redis::TlsCertificates>), Error> {
+/// A URL as redis reads it, with its certificates: worked out once per store, for the
+/// client and, on a cluster, the cluster client.
+pub(crate) struct Prepared {
+    url: String,
+    certs: Option<redis::TlsCertificates>,
+}
+
+/// `url` and `tls` as redis takes them (the certificate files read, the choice not to verify
+/// logged).
+pub(crate) fn prepare(url: &str, tls: &RedisTls) -> Result<Prepared, Error> {
     if !url.starts_with("rediss://") {
         if *tls != RedisTls::default() {
             return Err(Error::Backend(format!(
                 "redis TLS settings given for {url}, which is not a rediss:// URL"
             )));
         }
-        return Ok((url.to_owned(), None));
+        return Ok(Prepared { url: url.to_owned(), certs: None });
     }
     // redis builds its rustls settings with the process's default provider, which cannot be
     // chosen by itself when more than one is compiled in: the one forkless uses everywhere.
@@ -65,26 +73,25 @@ pub(crate) fn prepare(url: &str, tls: &RedisTls) -> Result<(String, Option<redis
         None => None,
     };
     let root_cert = tls.ca_file.as_deref().map(read).transpose()?;
-    Ok((url, Some(redis::TlsCertificates { client_tls, root_cert })))
+    Ok(Prepared { url, certs: Some(redis::TlsCertificates { client_tls, root_cert }) })
 }
 
-/// A client for `url` with `tls`.
-pub(crate) fn client(url: &str, tls: &RedisTls) -> Result<redis::Client, Error> {
-    let bad = |e: redis::RedisError| Error::Backend(format!("redis: {url}: {e}"));
-    match prepare(url, tls)? {
-        (url, None) => redis::Client::open(url.as_str()).map_err(bad),
-        (url, Some(certs)) => redis::Client::build_with_tls(url.as_str(), certs).map_err(bad),
+impl Prepared {
+    /// A client for one Redis.
+    pub(crate) fn client(&self) -> Result<redis::Client, Error> {
+        let bad = |e: redis::RedisError| Error::Backend(format!("redis: {}: {e}", self.url));
+        match &self.certs {
+            None => redis::Client::open(self.url.as_str()).map_err(bad),
+            Some(certs) => redis::Client::build_with_tls(self.url.as_str(), certs.clone()).map_err(bad),
+        }
     }
-}
 
-/// A cluster client for `url` with `tls`.
-pub(crate) fn cluster(url: &str, tls: &RedisTls) -> redis::RedisResult<redis::cluster::ClusterClient> {
-    let Ok((url, certs)) = prepare(url, tls) else {
-        return Err(redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "redis TLS settings")));
-    };
-    let builder = redis::cluster::ClusterClientBuilder::new(vec![url]);
-    match certs {
-        Some(certs) => builder.certs(certs).build(),
-        None => builder.build(),
+    /// A client for the cluster this URL's Redis belongs to.
+    pub(crate) fn cluster(&self) -> redis::RedisResult<redis::cluster::ClusterClient> {
+        let builder = redis::cluster::ClusterClientBuilder::new(vec![self.url.as_str()]);
+        match &self.certs {
+            Some(certs) => builder.certs(certs.clone()).build(),
+            None => builder.build(),
+        }
     }
 }
