@@ -13,9 +13,10 @@
 //! | `verify-ca` | always | chains to a trusted root |
 //! | `verify-full` | always | chains to a trusted root and names the host |
 //!
-//! Trusted roots: the system's (or the file `SSL_CERT_FILE` names), plus `sslrootcert`.
+//! Trusted roots: [`forkless_tls`]'s rule, the system's (or the file `SSL_CERT_FILE` names)
+//! plus `sslrootcert`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 mod connector;
@@ -24,8 +25,7 @@ pub use connector::{Connector, MakeTls, TlsStream};
 use forkless_store::Error;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 
 /// libpq's `sslmode`.
@@ -136,7 +136,9 @@ pub(crate) fn client_config(params: &TlsParams) -> Result<Option<Arc<rustls::Cli
             Arc::new(Unverified(provider.clone()))
         }
         SslMode::VerifyCa | SslMode::VerifyFull => {
-            let roots = Arc::new(roots(params.root_cert.as_deref())?);
+            let roots = forkless_tls::roots::store(params.root_cert.as_deref())
+                .map_err(|e| bad(format!("sslrootcert {e}")))?;
+            let roots = Arc::new(roots);
             let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
                 .build()
                 .map_err(|e| bad(format!("no trusted roots: {e}")))?;
@@ -151,36 +153,12 @@ pub(crate) fn client_config(params: &TlsParams) -> Result<Option<Arc<rustls::Cli
     let config = match &params.client {
         None => builder.with_no_client_auth(),
         Some((cert, key)) => {
-            let chain = read_certs(cert)?;
-            let key = PrivateKeyDer::from_pem_file(key)
-                .map_err(|e| bad(format!("sslkey {}: no usable private key: {e}", key.display())))?;
+            let chain = forkless_tls::pem::certificates(cert).map_err(|e| bad(format!("sslcert {e}")))?;
+            let key = forkless_tls::pem::private_key(key).map_err(|e| bad(format!("sslkey {e}")))?;
             builder.with_client_auth_cert(chain, key).map_err(|e| bad(format!("sslcert/sslkey: {e}")))?
         }
     };
     Ok(Some(Arc::new(config)))
-}
-
-fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, Error> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-        .map_err(|e| bad(format!("{}: {e}", path.display())))?;
-    if certs.is_empty() {
-        return Err(bad(format!("{}: holds no PEM certificate", path.display())));
-    }
-    Ok(certs)
-}
-
-/// The system's roots (or `SSL_CERT_FILE`'s), plus `extra`'s.
-fn roots(extra: Option<&Path>) -> Result<rustls::RootCertStore, Error> {
-    let mut roots = rustls::RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
-    roots.add_parsable_certificates(native.certs);
-    if let Some(path) = extra {
-        for cert in read_certs(path)? {
-            roots.add(cert).map_err(|e| bad(format!("sslrootcert {}: {e}", path.display())))?;
-        }
-    }
-    Ok(roots)
 }
 
 /// `verify-ca`: the chain is verified, the name is not.
@@ -276,7 +254,7 @@ mod tests {
             split_url("postgres://u@h/db?sslmode=verify-full&sslrootcert=/ca.crt&application_name=x")
                 .unwrap();
         assert_eq!(url, "postgres://u@h/db?application_name=x&sslmode=require");
-        assert_eq!((p.mode, p.root_cert.as_deref()), (SslMode::VerifyFull, Some(Path::new("/ca.crt"))));
+        assert_eq!((p.mode, p.root_cert.as_deref()), (SslMode::VerifyFull, Some(std::path::Path::new("/ca.crt"))));
         let (url, p) = split_url("postgres://u@h/db").unwrap();
         assert_eq!((url.as_str(), p.mode), ("postgres://u@h/db", SslMode::Prefer));
         let (_, p) = split_url("postgres://h/db?sslmode=require&sslrootcert=/ca.crt").unwrap();

@@ -2,8 +2,9 @@
 //! client certificate, and the one explicit way not to verify.
 //!
 //! It owns turning a URL and [`RedisTls`] into a client; what is sent over it is the rest of
-//! the crate's. Without a CA file the system's roots are trusted (or the file `SSL_CERT_FILE`
-//! names); with one, that CA (Redis deployments usually run a private one).
+//! the crate's. Trusted roots: [`forkless_tls`]'s rule, the system's (or the file
+//! `SSL_CERT_FILE` names) plus the CA file, if any (Redis deployments usually run a private
+//! CA; it adds to the system's roots, as everywhere in forkless).
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,7 @@ use forkless_store::Error;
 /// TLS settings for a `rediss://` URL.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RedisTls {
-    /// Trust this CA (PEM) for the server's certificate, instead of the system's roots.
+    /// Also trust this CA (PEM) for the server's certificate, beside the system's roots.
     pub ca_file: Option<PathBuf>,
     /// A client certificate and its key (PEM), for a Redis that asks for one
     /// (`tls-auth-clients yes`).
@@ -68,11 +69,24 @@ pub(crate) fn prepare(url: &str, tls: &RedisTls) -> Result<Prepared, Error> {
     };
     let client_tls = match &tls.client {
         Some((cert, key)) => {
+            // Parsed here too, so a bad file is named now rather than at the first connect.
+            let bad = |e: forkless_tls::Error| Error::Backend(format!("redis TLS client certificate: {e}"));
+            forkless_tls::pem::certificates(cert).map_err(bad)?;
+            forkless_tls::pem::private_key(key).map_err(bad)?;
             Some(redis::ClientTlsConfig { client_cert: read(cert)?, client_key: read(key)? })
         }
         None => None,
     };
-    let root_cert = tls.ca_file.as_deref().map(read).transpose()?;
+    // redis trusts the roots it is given *instead of* the system's: given the rule's whole
+    // set, as PEM (the only form it takes). Without a CA file it loads the system's itself.
+    let root_cert = match tls.ca_file.as_deref() {
+        Some(ca) => {
+            let roots = forkless_tls::roots::certificates(Some(ca))
+                .map_err(|e| Error::Backend(format!("redis TLS: {e}")))?;
+            Some(forkless_tls::pem::encode(&roots))
+        }
+        None => None,
+    };
     Ok(Prepared { url, certs: Some(redis::TlsCertificates { client_tls, root_cert }) })
 }
 

@@ -67,6 +67,10 @@ pub struct ChaosArgs {
     /// Print one JSON object instead of the summary table.
     #[arg(long)]
     pub json: bool,
+    /// For `https://`: also trust the certificates of this PEM file (beside the system's roots
+    /// and `SSL_CERT_FILE`'s).
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// `60s`, `1500ms`, `2m`, or a bare number of seconds.
@@ -229,7 +233,11 @@ fn percentiles(samples: &mut [Duration]) -> LatencyMs {
 async fn session(args: ChaosArgs, index: u64, count: u64, live: Arc<Live>) -> SessionResult {
     let mut result = SessionResult::default();
     let seed = args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(index);
-    let client = match Client::builder(&args.url).jitter_seed(seed).connect().await {
+    let mut builder = Client::builder(&args.url).jitter_seed(seed);
+    if let Some(ca) = &args.ca_file {
+        builder = builder.ca_file(ca);
+    }
+    let client = match builder.connect().await {
         Ok(client) => client,
         Err(e) => {
             result.rejections.insert(format!("connect: {}", error_kind(&e)), 1);

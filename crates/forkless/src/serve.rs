@@ -213,6 +213,10 @@ pub struct ServeArgs {
     /// The issuer's keys: a JWKS URL (`http(s)://…`) or a JWKS file.
     #[arg(long, value_name = "URL|FILE", requires = "auth_issuer")]
     pub auth_jwks: Option<String>,
+    /// A CA file (PEM) trusted for an `https://` JWKS URL, in addition to the system's roots
+    /// (and `SSL_CERT_FILE`'s).
+    #[arg(long, value_name = "FILE", requires = "auth_jwks")]
+    pub auth_jwks_ca: Option<PathBuf>,
     /// A scope every request's token must carry (repeatable); otherwise 403.
     #[arg(long = "auth-scope", value_name = "SCOPE", requires = "auth_issuer")]
     pub auth_scopes: Vec<String>,

@@ -41,7 +41,9 @@ pub(crate) enum KeyError {
 pub(crate) struct Jwks {
     source: JwksSource,
     min_refresh: Duration,
-    http: reqwest::Client,
+    /// The client for a URL source, or why the trust settings could not make one (every
+    /// fetch then fails with it; verification is never dropped to get a client).
+    http: Result<reqwest::Client, String>,
     keys: RwLock<HashMap<String, Key>>,
     /// Held while fetching (the single flight); the instant of the last fetch.
     fetched: tokio::sync::Mutex<Option<Instant>>,
@@ -50,11 +52,17 @@ pub(crate) struct Jwks {
 }
 
 impl Jwks {
-    pub(crate) fn new(source: JwksSource, min_refresh: Duration) -> Self {
+    /// Keys from `source`, fetched over TLS trusting the system's roots plus `ca_file`
+    /// (`forkless_tls`'s rule).
+    pub(crate) fn new(source: JwksSource, min_refresh: Duration, ca_file: Option<&std::path::Path>) -> Self {
+        let builder = reqwest::Client::builder().timeout(Duration::from_secs(10));
+        let http = forkless_tls::http::trusting(builder, ca_file)
+            .map_err(|e| format!("the JWKS CA file: {e}"))
+            .and_then(|b| b.build().map_err(|e| format!("an HTTP client for the JWKS: {e}")));
         Self {
             source,
             min_refresh,
-            http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap_or_default(),
+            http,
             keys: RwLock::default(),
             fetched: tokio::sync::Mutex::new(None),
             fetches: std::sync::atomic::AtomicU64::new(0),
@@ -96,7 +104,8 @@ impl Jwks {
                 serde_json::from_str(&text).map_err(|e| format!("{} is not a JWKS: {e}", path.display()))
             }
             JwksSource::Url(url) => {
-                let resp = self.http.get(url).send().await.map_err(|e| format!("fetching {url}: {e}"))?;
+                let http = self.http.as_ref().map_err(Clone::clone)?;
+                let resp = http.get(url).send().await.map_err(|e| format!("fetching {url}: {e}"))?;
                 if !resp.status().is_success() {
                     return Err(format!("fetching {url}: HTTP {}", resp.status()));
                 }

@@ -45,6 +45,9 @@ pub struct AuthConfig {
     pub jwks: JwksSource,
     /// Scopes every request needs (all of them; from `scope` or `scp`). Default none.
     pub scopes: Vec<String>,
+    /// A CA file (PEM) trusted for a `https://` JWKS URL, in addition to the system's roots
+    /// (and `SSL_CERT_FILE`'s). Default none.
+    pub jwks_ca_file: Option<std::path::PathBuf>,
     /// Refresh the keys for an unknown key id at most this often. Default 30 s.
     pub jwks_min_refresh: Duration,
     /// Clock skew allowed on `exp` and `nbf`. Default 30 s.
@@ -60,6 +63,7 @@ impl AuthConfig {
             audience: audience.into(),
             jwks,
             scopes: Vec::new(),
+            jwks_ca_file: None,
             jwks_min_refresh: Duration::from_secs(30),
             leeway: Duration::from_secs(30),
         }
@@ -135,7 +139,7 @@ pub(crate) const VERIFIED_PRINCIPAL: HeaderName = HeaderName::from_static("x-for
 impl Authenticator {
     /// An authenticator for `cfg`; the keys are fetched when the first token needs them.
     pub fn new(cfg: AuthConfig) -> Self {
-        let jwks = Jwks::new(cfg.jwks.clone(), cfg.jwks_min_refresh);
+        let jwks = Jwks::new(cfg.jwks.clone(), cfg.jwks_min_refresh, cfg.jwks_ca_file.as_deref());
         Self { cfg, jwks, verified: std::sync::Mutex::default() }
     }
 

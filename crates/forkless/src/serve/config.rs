@@ -144,6 +144,12 @@ impl ServeArgs {
             });
             let mut auth = AuthConfig::new(issuer.clone(), audience, source);
             auth.scopes = self.auth_scopes.clone();
+            if let Some(ca) = &self.auth_jwks_ca {
+                // Read now, so a bad file stops the start instead of every token's check.
+                forkless_tls::pem::certificates(ca)
+                    .map_err(|e| Error::Config(format!("--auth-jwks-ca {e}")))?;
+                auth.jwks_ca_file = Some(ca.clone());
+            }
             config.auth = Some(auth);
         }
         if let Some(path) = &self.request_state_keys {

@@ -1,10 +1,14 @@
 //! For tests (feature `testing`): a fresh database per test on the machine's PostgreSQL (`FORKLESS_TEST_POSTGRES`, default
 //! `postgres://postgres@127.0.0.1:5432/postgres`), dropped when the test ends. Without a
-//! server the test fails when `CI=true` and is skipped (with a note) otherwise.
+//! server the test fails when `CI=true` and is skipped (with a note) otherwise. And a
+//! PostgreSQL of a test's own that speaks TLS only ([`PrivatePostgres`]).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::{Hints, PgConfig, PgStore};
+
+mod private;
+pub use private::{CLIENT_CERT_DB, PrivateDb, PrivatePostgres};
 
 fn base() -> String {
     std::env::var("FORKLESS_TEST_POSTGRES")
