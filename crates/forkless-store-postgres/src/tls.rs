@@ -254,7 +254,10 @@ mod tests {
             split_url("postgres://u@h/db?sslmode=verify-full&sslrootcert=/ca.crt&application_name=x")
                 .unwrap();
         assert_eq!(url, "postgres://u@h/db?application_name=x&sslmode=require");
-        assert_eq!((p.mode, p.root_cert.as_deref()), (SslMode::VerifyFull, Some(std::path::Path::new("/ca.crt"))));
+        assert_eq!(
+            (p.mode, p.root_cert.as_deref()),
+            (SslMode::VerifyFull, Some(std::path::Path::new("/ca.crt")))
+        );
         let (url, p) = split_url("postgres://u@h/db").unwrap();
         assert_eq!((url.as_str(), p.mode), ("postgres://u@h/db", SslMode::Prefer));
         let (_, p) = split_url("postgres://h/db?sslmode=require&sslrootcert=/ca.crt").unwrap();

@@ -128,3 +128,30 @@ fn core_and_redis_store_keep_the_invariant_on_a_cluster_under_random_histories()
     run::<OnCluster>((cases() / 50).max(1));
     *URL.lock().unwrap() = None;
 }
+
+/// The same cluster over TLS (`tls-cluster yes`, one CA): the store follows every primary's
+/// TLS port, trusting the CA beside the system's roots, and passes the conformance suite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_suite_passes_on_a_redis_cluster_over_tls() {
+    let Some(cluster) = tokio::task::spawn_blocking(PrivateRedisCluster::start_tls).await.expect("start")
+    else {
+        return;
+    };
+    let url = cluster.tls_url().expect("a TLS cluster");
+    let ca = cluster.ca_file().expect("its CA").to_owned();
+    let connect = || {
+        let mut cfg = RedisConfig::new(&url);
+        cfg.prefix = format!("t{}", PREFIX.fetch_add(1, Ordering::Relaxed));
+        cfg.hints = Hints::Off;
+        cfg.tls.ca_file = Some(ca.clone());
+        async move { forkless_store_redis::connect(cfg).await.expect("connect to the TLS cluster") }
+    };
+    // It is a cluster: the store spread its sessions over more than one primary.
+    let probe = connect().await;
+    for seed in 0..32 {
+        probe.create(forkless_store::conformance::new_record(seed, true)).await.unwrap();
+    }
+    let holding = (0..3).filter(|i| cluster.keys_on(*i) > 0).count();
+    assert!(holding > 1, "keys on {holding} primary");
+    forkless_store::conformance::run_all(connect).await;
+}

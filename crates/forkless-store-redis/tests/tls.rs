@@ -1,79 +1,45 @@
-//! The Redis store over TLS (`rediss://`) to a `redis-server` of its own that listens on a
-//! TLS port only, with a certificate for `localhost` signed by a CA this test makes (rcgen).
-//! The store's conformance suite passes trusting that CA; a certificate from an untrusted
-//! root, or not naming the host, is refused unless the host-name check is explicitly turned
-//! off; a plaintext `redis://` to the TLS port is refused.
+//! The Redis store over TLS (`rediss://`) to `redis-server`s of its own ([`PrivateRedis`]
+//! with a TLS port and a certificate for `localhost` from a CA the test makes). The store's
+//! conformance suite passes trusting that CA; a certificate from an untrusted root, or not
+//! naming the host, is refused unless the host-name check is explicitly turned off; a
+//! plaintext `redis://` to the TLS port is refused; a Redis that asks for client
+//! certificates admits the store with one its CA signed and refuses it without.
 //!
 //! Without `redis-server` the tests fail when `CI=true` and are skipped otherwise.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use forkless_store::Store as _;
+use forkless_store_redis::testing::{ClientCerts, PrivateRedis};
 use forkless_store_redis::tls::{RedisTls, Verify};
 use forkless_store_redis::{Hints, RedisConfig, RedisStore};
+use forkless_tls::testing::TestCa;
 
+/// A TLS Redis asking clients for certificates or not, and its CA; one of each per process.
 struct Private {
-    port: u16,
-    ca: PathBuf,
-    /// Stops the server (and removes its files) once this process ends.
-    _watchdog: std::process::Child,
+    redis: PrivateRedis,
+    ca: TestCa,
+    _dir: tempfile::TempDir,
 }
 
-fn write(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-}
-
-fn start() -> Option<Private> {
-    if Command::new("redis-server").arg("--version").stdout(Stdio::null()).status().is_err() {
-        forkless_store::skip::skip("no redis-server to start", &"not found");
-        return None;
-    }
-    let dir = tempfile::Builder::new().prefix("forkless-redis-tls").tempdir().unwrap().keep();
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "forkless test CA");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    let ca = dir.join("ca.crt");
-    write(&ca, &ca_cert.pem());
-    write(&dir.join("redis.crt"), &cert.pem());
-    write(&dir.join("redis.key"), &key.serialize_pem());
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let server = format!(
-        "redis-server --port 0 --tls-port {port} --bind 127.0.0.1 --dir {dir} --save '' --appendonly no \
-         --tls-cert-file {dir}/redis.crt --tls-key-file {dir}/redis.key --tls-ca-cert-file {dir}/ca.crt \
-         --tls-auth-clients no >{dir}/log 2>&1 & r=$!; \
-         while [ -e /proc/{me} ]; do sleep 1; done; kill $r; wait $r; rm -rf {dir}",
-        dir = dir.display(),
-        me = std::process::id(),
-    );
-    let watchdog = Command::new("sh").args(["-c", &server]).spawn().expect("start redis-server");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
-        assert!(Instant::now() < deadline, "the private redis-server did not start within 20 s: {log}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some(Private { port, ca, _watchdog: watchdog })
+fn start(clients: ClientCerts) -> Option<Private> {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    let redis = PrivateRedis::start_tls(&["--save", "", "--appendonly", "no"], &ca, &["localhost"], clients)?;
+    Some(Private { redis, ca, _dir: dir })
 }
 
 fn server() -> Option<&'static Private> {
     static SERVER: OnceLock<Option<Private>> = OnceLock::new();
-    SERVER.get_or_init(start).as_ref()
+    SERVER.get_or_init(|| start(ClientCerts::No)).as_ref()
 }
 
-fn config(p: &Private, scheme_host: &str, tls: RedisTls) -> RedisConfig {
+fn config(p: &Private, host: &str, scheme: &str, tls: RedisTls) -> RedisConfig {
     static N: AtomicU32 = AtomicU32::new(0);
-    let mut config = RedisConfig::new(format!("{scheme_host}:{}", p.port));
+    let port = p.redis.tls_port().expect("a TLS port");
+    let mut config = RedisConfig::new(format!("{scheme}://{host}:{port}"));
     config.prefix = format!("tls{}x{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
     config.hints = Hints::Off;
     config.tls = tls;
@@ -81,12 +47,12 @@ fn config(p: &Private, scheme_host: &str, tls: RedisTls) -> RedisConfig {
 }
 
 fn trusting(p: &Private) -> RedisTls {
-    RedisTls { ca_file: Some(p.ca.clone()), ..RedisTls::default() }
+    RedisTls { ca_file: Some(p.ca.ca_file.clone()), ..RedisTls::default() }
 }
 
 async fn fresh_store() -> Option<((), RedisStore)> {
     let p = server()?;
-    let store = forkless_store_redis::connect(config(p, "rediss://localhost", trusting(p))).await;
+    let store = forkless_store_redis::connect(config(p, "localhost", "rediss", trusting(p))).await;
     Some(((), store.expect("a store over rediss:// trusting the test's CA")))
 }
 
@@ -104,17 +70,17 @@ async fn refused(config: RedisConfig) -> String {
 #[tokio::test]
 async fn a_certificate_from_an_untrusted_root_is_refused() {
     let Some(p) = server() else { return };
-    let err = refused(config(p, "rediss://localhost", RedisTls::default())).await;
+    let err = refused(config(p, "localhost", "rediss", RedisTls::default())).await;
     assert!(err.to_lowercase().contains("certificate"), "{err}");
 }
 
 #[tokio::test]
 async fn a_certificate_not_naming_the_host_is_refused_unless_verification_is_turned_off() {
     let Some(p) = server() else { return };
-    let err = refused(config(p, "rediss://127.0.0.1", trusting(p))).await;
+    let err = refused(config(p, "127.0.0.1", "rediss", trusting(p))).await;
     assert!(err.contains("127.0.0.1") || err.to_lowercase().contains("name"), "{err}");
     let off = RedisTls { verify: Verify::Off, ..RedisTls::default() };
-    forkless_store_redis::connect(config(p, "rediss://127.0.0.1", off)).await.expect("asked for explicitly");
+    forkless_store_redis::connect(config(p, "127.0.0.1", "rediss", off)).await.expect("asked for explicitly");
 }
 
 #[tokio::test]
@@ -122,11 +88,39 @@ async fn plaintext_to_the_tls_port_is_refused_and_settings_without_rediss_too() 
     let Some(p) = server() else { return };
     let plain = tokio::time::timeout(
         Duration::from_secs(20),
-        forkless_store_redis::connect(config(p, "redis://localhost", RedisTls::default())),
+        forkless_store_redis::connect(config(p, "localhost", "redis", RedisTls::default())),
     )
     .await
     .expect("refused, not hung");
     assert!(plain.is_err(), "plaintext to a TLS port connected");
-    let err = refused(config(p, "redis://localhost", trusting(p))).await;
+    let err = refused(config(p, "localhost", "redis", trusting(p))).await;
     assert!(err.contains("not a rediss:// URL"), "{err}");
+}
+
+#[tokio::test]
+async fn a_client_certificate_is_presented_where_the_server_asks_for_one() {
+    let Some(p) = start(ClientCerts::Required) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let client = p.ca.client("forkless", "client");
+    let with = RedisTls { client: Some(client), ..trusting(&p) };
+    let store = forkless_store_redis::connect(config(&p, "localhost", "rediss", with))
+        .await
+        .expect("admitted by its certificate");
+    // Not only the handshake: the store works over that connection.
+    let record = forkless_store::conformance::new_record(7, true);
+    store.create(record.clone()).await.expect("create over a client-certified connection");
+    assert!(store.load(record.id()).await.expect("read").is_some());
+
+    // Without one, or with one another CA signed, the server ends the handshake.
+    let without = refused(config(&p, "localhost", "rediss", trusting(&p))).await;
+    let stranger = TestCa::named(dir.path(), "stranger").client("forkless", "stranger-client");
+    let foreign = RedisTls { client: Some(stranger.clone()), ..trusting(&p) };
+    let foreign = refused(config(&p, "localhost", "rediss", foreign)).await;
+    assert!(without.contains("CertificateRequired"), "the server's alert reaches the error: {without}");
+    assert!(foreign.contains("UnknownCA"), "the server's alert reaches the error: {foreign}");
+
+    // A key file that holds no key is named before any connection.
+    let bad = RedisTls { client: Some((stranger.0.clone(), stranger.0.clone())), ..trusting(&p) };
+    let err = refused(config(&p, "localhost", "rediss", bad)).await;
+    assert!(err.contains("no usable private key") && err.contains("stranger-client.crt"), "{err}");
 }

@@ -11,7 +11,7 @@ use crate::{Hints, RedisConfig, RedisStore};
 mod cluster;
 mod private;
 pub use cluster::PrivateRedisCluster;
-pub use private::PrivateRedis;
+pub use private::{ClientCerts, PrivateRedis};
 
 fn url() -> String {
     std::env::var("FORKLESS_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())

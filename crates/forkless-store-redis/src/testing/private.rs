@@ -1,6 +1,11 @@
 //! For tests (feature `testing`): a `redis-server` of a test's own, for what the machine's
-//! shared Redis cannot do (persistence settings, a crash and a restart, every client killed).
-//! Without `redis-server` the test fails when `CI=true` and is skipped (with a note) otherwise.
+//! shared Redis cannot do (persistence settings, a crash and a restart, every client killed,
+//! TLS). Without `redis-server` the test fails when `CI=true` and is skipped (with a note)
+//! otherwise.
+//!
+//! With TLS ([`PrivateRedis::start_tls`]) it listens on a TLS port too, with a certificate
+//! from a CA the test makes; its plaintext port stays for the
+//! test's own administration (readiness, forming a cluster), never for a store.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -17,19 +22,78 @@ pub struct PrivateRedis {
     port: u16,
     dir: PathBuf,
     flags: Vec<String>,
+    tls: Option<Tls>,
+}
+
+/// A TLS port and the files behind it.
+#[derive(Debug)]
+struct Tls {
+    port: u16,
+    ca_file: PathBuf,
+}
+
+/// Whether a TLS Redis asks its clients for a certificate (`tls-auth-clients`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientCerts {
+    /// It does not.
+    No,
+    /// It refuses a client without one its CA signed.
+    Required,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free local port for a private redis-server")
+        .port()
 }
 
 impl PrivateRedis {
     /// Started with `flags`, or `None` (skip) when there is no `redis-server` and this is not CI.
     pub fn start(flags: &[&str]) -> Option<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free local port for a private redis-server")
-            .port();
+        let port = free_port();
+        let dir = Self::dir(port);
+        Self::spawned(port, dir, flags.iter().map(|f| (*f).to_owned()).collect(), None)
+    }
+
+    /// Started with `flags` and a TLS port whose certificate for `names` `ca` signs (written
+    /// beside `ca`'s own), asking clients for certificates or not.
+    pub fn start_tls(
+        flags: &[&str],
+        ca: &forkless_tls::testing::TestCa,
+        names: &[&str],
+        clients: ClientCerts,
+    ) -> Option<Self> {
+        let port = free_port();
+        let tls_port = free_port();
+        let dir = Self::dir(port);
+        let (cert, key) = ca.server(names, &format!("redis-{port}"));
+        let mut all: Vec<String> = flags.iter().map(|f| (*f).to_owned()).collect();
+        let auth = match clients {
+            ClientCerts::No => "no",
+            ClientCerts::Required => "yes",
+        };
+        for (flag, value) in [
+            ("--tls-port", tls_port.to_string()),
+            ("--tls-cert-file", cert.display().to_string()),
+            ("--tls-key-file", key.display().to_string()),
+            ("--tls-ca-cert-file", ca.ca_file.display().to_string()),
+            ("--tls-auth-clients", auth.to_owned()),
+        ] {
+            all.extend([flag.to_owned(), value]);
+        }
+        let tls = Tls { port: tls_port, ca_file: ca.ca_file.clone() };
+        Self::spawned(port, dir, all, Some(tls))
+    }
+
+    fn dir(port: u16) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("forkless-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a directory for redis");
-        let mut this =
-            Self { child: None, port, dir, flags: flags.iter().map(|f| (*f).to_owned()).collect() };
+        dir
+    }
+
+    fn spawned(port: u16, dir: PathBuf, flags: Vec<String>, tls: Option<Tls>) -> Option<Self> {
+        let mut this = Self { child: None, port, dir, flags, tls };
         match this.spawn() {
             Ok(()) => Some(this),
             Err(e) => {
@@ -69,6 +133,21 @@ impl PrivateRedis {
     /// Its `redis://` URL.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Its TLS port, if started with TLS.
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls.as_ref().map(|t| t.port)
+    }
+
+    /// Its `rediss://` URL naming `host`, if started with TLS.
+    pub fn tls_url(&self, host: &str) -> Option<String> {
+        self.tls.as_ref().map(|t| format!("rediss://{host}:{}", t.port))
+    }
+
+    /// The CA that signed its certificate, if started with TLS.
+    pub fn ca_file(&self) -> Option<&std::path::Path> {
+        self.tls.as_ref().map(|t| t.ca_file.as_path())
     }
 
     /// Run one command (`args[0]` and its arguments) on a connection of its own; its reply.
