@@ -1,5 +1,5 @@
-//! Three `forkless serve` nodes on one PostgreSQL database (and, the same test, on one Redis)
-//! behind a real HAProxy
+//! Three `forkless serve` nodes on one PostgreSQL database (and, the same test, on one Redis;
+//! both over TLS with verification on, to servers of the test's own) behind a real HAProxy
 //! (round-robin, no stickiness, started by the test): every `forkless check` scenario it can
 //! run passes through the load balancer, and `forkless chaos` (20 sessions for 60 s, cuts every
 //! 2 s on average) sees no duplicate, gap, reordering or fork, with every resume verified. Requests
@@ -20,26 +20,28 @@ use support::shared::{Backend, SharedStore};
 use support::view::{Streaming, read_to_5, resume_to_orphan_answer};
 use support::{Serve, counter, forkless, forkless_for, free_addr, metrics};
 
+// The machine's PostgreSQL and Redis carry the other many-node tests (the owner killed below,
+// partitions, routing, tasks); this one runs over TLS, as managed databases require.
 #[tokio::test]
-async fn three_nodes_on_postgres_behind_haproxy_pass_check_and_chaos() {
-    three_nodes(Backend::Postgres).await;
+async fn three_nodes_on_postgres_over_tls_behind_haproxy_pass_check_and_chaos() {
+    three_nodes(Backend::PostgresTls).await;
 }
 
 #[tokio::test]
-async fn three_nodes_on_redis_behind_haproxy_pass_check_and_chaos() {
-    three_nodes(Backend::Redis).await;
+async fn three_nodes_on_redis_over_tls_behind_haproxy_pass_check_and_chaos() {
+    three_nodes(Backend::RedisTls).await;
 }
 
-/// Three nodes on `store`, each advertising its address, with leases of `lease_ms`, offering
+/// Three nodes on `db`, each advertising its address, with leases of `lease_ms`, offering
 /// every revision.
-async fn start_nodes(store: &str, lease_ms: &str) -> Vec<Serve> {
+async fn start_nodes(db: &SharedStore, lease_ms: &str) -> Vec<Serve> {
     let mut nodes = Vec::new();
     for name in ["n1", "n2", "n3"] {
         let addr = free_addr();
         let base = format!("http://{addr}");
-        let args = [
+        let mut args = vec![
             "--store",
-            store,
+            &db.store,
             "--node-id",
             name,
             "--lease-ttl",
@@ -49,6 +51,7 @@ async fn start_nodes(store: &str, lease_ms: &str) -> Vec<Serve> {
             "--revisions",
             "all",
         ];
+        args.extend(db.flags.iter().map(String::as_str));
         nodes.push(Serve::start_at(&addr, &args).await);
     }
     nodes
@@ -56,7 +59,7 @@ async fn start_nodes(store: &str, lease_ms: &str) -> Vec<Serve> {
 
 async fn three_nodes(backend: Backend) {
     let Some(db) = SharedStore::fresh(backend).await else { return };
-    let nodes = start_nodes(&db.store, "2000").await;
+    let nodes = start_nodes(&db, "2000").await;
     let Some(lb) = Haproxy::start(&nodes.iter().map(Serve::addr).collect::<Vec<_>>()).await else { return };
 
     let mut args = vec!["check".to_owned(), lb.url.clone(), "--json".to_owned()];
@@ -121,7 +124,7 @@ async fn an_owner_killed_behind_haproxy_is_taken_over_and_resumed_through_it_on_
 
 async fn owner_killed_behind_haproxy(backend: Backend) {
     let Some(db) = SharedStore::fresh(backend).await else { return };
-    let mut nodes = start_nodes(&db.store, "1000").await;
+    let mut nodes = start_nodes(&db, "1000").await;
     let Some(lb) = Haproxy::start(&nodes.iter().map(Serve::addr).collect::<Vec<_>>()).await else { return };
     // Every request of the session lands where round-robin sends it: the call's stream
     // reaches the client from the owner through whichever node the call landed on.

@@ -292,3 +292,55 @@ async fn sdk_v2_clients_speak_2026_07_28_beside_a_2025_client() {
     ])
     .await;
 }
+
+/// `forkless serve` over TLS (a certificate for `localhost` from a CA this test makes), and a
+/// peer script that trusts that CA the way its HTTP stack reads the environment: httpx (the
+/// Python SDK's) reads `SSL_CERT_FILE`, Node reads `NODE_EXTRA_CA_CERTS`. Without them the
+/// same script fails: verification is on.
+async fn over_tls(program: &Path, script: &str, serve_args: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = forkless_tls::testing::TestCa::new(dir.path());
+    let (cert, key) = ca.server(&["localhost"], "endpoint");
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let mut args = vec!["--tls-cert", &cert, "--tls-key", &key];
+    args.extend(serve_args);
+    let serve = Serve::start(&args).await;
+    let url = serve.url.replacen("https://127.0.0.1:", "https://localhost:", 1);
+    assert!(url.starts_with("https://localhost:"), "{url}");
+    let ca = ca.ca_file.display().to_string();
+    peer_passes(program, script, &url, &[("SSL_CERT_FILE", &ca), ("NODE_EXTRA_CA_CERTS", &ca)]).await;
+    // The CA was needed: without it, the same script cannot connect (verification is on).
+    let out = tokio::process::Command::new(program)
+        .arg(root().join(script))
+        .arg(&url)
+        .current_dir(root())
+        .kill_on_drop(true)
+        .output();
+    let out = guard("the untrusting peer", out).await.expect("run peer");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.lines().last().is_some_and(|l| l.starts_with("PASS")), "passed without the CA: {stdout}");
+}
+
+#[tokio::test]
+async fn python_sdk_resumes_a_cut_stream_over_tls() {
+    if let Some(py) = peer(".peers/py/bin/python") {
+        over_tls(&py, "tests/interop/python/client_resume.py", &[]).await;
+    }
+}
+
+#[tokio::test]
+async fn typescript_sdk_resumes_a_cut_stream_over_tls() {
+    if peer(".peers/node/node_modules/@modelcontextprotocol/sdk").is_some() {
+        over_tls(Path::new("node"), "tests/interop/ts/client_resume.mjs", &[]).await;
+    }
+}
+
+#[tokio::test]
+async fn sdk_v2_clients_speak_2026_07_28_over_tls() {
+    if let Some(py2) = peer(".peers/py2/bin/python") {
+        over_tls(&py2, "tests/interop/python2/client_2026.py", &["--revisions", "all"]).await;
+    }
+    if peer(".peers/node2/node_modules/@modelcontextprotocol/client").is_some() {
+        over_tls(Path::new("node"), "tests/interop/ts2/client_2026.mjs", &["--revisions", "all"]).await;
+    }
+}

@@ -1,6 +1,8 @@
 //! The shared stores the many-node tests run on, alike: a fresh PostgreSQL database or a
 //! fresh Redis key prefix per test, named as `forkless serve --store` takes it, and the same
-//! store reached through another port (a TCP proxy the test can cut).
+//! store reached through another port (a TCP proxy the test can cut). Over TLS, the store is
+//! a server of the test process's own (`forkless_store_*::testing`'s private servers, with a
+//! CA the test makes) reached with verification on.
 
 use std::any::Any;
 
@@ -11,12 +13,18 @@ pub enum Backend {
     Postgres,
     /// The machine's Redis (`forkless_store_redis::testing`).
     Redis,
+    /// A private PostgreSQL that accepts TLS only, reached with `sslmode=verify-full`.
+    PostgresTls,
+    /// A private Redis reached over `rediss://`, trusting its CA (`--redis-ca`).
+    RedisTls,
 }
 
 /// A store of this test's own, dropped (database, keys) when the test ends.
 pub struct SharedStore {
     /// `--store` for it.
     pub store: String,
+    /// Further `forkless serve` flags it needs (`--redis-ca FILE` over TLS).
+    pub flags: Vec<String>,
     /// The server's port in `store`.
     port: u16,
     _guard: Box<dyn Any + Send>,
@@ -29,12 +37,28 @@ impl SharedStore {
         Some(match backend {
             Backend::Postgres => {
                 let db = forkless_store_postgres::testing::fresh().await?;
-                Self { store: db.url.clone(), port: 5432, _guard: Box::new(db) }
+                Self { store: db.url.clone(), flags: Vec::new(), port: 5432, _guard: Box::new(db) }
             }
             Backend::Redis => {
                 let prefix = forkless_store_redis::testing::fresh().await?;
                 let store = format!("{}#{}", prefix.url, prefix.prefix);
-                Self { store, port: 6379, _guard: Box::new(prefix) }
+                Self { store, flags: Vec::new(), port: 6379, _guard: Box::new(prefix) }
+            }
+            Backend::PostgresTls => {
+                let server = forkless_store_postgres::testing::PrivatePostgres::shared()?;
+                let db = server.fresh().await;
+                Self { store: db.url, flags: Vec::new(), port: server.port(), _guard: Box::new(()) }
+            }
+            Backend::RedisTls => {
+                use forkless_store_redis::testing::{ClientCerts, PrivateRedis};
+                let dir = tempfile::tempdir().expect("a directory for the CA");
+                let ca = forkless_tls::testing::TestCa::new(dir.path());
+                let flags = ["--save", "", "--appendonly", "no"];
+                let redis = PrivateRedis::start_tls(&flags, &ca, &["localhost"], ClientCerts::No)?;
+                let port = redis.tls_port().expect("a TLS port");
+                let store = format!("{}#tls", redis.tls_url("localhost").expect("a TLS URL"));
+                let flags = vec!["--redis-ca".to_owned(), ca.ca_file.display().to_string()];
+                Self { store, flags, port, _guard: Box::new((redis, dir)) }
             }
         })
     }
