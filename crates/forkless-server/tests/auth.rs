@@ -1,8 +1,8 @@
 //! OAuth resource server: tokens the test signs, checked against a JWKS the test serves over
 //! HTTP. Valid, expired, not yet valid, wrong audience, wrong issuer, unknown key id (and key
 //! rotation), `alg: none`, a forged signature, a missing scope; the challenge and the
-//! protected resource metadata; and a session created by one subject invisible to another on
-//! POST, GET, DELETE and resume.
+//! protected resource metadata; a session created by one subject invisible to another on
+//! POST, GET, DELETE and resume; and a JWKS over `https://` from a private CA.
 
 mod common;
 
@@ -252,4 +252,55 @@ async fn a_remembered_token_stops_working_when_it_expires() {
     assert_eq!(resp.status(), 401);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["data"]["reason"], "token_expired");
+}
+
+/// The JWKS served over `https://` with a certificate from a CA of the test's own: fetched
+/// when the CA is named (`jwks_ca_file`, beside the system's roots), refused without it:
+/// verification is never dropped to reach the keys.
+#[tokio::test]
+async fn a_jwks_over_https_is_fetched_trusting_its_ca_file_and_refused_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = forkless_tls::testing::TestCa::new(dir.path());
+    let (cert, key) = ca.server(&["localhost"], "issuer");
+    let certs = forkless_tls::pem::certificates(&cert).unwrap();
+    let key = forkless_tls::pem::private_key(&key).unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://localhost:{}/jwks", listener.local_addr().unwrap().port());
+    let document = json!({ "keys": [jwk("k1", K1_X)] }).to_string();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, document) = (acceptor.clone(), document.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else { return };
+                let service = hyper::service::service_fn(move |_req| {
+                    let body = http_body_util::Full::new(bytes::Bytes::from(document.clone()));
+                    async move { Ok::<_, std::convert::Infallible>(hyper::Response::new(body)) }
+                });
+                let io = hyper_util::rt::TokioIo::new(tls);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            });
+        }
+    });
+    let start = |ca_file: Option<std::path::PathBuf>| {
+        let mut auth = AuthConfig::new(ISSUER, AUDIENCE, JwksSource::Url(url.clone()));
+        auth.jwks_min_refresh = Duration::ZERO;
+        auth.jwks_ca_file = ca_file;
+        TestServer::start(ServerConfig { auth: Some(auth), ..ServerConfig::default() })
+    };
+    let trusting = start(Some(ca.ca_file.clone())).await;
+    assert_eq!(initialize_status(&trusting, Some(&token("alice"))).await.status(), 200);
+    let untrusting = start(None).await;
+    let resp = initialize_status(&untrusting, Some(&token("alice"))).await;
+    let status = resp.status();
+    let body = resp.text().await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("issuer_keys_unavailable"), "{body}");
 }
