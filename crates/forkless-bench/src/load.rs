@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::Error;
 use crate::procstat::ProcSample;
-pub use crate::wire::{Conn, Endpoint, EventKind, Probe, Session, SseParser, contains};
+pub use crate::wire::{Alpn, Conn, Endpoint, EventKind, Probe, Session, SseParser, contains};
 use crate::wire::{REQUEST_TIMEOUT, STREAM_ID, is_sse};
 
 /// What one load measured at the client, plus the server's CPU and memory over the same

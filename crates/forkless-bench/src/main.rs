@@ -94,6 +94,12 @@ enum Cmd {
         /// cross-resume: resumes timed (after one uncounted).
         #[arg(long, default_value_t = 200)]
         rounds: u32,
+        /// For `https://`: also trust this CA file (PEM), beside the system's roots.
+        #[arg(long, value_name = "FILE")]
+        ca_file: Option<PathBuf>,
+        /// For `https://`: offer HTTP/1.1 only (by default `h2` first, as ALPN chooses).
+        #[arg(long)]
+        http1: bool,
     },
     /// The task loads against a running `forkless serve --revisions all`; prints JSON.
     Tasks {
@@ -154,6 +160,12 @@ enum Cmd {
         durability: Sync,
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: SocketAddr,
+        /// Serve TLS with this certificate chain (PEM; with --tls-key): HTTP/2 and HTTP/1.1.
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key of --tls-cert (PEM).
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
 }
 
@@ -228,7 +240,8 @@ fn real_main() -> Result<(), Error> {
             println!("{}", serde_json::to_string_pretty(&figures?).unwrap_or_default());
             Ok(())
         }
-        Cmd::Serve { target, answer, store, durability, listen } => {
+        Cmd::Serve { target, answer, store, durability, listen, tls_cert, tls_key } => {
+            let tls = tls_cert.zip(tls_key).map(|(cert, key)| servers::ServeTls { cert, key });
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let store = match store.split_once(':') {
                 None if store == "memory" => StoreKind::Memory,
@@ -250,13 +263,15 @@ fn real_main() -> Result<(), Error> {
             };
             rt.block_on(async move {
                 match target {
-                    Target::Hyper => servers::serve_hyper(listen, matches!(answer, Answer::Sse)).await,
+                    Target::Hyper => {
+                        servers::serve_hyper(listen, matches!(answer, Answer::Sse), tls.as_ref()).await
+                    }
                     Target::Forkless => {
                         let mode = match answer {
                             Answer::Sse => AnswerMode::Sse,
                             Answer::Json => AnswerMode::Json,
                         };
-                        servers::serve_forkless(listen, mode, store).await
+                        servers::serve_forkless(listen, mode, store, tls.as_ref()).await
                     }
                 }
             })
@@ -273,10 +288,16 @@ fn real_main() -> Result<(), Error> {
             session_at,
             session_per_client,
             rounds,
+            ca_file,
+            http1,
         } => {
+            let alpn = if http1 { forkless_bench::load::Alpn::Http1 } else { forkless_bench::load::Alpn::H2 };
             let endpoint = |url: &str| {
+                if url.starts_with("https://") {
+                    return forkless_bench::load::Endpoint::from_https_url(url, ca_file.as_deref(), alpn);
+                }
                 forkless_bench::load::Endpoint::from_url(url)
-                    .ok_or_else(|| Error::Load(format!("not an http:// URL: {url}")))
+                    .ok_or_else(|| Error::Load(format!("not an http:// or https:// URL: {url}")))
             };
             let ep = endpoint(&url)?;
             let session_at = session_at.as_deref().map(endpoint).transpose()?;

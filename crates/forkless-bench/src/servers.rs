@@ -4,12 +4,13 @@
 //!
 //! This module owns only serving; the load and the measuring live in [`crate::load`] and
 //! [`crate::suite`]. Each server prints one line `listening on http://ADDR/mcp` on stdout
-//! once bound, which is how [`crate::suite`] learns the port.
+//! once bound (`https://` with [`ServeTls`]), which is how [`crate::suite`] learns the port.
 
 use std::convert::Infallible;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,7 +20,7 @@ use forkless_store_redb::{Durability, RedbStore};
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -144,9 +145,28 @@ pub fn forkless_config(answer: AnswerMode) -> ServerConfig {
     config
 }
 
-/// Serve forkless with `store` until the process is stopped.
-pub async fn serve_forkless(listen: SocketAddr, answer: AnswerMode, store: StoreKind) -> Result<(), Error> {
-    let config = forkless_config(answer);
+/// A certificate and key (PEM) to serve TLS with: HTTP/2 and HTTP/1.1 as ALPN chooses.
+#[derive(Clone, Debug)]
+pub struct ServeTls {
+    /// The certificate chain.
+    pub cert: PathBuf,
+    /// Its private key.
+    pub key: PathBuf,
+}
+
+/// Serve forkless with `store` until the process is stopped, over TLS if `tls` says so.
+pub async fn serve_forkless(
+    listen: SocketAddr,
+    answer: AnswerMode,
+    store: StoreKind,
+    tls: Option<&ServeTls>,
+) -> Result<(), Error> {
+    let mut config = forkless_config(answer);
+    if let Some(tls) = tls {
+        let identity = forkless_server::TlsIdentity::load(&tls.cert, &tls.key)
+            .map_err(|e| Error::Server(format!("TLS: {e}")))?;
+        config.transport = forkless_server::Transport::Tls(Arc::new(identity));
+    }
     match store {
         StoreKind::Memory => run(MemoryStore::new(), config, listen).await,
         StoreKind::Redb { path, durability, early_delivery } => {
@@ -209,16 +229,20 @@ async fn run<S: Store>(store: S, config: ServerConfig, listen: SocketAddr) -> Re
     let server =
         Server::new(store, BenchHandler, config).map_err(|e| Error::Server(format!("config: {e}")))?;
     let listener = TcpListener::bind(listen).await.map_err(Error::Io)?;
-    announce(listener.local_addr().map_err(Error::Io)?);
+    let tls = matches!(server.config().transport, forkless_server::Transport::Tls(_));
+    announce(listener.local_addr().map_err(Error::Io)?, tls);
     server.serve(listener, stop_signal()).await.map_err(Error::Io)
 }
 
 /// Serve the bare hyper 1 echo until the process is stopped: every POST is parsed as a
 /// JSON-RPC message and answered with the shape of a `tools/call` echo result (`sse`: as one
-/// SSE event, like an SSE-answering MCP server without any session or stream state).
-pub async fn serve_hyper(listen: SocketAddr, sse: bool) -> Result<(), Error> {
+/// SSE event, like an SSE-answering MCP server without any session or stream state). Over
+/// TLS (`tls`), rustls with the same provider as forkless's, and hyper's automatic HTTP/1.1
+/// or HTTP/2 per connection, as ALPN chose.
+pub async fn serve_hyper(listen: SocketAddr, sse: bool, tls: Option<&ServeTls>) -> Result<(), Error> {
+    let acceptor = tls.map(hyper_tls_acceptor).transpose()?;
     let listener = TcpListener::bind(listen).await.map_err(Error::Io)?;
-    announce(listener.local_addr().map_err(Error::Io)?);
+    announce(listener.local_addr().map_err(Error::Io)?, acceptor.is_some());
     let stop = stop_signal();
     tokio::pin!(stop);
     loop {
@@ -227,13 +251,37 @@ pub async fn serve_hyper(listen: SocketAddr, sse: bool) -> Result<(), Error> {
             () = &mut stop => return Ok(()),
         };
         let _ = socket.set_nodelay(true);
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| echo(req, sse));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(socket), service)
-                .await;
+            match acceptor {
+                None => {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(socket), service)
+                        .await;
+                }
+                Some(acceptor) => {
+                    let Ok(tls) = acceptor.accept(socket).await else { return };
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                }
+            }
         });
     }
+}
+
+fn hyper_tls_acceptor(tls: &ServeTls) -> Result<tokio_rustls::TlsAcceptor, Error> {
+    let bad = |e: forkless_tls::Error| Error::Server(format!("TLS: {e}"));
+    let certs = forkless_tls::pem::certificates(&tls.cert).map_err(bad)?;
+    let key = forkless_tls::pem::private_key(&tls.key).map_err(bad)?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
+        .map_err(|e| Error::Server(format!("TLS: {e}")))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 async fn echo(req: Request<Incoming>, sse: bool) -> Result<Response<Full<Bytes>>, Infallible> {
@@ -264,9 +312,10 @@ fn status(code: StatusCode) -> Response<Full<Bytes>> {
     r
 }
 
-fn announce(addr: SocketAddr) {
+fn announce(addr: SocketAddr, tls: bool) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "listening on http://{addr}/mcp");
+    let scheme = if tls { "https" } else { "http" };
+    let _ = writeln!(out, "listening on {scheme}://{addr}/mcp");
     let _ = out.flush();
 }
 

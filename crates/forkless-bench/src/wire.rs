@@ -1,5 +1,6 @@
-//! The load generator's MCP client on hyper 1: one connection ([`Conn`], HTTP/1.1 keep-alive,
-//! one request in flight), the session it opened, and an incremental SSE parser.
+//! The load generator's MCP client on hyper 1: one connection ([`Conn`], HTTP/1.1 keep-alive
+//! or, over TLS, HTTP/2 where ALPN chooses it; one request in flight), the session it opened,
+//! and an incremental SSE parser.
 //!
 //! This module owns speaking to a server; what load to put on it and how it is timed is
 //! [`crate::load`]'s.
@@ -11,8 +12,8 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Empty, Full, combinators::BoxBody};
 use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 
 use crate::Error;
@@ -32,37 +33,91 @@ pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 type ReqBody = BoxBody<Bytes, std::convert::Infallible>;
 
 /// Where a server under test listens.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Endpoint {
     /// Its socket address.
     pub addr: SocketAddr,
     /// The MCP endpoint path.
     pub path: String,
+    /// Plaintext, or TLS with these settings.
+    pub tls: Option<Tls>,
+}
+
+/// TLS to an endpoint: whom to trust, the name its certificate must hold, what ALPN offers.
+#[derive(Clone, Debug)]
+pub struct Tls {
+    config: Arc<rustls::ClientConfig>,
+    name: ServerName<'static>,
+    authority: String,
+}
+
+/// The protocols a TLS connection offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alpn {
+    /// `h2`, then `http/1.1`: the server chooses.
+    H2,
+    /// `http/1.1` only.
+    Http1,
 }
 
 impl Endpoint {
-    /// Parse `http://ADDR/PATH` (the line servers print once bound).
+    /// Parse `http://ADDR/PATH` (the line servers print once bound); `https://` is
+    /// [`Self::from_https_url`]'s.
     pub fn from_url(url: &str) -> Option<Self> {
         let rest = url.trim().strip_prefix("http://")?;
         let (authority, path) = rest.split_once('/').unwrap_or((rest, "mcp"));
         let addr = authority.replace("localhost", "127.0.0.1").parse().ok()?;
-        Some(Self { addr, path: format!("/{path}") })
+        Some(Self { addr, path: format!("/{path}"), tls: None })
     }
+
+    /// Parse `https://HOST:PORT/PATH` (`localhost` or an IP address), trusting the system's
+    /// roots plus `ca_file` (`forkless_tls`'s rule), offering `alpn`.
+    pub fn from_https_url(url: &str, ca_file: Option<&std::path::Path>, alpn: Alpn) -> Result<Self, Error> {
+        let bad = || Error::Load(format!("not an https://HOST:PORT/PATH URL: {url}"));
+        let rest = url.trim().strip_prefix("https://").ok_or_else(bad)?;
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, "mcp"));
+        let (host, port) = authority.rsplit_once(':').ok_or_else(bad)?;
+        let port: u16 = port.parse().map_err(|_| bad())?;
+        let ip = if host == "localhost" { [127, 0, 0, 1].into() } else { host.parse().map_err(|_| bad())? };
+        let name = ServerName::try_from(host.to_owned()).map_err(|_| bad())?;
+        let roots = forkless_tls::roots::store(ca_file).map_err(|e| Error::Load(e.to_string()))?;
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Error::Load(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = match alpn {
+            Alpn::H2 => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+            Alpn::Http1 => vec![b"http/1.1".to_vec()],
+        };
+        let tls = Tls { config: Arc::new(config), name, authority: authority.to_owned() };
+        Ok(Self { addr: SocketAddr::new(ip, port), path: format!("/{path}"), tls: Some(tls) })
+    }
+}
+
+/// A connection's sender: HTTP/1.1 or HTTP/2.
+enum Sender {
+    H1(hyper::client::conn::http1::SendRequest<ReqBody>),
+    H2(hyper::client::conn::http2::SendRequest<ReqBody>),
 }
 
 /// Reads the server's CPU time and memory (a [`crate::procstat`] sample of its process).
 pub type Probe = Arc<dyn Fn() -> Option<ProcSample> + Send + Sync>;
 
-/// One HTTP/1.1 keep-alive connection.
+/// One keep-alive connection.
 pub struct Conn {
-    tx: SendRequest<ReqBody>,
+    tx: Sender,
     pub(crate) host: HeaderValue,
-    pub(crate) path: String,
+    /// The request target: the path, or over HTTP/2 the whole URL.
+    target: String,
+    /// Where it goes (to open another after a break).
+    pub(crate) endpoint: Endpoint,
 }
 
 impl std::fmt::Debug for Conn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Conn").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("Conn").field("target", &self.target).finish_non_exhaustive()
     }
 }
 
@@ -74,29 +129,66 @@ pub struct Session {
 }
 
 impl Conn {
-    /// Connect (TCP_NODELAY) and hand the connection to a background task.
+    /// Connect (TCP_NODELAY), over TLS if the endpoint says so, and hand the connection to a
+    /// background task.
     pub async fn open(ep: &Endpoint) -> Result<Self, Error> {
         let tcp = TcpStream::connect(ep.addr).await.map_err(Error::Io)?;
         let _ = tcp.set_nodelay(true);
-        let (tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        let handshake = |e: hyper::Error| Error::Load(format!("handshake: {e}"));
+        let Some(tls) = &ep.tls else {
+            let (tx, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(handshake)?;
+            tokio::spawn(conn);
+            let host = HeaderValue::try_from(ep.addr.to_string()).map_err(|e| Error::Load(e.to_string()))?;
+            return Ok(Self { tx: Sender::H1(tx), host, target: ep.path.clone(), endpoint: ep.clone() });
+        };
+        let stream = tokio_rustls::TlsConnector::from(tls.config.clone())
+            .connect(tls.name.clone(), tcp)
             .await
-            .map_err(|e| Error::Load(format!("handshake: {e}")))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let host = HeaderValue::try_from(ep.addr.to_string()).map_err(|e| Error::Load(e.to_string()))?;
-        Ok(Self { tx, host, path: ep.path.clone() })
+            .map_err(|e| Error::Load(format!("TLS handshake: {e}")))?;
+        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+        let io = TokioIo::new(stream);
+        let host = HeaderValue::try_from(tls.authority.as_str()).map_err(|e| Error::Load(e.to_string()))?;
+        let (tx, target) = if h2 {
+            let (tx, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), io).await.map_err(handshake)?;
+            tokio::spawn(conn);
+            (Sender::H2(tx), format!("https://{}{}", tls.authority, ep.path))
+        } else {
+            let (tx, conn) = hyper::client::conn::http1::handshake(io).await.map_err(handshake)?;
+            tokio::spawn(conn);
+            (Sender::H1(tx), ep.path.clone())
+        };
+        Ok(Self { tx, host, target, endpoint: ep.clone() })
+    }
+
+    /// The HTTP version it speaks: `h2` or `http/1.1`.
+    pub fn protocol(&self) -> &'static str {
+        match self.tx {
+            Sender::H1(_) => "http/1.1",
+            Sender::H2(_) => "h2",
+        }
     }
 
     async fn send(&mut self, req: Request<ReqBody>) -> Result<Response<Incoming>, Error> {
-        self.tx.ready().await.map_err(|e| Error::Load(format!("connection: {e}")))?;
-        self.tx.send_request(req).await.map_err(|e| Error::Load(format!("request: {e}")))
+        let broken = |e: hyper::Error| Error::Load(format!("connection: {e}"));
+        let failed = |e: hyper::Error| Error::Load(format!("request: {e}"));
+        match &mut self.tx {
+            Sender::H1(tx) => {
+                tx.ready().await.map_err(broken)?;
+                tx.send_request(req).await.map_err(failed)
+            }
+            Sender::H2(tx) => {
+                tx.ready().await.map_err(broken)?;
+                tx.send_request(req).await.map_err(failed)
+            }
+        }
     }
 
     fn request(&self, method: http::Method, session: Option<&Session>) -> http::request::Builder {
         let mut b = Request::builder()
             .method(method)
-            .uri(self.path.as_str())
+            .uri(self.target.as_str())
             .header(header::HOST, self.host.clone())
             .header(header::ACCEPT, "application/json, text/event-stream");
         if let Some(session) = session {

@@ -61,3 +61,44 @@ async fn quick_run_measures_every_load_without_errors() {
     assert_eq!(targets.len(), 2, "{targets:?}");
     assert!(targets.iter().all(|t| t.measured.is_finite()), "{targets:?}");
 }
+
+/// The TLS rows of `scripts/bench-tls.sh` in miniature, so they cannot rot: both servers
+/// serve TLS, and the SSE echo runs without errors over HTTP/2 (what ALPN chooses) and over
+/// HTTP/1.1, against a certificate the load trusts through its CA file only.
+#[tokio::test(flavor = "current_thread")]
+async fn the_tls_echo_runs_over_http2_and_http11_against_both_servers() {
+    use forkless_bench::load::{self, Alpn, Conn, EchoCall, Endpoint};
+    let dir = tempfile::tempdir().unwrap();
+    let ca = forkless_tls::testing::TestCa::new(dir.path());
+    let (cert, key) = ca.server(&["127.0.0.1"], "bench");
+    for target in ["hyper", "forkless"] {
+        let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_forkless-bench"))
+            .args(["serve", "--target", target, "--answer", "sse", "--tls-cert"])
+            .arg(&cert)
+            .arg("--tls-key")
+            .arg(&key)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the server");
+        let mut lines =
+            tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(server.stdout.take().unwrap()));
+        let line = lines.next_line().await.unwrap().expect("the listening line");
+        let url = line.strip_prefix("listening on ").expect("listening on URL").to_owned();
+        assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+        for (alpn, protocol) in [(Alpn::H2, "h2"), (Alpn::Http1, "http/1.1")] {
+            let ep = Endpoint::from_https_url(&url, Some(&ca.ca_file), alpn).expect("endpoint");
+            assert_eq!(Conn::open(&ep).await.expect("connect").protocol(), protocol, "{target}");
+            let probe: load::Probe = std::sync::Arc::new(|| None);
+            let d = std::time::Duration::from_millis(300);
+            let m = load::echo(&ep, 4, std::time::Duration::ZERO, d, EchoCall::ours(true), &probe)
+                .await
+                .expect("the echo load");
+            assert_eq!(m.errors, 0, "{target} over {protocol}");
+            assert!(m.ops > 0, "{target} over {protocol}: nothing measured");
+        }
+        // Without the CA, the load cannot connect: the bench verifies too.
+        let untrusting = Endpoint::from_https_url(&url, None, Alpn::H2).expect("endpoint");
+        assert!(Conn::open(&untrusting).await.is_err(), "{target}: connected without trusting its CA");
+    }
+}

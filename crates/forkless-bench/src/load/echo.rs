@@ -155,6 +155,5 @@ pub async fn echo(
 }
 
 fn conn_ep(conn: &Conn) -> Endpoint {
-    let addr = conn.host.to_str().ok().and_then(|h| h.parse().ok()).unwrap_or(([127, 0, 0, 1], 0).into());
-    Endpoint { addr, path: conn.path.clone() }
+    conn.endpoint.clone()
 }
