@@ -34,7 +34,7 @@ trap cleanup EXIT
 
 # A certificate for 127.0.0.1 (the address the servers announce), trusted by the load.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench \
-  -addext subjectAltName=IP:127.0.0.1,DNS:localhost \
+  -addext subjectAltName=IP:127.0.0.1,DNS:localhost -addext basicConstraints=critical,CA:FALSE \
   -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
 
 # Start TARGET on CPU 0, over TLS if $2 is "tls"; sets $server and $url.
