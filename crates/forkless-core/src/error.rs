@@ -30,6 +30,10 @@ pub enum EndReason {
     /// The server was at its session limit and reclaimed this session, the longest idle of
     /// the principal holding the most, to make room for another principal's.
     Reclaimed,
+    /// The HTTP MCP server behind the session (a gateway's upstream) no longer knows the
+    /// upstream session (it answered 404, after a restart): the session is never
+    /// re-initialized upstream under the client's session id.
+    UpstreamSessionLost,
 }
 
 impl EndReason {
@@ -44,6 +48,7 @@ impl EndReason {
             Self::HistoryLost => "history_lost",
             Self::BackendExited => "backend_exited",
             Self::Reclaimed => "reclaimed",
+            Self::UpstreamSessionLost => "upstream_session_lost",
         }
     }
 }

@@ -29,7 +29,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use forkless_core::SessionId;
-use forkless_server::backend::{BackendConfig, Connector, Link, MessageBackend};
+use forkless_server::backend::{BackendConfig, Connector, ExitReason, FromBackend, Link, MessageBackend};
 use forkless_server::{ConfigError, Restorable, RpcError, Server, ServerConfig};
 use forkless_store::Store;
 use futures::{SinkExt as _, StreamExt as _};
@@ -105,10 +105,10 @@ where
             let service =
                 made.map_err(|e| RpcError::internal(format!("the service could not be made: {e}")))?;
             let (to_backend, incoming) = mpsc::channel::<Value>(64);
-            let (outgoing, from_backend) = mpsc::channel::<Value>(64);
+            let (outgoing, from_backend) = mpsc::channel::<FromBackend>(64);
             let cancel = CancellationToken::new();
             tokio::spawn(run(service, incoming, outgoing, cancel.clone(), session));
-            Ok(Link { to_backend, from_backend, guard: Box::new(Running(cancel)) })
+            Ok(Link { to_backend, from_backend, guard: Box::new(Running(cancel)), exit: ExitReason::default() })
         }
     }
 }
@@ -118,7 +118,7 @@ where
 async fn run<H: ServerHandler>(
     service: H,
     incoming: mpsc::Receiver<Value>,
-    outgoing: mpsc::Sender<Value>,
+    outgoing: mpsc::Sender<FromBackend>,
     cancel: CancellationToken,
     session: Option<SessionId>,
 ) {
@@ -136,7 +136,7 @@ async fn run<H: ServerHandler>(
     .boxed();
     let sink = futures::sink::unfold(outgoing, |outgoing, message: ServerJsonRpcMessage| async move {
         let value = serde_json::to_value(message).map_err(std::io::Error::other)?;
-        outgoing.send(value).await.map_err(|_| std::io::Error::other("the session is gone"))?;
+        outgoing.send(value.into()).await.map_err(|_| std::io::Error::other("the session is gone"))?;
         Ok::<_, std::io::Error>(outgoing)
     });
     let sink = Box::pin(sink.sink_map_err(|e: std::io::Error| e));

@@ -239,9 +239,9 @@ impl<S: Store> Common<S> {
         Err(Error::AtCapacity { limit, retry_after: CAPACITY_RETRY_AFTER })
     }
 
-    /// The Prometheus text of `/metrics`: the counters, what the store reports, and the gauges
-    /// of what is held now.
-    pub(crate) fn render_metrics(&self) -> String {
+    /// The Prometheus text of `/metrics`: the counters, what the store (and the handler,
+    /// `extra`) reports, and the gauges of what is held now.
+    pub(crate) fn render_metrics(&self, extra: Vec<forkless_store::StoreMetric>) -> String {
         let usage = self.store.usage();
         let mut out = self.metrics.render();
         self.metrics.render_evictions(&mut out, &usage);
@@ -254,7 +254,7 @@ impl<S: Store> Common<S> {
             use std::fmt::Write as _;
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         }
-        for m in self.store.metrics() {
+        for m in self.store.metrics().into_iter().chain(extra) {
             use std::fmt::Write as _;
             let kind = match m.kind {
                 forkless_store::MetricKind::Counter => "counter",

@@ -153,6 +153,12 @@ pub trait Handler: Send + Sync + 'static {
         None
     }
 
+    /// Figures of the handler's own for `/metrics` (a gateway's upstream counts). Default
+    /// none.
+    fn metrics(&self) -> Vec<forkless_store::StoreMetric> {
+        Vec::new()
+    }
+
     /// A client notification other than notifications/initialized and notifications/cancelled.
     fn handle_notification(
         &self,

@@ -37,7 +37,7 @@ impl Connector for Fake {
         let (to_backend, rx) = mpsc::channel(16);
         let (tx, from_backend) = mpsc::channel(16);
         tokio::spawn(fake_server(rx, tx, self.0.clone()));
-        Ok(Link { to_backend, from_backend, guard: Box::new(()) })
+        Ok(Link { to_backend, from_backend, guard: Box::new(()), exit: forkless_server::backend::ExitReason::default() })
     }
 }
 
@@ -57,7 +57,7 @@ async fn fake_server(mut rx: mpsc::Receiver<Value>, tx: mpsc::Sender<Value>, see
                     "capabilities": { "tools": {}, "logging": {} },
                     "serverInfo": { "name": "fake", "version": "7" },
                 });
-                let _ = tx.send(reply(result)).await;
+                let _ = tx.send((reply(result)).into()).await;
             }
             Some("tools/call") => match m["params"]["name"].as_str() {
                 Some("progress") => {
@@ -74,12 +74,12 @@ async fn fake_server(mut rx: mpsc::Receiver<Value>, tx: mpsc::Sender<Value>, see
                     let _ = tx
                         .send(json!({ "jsonrpc": "2.0", "method": "notifications/message", "params": log }))
                         .await;
-                    let _ = tx.send(reply(json!({ "content": [], "sawId": id, "sawToken": token }))).await;
+                    let _ = tx.send((reply(json!({ "content": [], "sawId": id, "sawToken": token }))).into()).await;
                 }
                 Some("ask") => {
                     asking = Some(id.clone());
                     let q = json!({ "jsonrpc": "2.0", "id": "b-1", "method": "sampling/createMessage", "params": { "maxTokens": 1, "messages": [] } });
-                    let _ = tx.send(q).await;
+                    let _ = tx.send((q).into()).await;
                 }
                 Some("crash") => return,
                 _ => {}
@@ -87,7 +87,7 @@ async fn fake_server(mut rx: mpsc::Receiver<Value>, tx: mpsc::Sender<Value>, see
             None if m["id"] == "b-1" => {
                 if let Some(asked) = asking.take() {
                     let answer = json!({ "content": [], "client": m["result"] });
-                    let _ = tx.send(json!({ "jsonrpc": "2.0", "id": asked, "result": answer })).await;
+                    let _ = tx.send((json!({ "jsonrpc": "2.0", "id": asked, "result": answer })).into()).await;
                 }
             }
             _ => {}

@@ -38,16 +38,16 @@ impl Connector for Burst {
                             let p = json!({ "progressToken": token, "progress": i });
                             let n =
                                 json!({ "jsonrpc": "2.0", "method": "notifications/progress", "params": p });
-                            let _ = tx.send(n).await;
+                            let _ = tx.send((n).into()).await;
                         }
                         json!({ "content": [] })
                     }
                     _ => continue,
                 };
-                let _ = tx.send(json!({ "jsonrpc": "2.0", "id": id, "result": result })).await;
+                let _ = tx.send((json!({ "jsonrpc": "2.0", "id": id, "result": result })).into()).await;
             }
         });
-        Ok(Link { to_backend, from_backend, guard: Box::new(()) })
+        Ok(Link { to_backend, from_backend, guard: Box::new(()), exit: forkless_server::backend::ExitReason::default() })
     }
 }
 

@@ -166,6 +166,7 @@ fn end_reason(w: &mut Encoder, r: EndReason) {
         EndReason::HistoryLost => w.u8(5),
         EndReason::BackendExited => w.u8(6),
         EndReason::Reclaimed => w.u8(7),
+        EndReason::UpstreamSessionLost => w.u8(8),
     }
 }
 
@@ -332,6 +333,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<RecordParts, Error> {
                 5 => EndReason::HistoryLost,
                 6 => EndReason::BackendExited,
                 7 => EndReason::Reclaimed,
+                8 => EndReason::UpstreamSessionLost,
                 _ => return Err(corrupt("bad end reason")),
             };
             SessionState::Ended(Ended { at, reason })

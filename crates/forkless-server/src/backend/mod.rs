@@ -36,10 +36,53 @@ pub struct Link {
     /// Messages to the backend, in order.
     pub to_backend: mpsc::Sender<Value>,
     /// Messages from the backend, in order; ends when the backend exits.
-    pub from_backend: mpsc::Receiver<Value>,
+    pub from_backend: mpsc::Receiver<FromBackend>,
     /// Held while the link serves a session and dropped when it no longer does: a connector
     /// stops its backend then (a stdio child's process group is terminated).
     pub guard: Box<dyn Send + Sync>,
+    /// Why its messages ended, when the connector knows more than "the backend exited"
+    /// (an HTTP upstream that forgot the session). Default: [`EndReason::BackendExited`].
+    pub exit: ExitReason,
+}
+
+/// A message from a backend, and, when the connector knows it, the request it belongs to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FromBackend {
+    /// A message on its own: a notification goes to its progress token's request, else to
+    /// the standalone stream; a request to the one client request in flight, else there.
+    Message(Value),
+    /// A message that came with the answer to the request sent with id `request` (an HTTP
+    /// upstream's notification or request on that request's SSE stream): it goes on that
+    /// request's stream.
+    Related {
+        /// The message.
+        message: Value,
+        /// The id the request was sent to the backend with.
+        request: Value,
+    },
+}
+
+impl From<Value> for FromBackend {
+    fn from(message: Value) -> Self {
+        Self::Message(message)
+    }
+}
+
+/// Why a backend's messages ended, as its connector says it (once) before they end; its
+/// sessions end with it, and its requests in flight get it as their error's reason.
+#[derive(Clone, Debug, Default)]
+pub struct ExitReason(Arc<std::sync::OnceLock<EndReason>>);
+
+impl ExitReason {
+    /// Say why (the first reason given is kept).
+    pub fn set(&self, reason: EndReason) {
+        let _ = self.0.set(reason);
+    }
+
+    /// The reason given, or [`EndReason::BackendExited`].
+    pub fn get(&self) -> EndReason {
+        self.0.get().copied().unwrap_or(EndReason::BackendExited)
+    }
 }
 
 impl std::fmt::Debug for Link {
@@ -53,6 +96,11 @@ pub trait Connector: Send + Sync + 'static {
     /// Start a backend: for `session` (one per session), or the one every session shares
     /// (`None`). An error refuses the `initialize` that asked.
     fn connect(&self, session: Option<SessionId>) -> impl Future<Output = Result<Link, RpcError>> + Send;
+
+    /// Figures of the connector's own for `/metrics`. Default none.
+    fn metrics(&self) -> Vec<forkless_store::StoreMetric> {
+        Vec::new()
+    }
 }
 
 /// How sessions map to backends.
@@ -257,6 +305,10 @@ impl<C: Connector> Handler for MessageBackend<C> {
 
     fn restorable(&self) -> Restorable {
         self.cfg.restorable
+    }
+
+    fn metrics(&self) -> Vec<forkless_store::StoreMetric> {
+        self.connector.metrics()
     }
 
     fn revisions(&self) -> Revisions {

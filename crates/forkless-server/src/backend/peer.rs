@@ -16,16 +16,23 @@ use forkless_core::{EndReason, SessionId};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{BackendStats, Link, Sharing};
+use super::{BackendStats, ExitReason, FromBackend, Link, Sharing};
 use crate::context::{RequestContext, SessionHandle};
 use crate::jsonrpc::RpcError;
 use crate::session::{SendError, lock};
 
 /// The error a request gets when the backend behind its session is gone.
 pub(crate) fn backend_exited() -> RpcError {
-    RpcError::internal("the MCP server behind this session exited").with_data(json!({
-        "reason": EndReason::BackendExited.as_str(),
-    }))
+    gone(EndReason::BackendExited)
+}
+
+/// The error a request gets when the backend behind its session is gone, for `reason`.
+fn gone(reason: EndReason) -> RpcError {
+    let message = match reason {
+        EndReason::UpstreamSessionLost => "the MCP server behind this session no longer knows it",
+        _ => "the MCP server behind this session exited",
+    };
+    RpcError::internal(message).with_data(json!({ "reason": reason.as_str() }))
 }
 
 /// JSON-RPC: the request was cancelled (as MCP clients expect for a withdrawn request).
@@ -38,6 +45,7 @@ pub(crate) struct Peer {
     next_id: AtomicU64,
     state: Mutex<State>,
     guard: Mutex<Option<Box<dyn Send + Sync>>>,
+    exit: ExitReason,
     stats: Arc<BackendStats>,
 }
 
@@ -80,6 +88,7 @@ impl Peer {
             next_id: AtomicU64::new(1),
             state: Mutex::default(),
             guard: Mutex::new(Some(link.guard)),
+            exit: link.exit,
             stats,
         });
         tokio::spawn(peer.clone().read(link.from_backend));
@@ -115,7 +124,7 @@ impl Peer {
     pub(crate) async fn call(&self, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
         let (id, rx) = self.register(None)?;
         self.send(id, method, params).await?;
-        rx.await.unwrap_or_else(|_| Err(backend_exited()))
+        rx.await.unwrap_or_else(|_| Err(gone(self.exit.get())))
     }
 
     /// A notification to the backend.
@@ -161,7 +170,7 @@ impl Peer {
         let out = match self.send(id, method, params).await {
             Err(e) => Err(e),
             Ok(()) => tokio::select! {
-                out = rx => out.unwrap_or_else(|_| Err(backend_exited())),
+                out = rx => out.unwrap_or_else(|_| Err(gone(self.exit.get()))),
                 () = cancel.cancelled() => {
                     lock(&self.state).waiting.remove(&id);
                     let params = json!({ "requestId": id, "reason": "cancelled by the client" });
@@ -185,7 +194,7 @@ impl Peer {
         let mut state = lock(&self.state);
         // Checked under the lock the reader drains with: nothing registers after the drain.
         if state.exited {
-            return Err(backend_exited());
+            return Err(gone(self.exit.get()));
         }
         state.waiting.insert(id, Waiting { tx, ctx });
         Ok((id, rx))
@@ -198,16 +207,20 @@ impl Peer {
         }
         if self.to.send(message).await.is_err() {
             lock(&self.state).waiting.remove(&id);
-            return Err(backend_exited());
+            return Err(gone(self.exit.get()));
         }
         Ok(())
     }
 
     /// Route the backend's messages until it exits, then end what depended on it.
-    async fn read(self: Arc<Self>, mut from: mpsc::Receiver<Value>) {
+    async fn read(self: Arc<Self>, mut from: mpsc::Receiver<FromBackend>) {
         while let Some(message) = from.recv().await {
+            let (message, related) = match message {
+                FromBackend::Message(message) => (message, None),
+                FromBackend::Related { message, request } => (message, Some(request)),
+            };
             match message {
-                Value::Object(message) => self.route(message).await,
+                Value::Object(message) => self.route(message, related).await,
                 other => {
                     BackendStats::count(&self.stats.malformed);
                     tracing::warn!(message = %other, "MCP server sent a message that is not a JSON-RPC object");
@@ -217,13 +230,20 @@ impl Peer {
         self.exited();
     }
 
-    async fn route(self: &Arc<Self>, mut message: Map<String, Value>) {
+    /// The client request whose forwarded copy the backend knows by `id`, if still waiting.
+    fn waiting_ctx(&self, id: Option<&Value>) -> Option<RequestContext> {
+        let id = id?.as_u64()?;
+        lock(&self.state).waiting.get(&id).and_then(|w| w.ctx.clone())
+    }
+
+    async fn route(self: &Arc<Self>, mut message: Map<String, Value>, related: Option<Value>) {
         let method = message.remove("method");
         let id = message.remove("id");
         let params = message.remove("params");
+        let related = self.waiting_ctx(related.as_ref());
         match (method, id) {
-            (Some(Value::String(method)), Some(id)) => self.backend_request(id, method, params),
-            (Some(Value::String(method)), None) => self.backend_notification(&method, params).await,
+            (Some(Value::String(method)), Some(id)) => self.backend_request(id, method, params, related),
+            (Some(Value::String(method)), None) => self.backend_notification(&method, params, related).await,
             (None, Some(id)) => {
                 let outcome = match (message.remove("result"), message.remove("error")) {
                     (Some(result), _) => Ok(result),
@@ -249,7 +269,7 @@ impl Peer {
         }
     }
 
-    async fn backend_notification(&self, method: &str, mut params: Option<Value>) {
+    async fn backend_notification(&self, method: &str, mut params: Option<Value>, related: Option<RequestContext>) {
         let ours = params.as_ref().and_then(|p| p.get("progressToken")).and_then(Value::as_str);
         let route =
             ours.and_then(|t| lock(&self.state).progress.get(t).map(|p| (p.ctx.clone(), p.token.clone())));
@@ -259,6 +279,12 @@ impl Peer {
             }
             if let Err(e) = ctx.notify(method, params.unwrap_or(Value::Null)).await {
                 tracing::debug!(method, error = %e, "progress not delivered");
+            }
+            return;
+        }
+        if let Some(ctx) = related {
+            if let Err(e) = ctx.notify(method, params.unwrap_or(json!({}))).await {
+                tracing::debug!(method, error = %e, "notification not delivered on its request's stream");
             }
             return;
         }
@@ -289,7 +315,13 @@ impl Peer {
     /// A request from the backend to the client: on the stream of the one client request in
     /// flight when there is exactly one (it caused it), else on the standalone stream; the
     /// client's answer goes back under the backend's id. A shared backend's are refused.
-    fn backend_request(self: &Arc<Self>, id: Value, method: String, params: Option<Value>) {
+    fn backend_request(
+        self: &Arc<Self>,
+        id: Value,
+        method: String,
+        params: Option<Value>,
+        related: Option<RequestContext>,
+    ) {
         let Some(session) = self.only_session() else {
             BackendStats::count(&self.stats.refused_requests);
             tracing::info!(%method, "request from the shared MCP server to a client refused");
@@ -299,14 +331,14 @@ impl Peer {
             tokio::spawn(async move { to.send(reply).await });
             return;
         };
-        let cause = {
+        let cause = related.or_else(|| {
             let state = lock(&self.state);
             let mut in_flight = state.waiting.values().filter_map(|w| w.ctx.as_ref());
             match (in_flight.next(), in_flight.next()) {
                 (Some(only), None) => Some(only.clone()),
                 _ => None,
             }
-        };
+        });
         let to = self.to.clone();
         tokio::spawn(async move {
             let params = params.unwrap_or(json!({}));
@@ -329,6 +361,7 @@ impl Peer {
     /// The backend is gone: every request waiting gets the error (with its id, from the
     /// server), then every session it served ends once those answers are on their streams.
     fn exited(&self) {
+        let reason = self.exit.get();
         let (waiting, sessions) = {
             let mut state = lock(&self.state);
             state.exited = true;
@@ -341,15 +374,16 @@ impl Peer {
             tracing::warn!(
                 sessions = sessions.len(),
                 requests = waiting.len(),
-                "MCP server exited; its sessions end (backend_exited)"
+                reason = reason.as_str(),
+                "MCP server gone; its sessions end"
             );
         }
         for w in waiting {
-            let _ = w.tx.send(Err(backend_exited()));
+            let _ = w.tx.send(Err(gone(reason)));
         }
         for session in sessions {
             tokio::spawn(async move {
-                if let Err(e) = session.end(EndReason::BackendExited).await {
+                if let Err(e) = session.end(reason).await {
                     tracing::warn!(session = %session.id(), error = %e, "could not end the session");
                 }
             });

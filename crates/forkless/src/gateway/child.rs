@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use forkless_core::SessionId;
 use forkless_server::RpcError;
-use forkless_server::backend::{Connector, Link};
+use forkless_server::backend::{Connector, ExitReason, FromBackend, Link};
 use rustix::process::{Pid, Signal, kill_process_group};
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -171,7 +171,7 @@ impl Connector for StdioConnector {
         tokio::spawn(write_messages(stdin, outgoing));
         tokio::spawn(read_messages(BufReader::new(stdout), incoming, spec.max_line_bytes, who.clone()));
         tokio::spawn(log_stderr(BufReader::new(stderr), spec.max_line_bytes, who));
-        Ok(Link { to_backend, from_backend, guard: Box::new(guard) })
+        Ok(Link { to_backend, from_backend, guard: Box::new(guard), exit: ExitReason::default() })
     }
 }
 
@@ -191,7 +191,7 @@ async fn write_messages(mut stdin: tokio::process::ChildStdin, mut outgoing: mps
 /// when stdout closes: the child has exited (or will get no more messages through).
 async fn read_messages<R: AsyncBufRead + Unpin>(
     mut out: R,
-    incoming: mpsc::Sender<Value>,
+    incoming: mpsc::Sender<FromBackend>,
     max: usize,
     who: String,
 ) {
@@ -209,7 +209,7 @@ async fn read_messages<R: AsyncBufRead + Unpin>(
                 }
                 match serde_json::from_slice::<Value>(text) {
                     Ok(message) => {
-                        if incoming.send(message).await.is_err() {
+                        if incoming.send(message.into()).await.is_err() {
                             return;
                         }
                     }

@@ -1,17 +1,22 @@
-//! `forkless gateway`: any stdio MCP server behind the fork-free Streamable HTTP transport.
+//! `forkless gateway`: any stdio MCP server, or any Streamable HTTP MCP server
+//! (`--upstream URL`), behind the fork-free Streamable HTTP transport.
 //!
-//! This module owns the gateway's flags, the security checks a stdio proxy needs (loopback
-//! unless authenticated, never a shell), and stopping every child when the gateway stops. The
-//! children themselves are [`child`]'s; how their messages meet clients is
-//! `forkless_server::backend`'s; the transport, the stores and the cluster are `serve`'s.
+//! This module owns the gateway's flags, the security checks a proxy needs (loopback unless
+//! authenticated, never a shell), and stopping every child when the gateway stops. The
+//! children themselves are [`child`]'s, the upstream's sessions [`upstream`]'s; how their
+//! messages meet clients is `forkless_server::backend`'s; the transport, the stores and the
+//! cluster are `serve`'s.
 //!
 //! ```text
 //! forkless gateway [--listen 127.0.0.1:8080] [--store …] [--mode per-session|shared]
 //!                  [--max-children N] [--idle-ttl 10m] [--env KEY=VALUE]… [--cwd DIR]
 //!                  -- COMMAND [ARGS…]
+//! forkless gateway [--listen …] [--store …] --upstream http(s)://HOST/mcp
+//!                  [--upstream-header 'Name: value']… [--upstream-timeout 30s] [--upstream-ca FILE]
 //! ```
 
 pub mod child;
+pub mod upstream;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -58,9 +63,24 @@ pub struct GatewayArgs {
     /// How long a child may take to answer `initialize` (`npx` may download it first).
     #[arg(long, default_value = "60s", value_parser = crate::chaos::parse_duration, value_name = "DURATION")]
     pub initialize_timeout: Duration,
+    /// A Streamable HTTP MCP server to put behind forkless instead of a command: one upstream
+    /// session per forkless session (`--max-children` is then the session limit).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["command", "mode"])]
+    pub upstream: Option<String>,
+    /// A header sent with every request to the upstream (repeatable): its own credentials.
+    /// The client's never go upstream.
+    #[arg(long = "upstream-header", value_name = "NAME: VALUE", requires = "upstream")]
+    pub upstream_headers: Vec<String>,
+    /// How long the upstream may take to start answering a message (a request's stream may
+    /// then run as long as it runs).
+    #[arg(long, default_value = "30s", value_parser = crate::chaos::parse_duration, value_name = "DURATION")]
+    pub upstream_timeout: Duration,
+    /// For an `https://` upstream: also trust this CA file (PEM), beside the system's roots.
+    #[arg(long, value_name = "FILE", requires = "upstream")]
+    pub upstream_ca: Option<PathBuf>,
     /// The stdio MCP server to run, after `--`: a program and its arguments, run directly
     /// (never through a shell).
-    #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
+    #[arg(last = true, required_unless_present = "upstream", num_args = 1.., value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }
 
@@ -87,9 +107,14 @@ impl GatewayArgs {
     pub fn check(&self) -> Result<(), Error> {
         let listen = self.serve.listen.ip();
         if !listen.is_loopback() && self.serve.auth_issuer.is_none() {
+            let what = if self.upstream.is_some() {
+                "a gateway speaks to its upstream with the upstream's credentials for every client that reaches it"
+            } else {
+                "a gateway runs a program for every client that reaches it"
+            };
             return Err(Error::Config(format!(
-                "refusing to listen on {listen} without authentication: a gateway runs a program for every \
-                 client that reaches it; use a loopback address, or require tokens with --auth-issuer"
+                "refusing to listen on {listen} without authentication: {what}; use a loopback address, \
+                 or require tokens with --auth-issuer"
             )));
         }
         if self.max_children == 0 {
@@ -109,6 +134,22 @@ pub fn run(args: &GatewayArgs) -> Result<(), Error> {
     if args.mode == Mode::PerSession {
         // One child per live session: the session limit is the child limit.
         config.max_sessions = args.max_children;
+    }
+    if let Some(url) = &args.upstream {
+        let spec = upstream::UpstreamSpec::parse(
+            url,
+            &args.upstream_headers,
+            args.upstream_timeout,
+            args.upstream_ca.clone(),
+        )?;
+        tracing::info!(upstream = %spec.url, "gateway for a Streamable HTTP MCP server");
+        let handler = MessageBackend::new(
+            upstream::HttpConnector::new(spec)?,
+            BackendConfig { initialize_timeout: args.initialize_timeout, ..BackendConfig::default() },
+        );
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Error::Startup)?;
+        return runtime.block_on(serve(&args.serve, config, Served { command: "gateway", handler, after: None }));
     }
     let spec = ChildSpec {
         command: args.command.clone(),
