@@ -108,7 +108,12 @@ where
             let (outgoing, from_backend) = mpsc::channel::<FromBackend>(64);
             let cancel = CancellationToken::new();
             tokio::spawn(run(service, incoming, outgoing, cancel.clone(), session));
-            Ok(Link { to_backend, from_backend, guard: Box::new(Running(cancel)), exit: ExitReason::default() })
+            Ok(Link {
+                to_backend,
+                from_backend,
+                guard: Box::new(Running(cancel)),
+                exit: ExitReason::default(),
+            })
         }
     }
 }

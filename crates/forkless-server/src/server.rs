@@ -399,7 +399,8 @@ async fn delete_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, req
 }
 
 async fn metrics_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.common.render_metrics(app.handler.metrics())).into_response()
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.common.render_metrics(app.handler.metrics()))
+        .into_response()
 }
 
 /// `/healthz`: 200 `ok` while the store can serve, else 503 with the store's reason (a

@@ -13,7 +13,9 @@ use common::{Client, Sse, assert_refused, guard};
 use std::time::Duration;
 
 use forkless_core::{EndReason, SessionId};
-use forkless_server::backend::{BackendConfig, Connector, Link, MessageBackend, Sharing};
+use forkless_server::backend::{
+    BackendConfig, Connector, ExitReason, FromBackend, Link, MessageBackend, Sharing,
+};
 use forkless_server::{RpcError, Server, ServerConfig};
 use forkless_store::MemoryStore;
 use forkless_store::Store as _;
@@ -37,14 +39,14 @@ impl Connector for Fake {
         let (to_backend, rx) = mpsc::channel(16);
         let (tx, from_backend) = mpsc::channel(16);
         tokio::spawn(fake_server(rx, tx, self.0.clone()));
-        Ok(Link { to_backend, from_backend, guard: Box::new(()), exit: forkless_server::backend::ExitReason::default() })
+        Ok(Link { to_backend, from_backend, guard: Box::new(()), exit: ExitReason::default() })
     }
 }
 
 /// A small MCP server: `progress` (three progress notifications, a log message, an answer
 /// naming the id and token it saw), `ask` (a sampling request to the client, answered with
 /// what the client said), `crash` (exits without answering), `hang` (never answers).
-async fn fake_server(mut rx: mpsc::Receiver<Value>, tx: mpsc::Sender<Value>, seen: Arc<Seen>) {
+async fn fake_server(mut rx: mpsc::Receiver<Value>, tx: mpsc::Sender<FromBackend>, seen: Arc<Seen>) {
     let mut asking: Option<Value> = None;
     while let Some(m) = rx.recv().await {
         seen.received.lock().unwrap().push(m.clone());
@@ -66,15 +68,21 @@ async fn fake_server(mut rx: mpsc::Receiver<Value>, tx: mpsc::Sender<Value>, see
                         let p = json!({ "progressToken": token, "progress": i, "total": 3 });
                         let _ = tx
                             .send(
-                                json!({ "jsonrpc": "2.0", "method": "notifications/progress", "params": p }),
+                                json!({ "jsonrpc": "2.0", "method": "notifications/progress", "params": p })
+                                    .into(),
                             )
                             .await;
                     }
                     let log = json!({ "level": "info", "data": "from the backend" });
                     let _ = tx
-                        .send(json!({ "jsonrpc": "2.0", "method": "notifications/message", "params": log }))
+                        .send(
+                            json!({ "jsonrpc": "2.0", "method": "notifications/message", "params": log })
+                                .into(),
+                        )
                         .await;
-                    let _ = tx.send((reply(json!({ "content": [], "sawId": id, "sawToken": token }))).into()).await;
+                    let _ = tx
+                        .send((reply(json!({ "content": [], "sawId": id, "sawToken": token }))).into())
+                        .await;
                 }
                 Some("ask") => {
                     asking = Some(id.clone());
@@ -87,7 +95,8 @@ async fn fake_server(mut rx: mpsc::Receiver<Value>, tx: mpsc::Sender<Value>, see
             None if m["id"] == "b-1" => {
                 if let Some(asked) = asking.take() {
                     let answer = json!({ "content": [], "client": m["result"] });
-                    let _ = tx.send((json!({ "jsonrpc": "2.0", "id": asked, "result": answer })).into()).await;
+                    let _ =
+                        tx.send((json!({ "jsonrpc": "2.0", "id": asked, "result": answer })).into()).await;
                 }
             }
             _ => {}

@@ -8,7 +8,7 @@ mod common;
 
 use common::{Client, Sse, counter};
 use forkless_core::SessionId;
-use forkless_server::backend::{BackendConfig, Connector, Link, MessageBackend};
+use forkless_server::backend::{BackendConfig, Connector, ExitReason, Link, MessageBackend};
 use forkless_server::{RpcError, Server, ServerConfig};
 use forkless_store::MemoryStore;
 use serde_json::{Value, json};
@@ -47,7 +47,7 @@ impl Connector for Burst {
                 let _ = tx.send((json!({ "jsonrpc": "2.0", "id": id, "result": result })).into()).await;
             }
         });
-        Ok(Link { to_backend, from_backend, guard: Box::new(()), exit: forkless_server::backend::ExitReason::default() })
+        Ok(Link { to_backend, from_backend, guard: Box::new(()), exit: ExitReason::default() })
     }
 }
 

@@ -269,7 +269,12 @@ impl Peer {
         }
     }
 
-    async fn backend_notification(&self, method: &str, mut params: Option<Value>, related: Option<RequestContext>) {
+    async fn backend_notification(
+        &self,
+        method: &str,
+        mut params: Option<Value>,
+        related: Option<RequestContext>,
+    ) {
         let ours = params.as_ref().and_then(|p| p.get("progressToken")).and_then(Value::as_str);
         let route =
             ours.and_then(|t| lock(&self.state).progress.get(t).map(|p| (p.ctx.clone(), p.token.clone())));

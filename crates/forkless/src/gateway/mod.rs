@@ -149,7 +149,11 @@ pub fn run(args: &GatewayArgs) -> Result<(), Error> {
         );
         let runtime =
             tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Error::Startup)?;
-        return runtime.block_on(serve(&args.serve, config, Served { command: "gateway", handler, after: None }));
+        return runtime.block_on(serve(
+            &args.serve,
+            config,
+            Served { command: "gateway", handler, after: None },
+        ));
     }
     let spec = ChildSpec {
         command: args.command.clone(),

@@ -284,8 +284,8 @@ impl Upstream {
         if lock(&self.session).is_none() || self.exit.get() == EndReason::UpstreamSessionLost {
             return;
         }
-        let sent = tokio::time::timeout(self.spec.timeout, self.request(reqwest::Method::DELETE).send()).await;
+        let sent =
+            tokio::time::timeout(self.spec.timeout, self.request(reqwest::Method::DELETE).send()).await;
         tracing::debug!(session = ?self.forkless, ?sent, "upstream session deleted");
     }
-
 }

@@ -125,6 +125,13 @@ impl Serve {
         Self::spawn(command, extra, &[]).await
     }
 
+    /// `forkless gateway --listen 127.0.0.1:0 --upstream URL <extra>`, up to its start-up line.
+    pub async fn gateway_upstream(upstream: &str, extra: &[&str]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_forkless"));
+        command.arg("gateway").args(["--listen", "127.0.0.1:0", "--upstream", upstream]).args(extra);
+        Self::spawn(command, extra, &[]).await
+    }
+
     /// The process ids of its children now (from `/proc`).
     pub fn children(&self) -> Vec<u32> {
         children_of(self.child.id().expect("process still running"))

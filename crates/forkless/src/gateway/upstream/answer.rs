@@ -42,7 +42,9 @@ fn is_sse(response: &reqwest::Response) -> bool {
 }
 
 /// The messages of an SSE stream's data fields, until it ends or breaks (`Err` with why).
-fn events(response: reqwest::Response) -> impl futures::Stream<Item = Result<(Option<String>, Value), String>> {
+fn events(
+    response: reqwest::Response,
+) -> impl futures::Stream<Item = Result<(Option<String>, Value), String>> {
     let bytes = response.bytes_stream().map(|r| r.map_err(std::io::Error::other));
     SseByteStream::new(bytes).filter_map(|event| async move {
         match event {
@@ -103,9 +105,13 @@ impl Upstream {
         match answered {
             Ok(true) | Err(Cancelled) => {}
             Ok(false) if !status.is_success() => {
-                let error = forkless_server::RpcError::internal(format!("the upstream answered HTTP {status}"))
-                    .with_data(serde_json::json!({ "reason": "upstream_error", "status": status.as_u16() }));
-                self.deliver(serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error.to_json() })).await;
+                let error =
+                    forkless_server::RpcError::internal(format!("the upstream answered HTTP {status}"))
+                        .with_data(
+                            serde_json::json!({ "reason": "upstream_error", "status": status.as_u16() }),
+                        );
+                self.deliver(serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error.to_json() }))
+                    .await;
             }
             Ok(false) => self.lost(&id, "its answer ended without the response").await,
         }
@@ -114,7 +120,9 @@ impl Upstream {
     async fn unanswered(&self, id: Option<&Value>, why: &str) {
         match id {
             Some(id) => self.lost(id, why).await,
-            None => tracing::warn!(session = ?self.forkless, why, "a notification or response did not reach the upstream"),
+            None => {
+                tracing::warn!(session = ?self.forkless, why, "a notification or response did not reach the upstream")
+            }
         }
     }
 
@@ -236,7 +244,9 @@ impl Upstream {
                         self.deliver(message).await;
                     }
                 }
-                Ok(r) => tracing::debug!(session = ?self.forkless, status = %r.status(), "upstream GET stream refused"),
+                Ok(r) => {
+                    tracing::debug!(session = ?self.forkless, status = %r.status(), "upstream GET stream refused")
+                }
                 Err(e) => tracing::debug!(session = ?self.forkless, error = %e, "upstream GET stream failed"),
             }
             tokio::select! {
