@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# What `forkless gateway --upstream` costs (issue 40): the `tools/call` echo against an HTTP
+# MCP server called directly, and through the gateway in front of it, one after the other in
+# one run. The upstream is the bare hyper echo of `forkless-bench` (SSE answers; it answers
+# `initialize` too), so the figures are the gateway's own cost, not an SDK's. The gateway
+# runs on the memory store and on the durable default. For each: requests/s and latency at
+# 1 and 16 connections (one session shared by the connections), from `forkless-bench load`.
+# Servers on CPU 0, the load on CPU 1 (set FORKLESS_BENCH_NO_PIN=1 to not pin).
+#
+#   scripts/bench-upstream.sh [SECONDS]      (default 5)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-5}
+cargo build --release -q -p forkless -p forkless-bench
+bench=target/release/forkless-bench
+server_cpu=(taskset -c 0)
+load_cpu=(taskset -c 1)
+if [[ -n "${FORKLESS_BENCH_NO_PIN:-}" ]] || ! command -v taskset >/dev/null; then server_cpu=(); load_cpu=(); fi
+work=$(mktemp -d)
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+"${server_cpu[@]}" "$bench" serve --target hyper --answer sse --listen 127.0.0.1:0 >"$work/upstream.log" 2>&1 &
+pids+=($!)
+until upstream=$(awk '/listening on/ { print $3 }' "$work/upstream.log") && [[ -n "$upstream" ]]; do sleep 0.05; done
+
+# Start a gateway in front of the upstream on STORE; sets $url.
+gateway() {
+  local p
+  p=$(port)
+  RUST_LOG=warn "${server_cpu[@]}" target/release/forkless gateway --listen "127.0.0.1:$p" --store "$1" \
+    --data-dir "$work/data-$p" --upstream "$upstream" >/dev/null 2>&1 &
+  pids+=($!)
+  url="http://127.0.0.1:$p/mcp"
+  until curl -s -o /dev/null "http://127.0.0.1:$p/healthz"; do sleep 0.05; done
+}
+
+run() { # name, url, clients
+  local out
+  out=$("${load_cpu[@]}" "$bench" load --url "$2" --load echo --clients "$3" --seconds "$seconds" --sse)
+  echo "| $1 | $3 | $out |"
+}
+
+echo "| server | connections | forkless-bench load |"
+echo "|---|---:|---|"
+for clients in 1 16; do
+  run "upstream (hyper echo) directly" "$upstream" "$clients"
+done
+gateway memory
+for clients in 1 16; do run "gateway --upstream, memory store" "$url" "$clients"; done
+gateway redb
+for clients in 1 16; do run "gateway --upstream, durable default (redb, batched)" "$url" "$clients"; done
