@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::record::SessionRecord;
 use crate::session::SessionState;
 use crate::stream::{Attachment, Stream, StreamKind, StreamState};
+use crate::stream_map::StreamChange;
 use crate::time::Timestamp;
 
 /// The durations that turn [`Wake`] anchors into deadlines: the core's retention times and
@@ -138,6 +139,31 @@ impl SessionRecord {
             SessionState::Active(a) => {
                 let mut wake = Wake { activity: Some(a.last_activity), ..Wake::default() };
                 for anchor in self.streams.iter().filter_map(anchor) {
+                    let slot = match anchor {
+                        Anchor::Liveness(t) => (&mut wake.liveness, t),
+                        Anchor::Idle(t) => (&mut wake.stream_idle, t),
+                    };
+                    *slot.0 = Some(slot.0.map_or(slot.1, |old| old.min(slot.1)));
+                }
+                wake
+            }
+        }
+    }
+
+    /// The anchors that can have moved sooner since `before` (an earlier version of this
+    /// record): the session's own and those of the streams that changed, not the others'.
+    /// A store that indexes "due no later than" merges these into what it indexed for
+    /// `before`; this costs the streams that changed, where [`Self::wake`] costs them all.
+    pub fn wake_since(&self, before: &Self) -> Wake {
+        match self.session.state {
+            SessionState::Ended(e) => Wake { ended: Some(e.at), ..Wake::default() },
+            SessionState::Active(a) => {
+                let mut wake = Wake { activity: Some(a.last_activity), ..Wake::default() };
+                for change in self.changes_since(before) {
+                    let (StreamChange::Added(s) | StreamChange::Changed { after: s, .. }) = change else {
+                        continue;
+                    };
+                    let Some(anchor) = anchor(s) else { continue };
                     let slot = match anchor {
                         Anchor::Liveness(t) => (&mut wake.liveness, t),
                         Anchor::Idle(t) => (&mut wake.stream_idle, t),

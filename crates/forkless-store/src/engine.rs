@@ -254,9 +254,12 @@ impl Engine {
         persist(Effect::Header(&slot.record));
         let freed = slot.sync_logs(&old, &mut persist);
         self.cool(freed, 0);
+        // What changed can only make the session due sooner than it was indexed for `old`
+        // (the index is a lower bound, checked against the record when due): the changed
+        // streams' anchors, not a pass over all of them.
+        let fresh = slot.record.wake_since(&old);
         slot.record.mark_clean();
         persist(Effect::End);
-        let fresh = slot.record.wake();
         self.index_sooner(&mut slot, fresh);
         Ok(Some(slot.version))
     }
