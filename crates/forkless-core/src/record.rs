@@ -96,6 +96,7 @@ impl SessionRecord {
                 reset_contract: new.reset_contract,
                 principal: new.principal,
                 client: new.client,
+                backend: None,
                 created_at: now,
                 state: SessionState::Active(Active { last_activity: now }),
             },
@@ -129,6 +130,7 @@ impl SessionRecord {
             reset_contract: new.reset_contract,
             principal: new.principal,
             client: new.client,
+            backend: None,
             created_at,
             state,
         };
@@ -257,6 +259,19 @@ impl SessionRecord {
         self.check_active()?;
         self.touch(now);
         Ok(())
+    }
+
+    /// The backend serving the session says how to reach it again from any node (an HTTP
+    /// upstream's session): kept with the session, replacing what it said before.
+    pub fn on_backend(&mut self, facts: std::sync::Arc<str>) -> Result<(), Error> {
+        self.check_active()?;
+        self.session.backend = Some(facts);
+        Ok(())
+    }
+
+    /// What a store read back of [`Self::on_backend`] (stores only).
+    pub fn restore_backend(&mut self, facts: Option<std::sync::Arc<str>>) {
+        self.session.backend = facts;
     }
 
     /// End the session: every stream fenced, nothing retained. Ending twice is refused.

@@ -61,6 +61,9 @@ pub struct Session {
     pub(crate) reset_contract: bool,
     pub(crate) principal: Option<String>,
     pub(crate) client: ClientFacts,
+    /// What the backend serving the session needs to reach it again from any node (an HTTP
+    /// upstream's session id and revision), as the backend wrote it; `None` until it does.
+    pub(crate) backend: Option<std::sync::Arc<str>>,
     pub(crate) created_at: Timestamp,
     pub(crate) state: SessionState,
 }
@@ -85,6 +88,10 @@ impl Session {
     /// What the client said about itself at initialize.
     pub const fn client(&self) -> &ClientFacts {
         &self.client
+    }
+    /// What its backend needs to reach it again from any node, if the backend said.
+    pub fn backend(&self) -> Option<&std::sync::Arc<str>> {
+        self.backend.as_ref()
     }
     /// When it was created.
     pub const fn created_at(&self) -> Timestamp {

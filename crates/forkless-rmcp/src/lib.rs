@@ -113,6 +113,7 @@ where
                 from_backend,
                 guard: Box::new(Running(cancel)),
                 exit: ExitReason::default(),
+                facts: Default::default(),
             })
         }
     }

@@ -180,6 +180,7 @@ impl<S: Store> Common<S> {
                 Some(self.outbox.clone()),
                 self.shutdown.child_token(),
             ));
+            *crate::session::lock(&shared.backend) = record.session().backend().cloned();
             // Back after a restart: it counts against its principal's share again (an
             // address-keyed one is not recorded, so it counts against nobody's).
             if let Some(principal) = record.session().principal() {

@@ -49,6 +49,23 @@ impl SessionHandle {
         &self.shared.client_capabilities
     }
 
+    /// What the session's backend said it needs to reach the session from any node (kept in
+    /// its record by [`Self::remember_backend`]), if it said.
+    pub fn backend_facts(&self) -> Option<Arc<str>> {
+        crate::session::lock(&self.shared.backend).clone()
+    }
+
+    /// Keep `facts` in the session's record, so that whichever node serves the session next
+    /// can reach its backend (an HTTP upstream's session id). A session without a store (a
+    /// stateless request) keeps nothing.
+    pub async fn remember_backend(&self, facts: Arc<str>) -> Result<(), SendError> {
+        *crate::session::lock(&self.shared.backend) = Some(facts.clone());
+        match &self.shared.outbox {
+            Some(outbox) => outbox.remember_backend(self.shared.id, facts).await,
+            None => Ok(()),
+        }
+    }
+
     /// The client's `clientInfo` from initialize (`null` when not known).
     pub fn client_info(&self) -> &Value {
         &self.shared.client_info

@@ -76,6 +76,15 @@ impl<S: Store> Outbox for StoreOutbox<S> {
         })
     }
 
+    fn remember_backend(&self, session: SessionId, facts: Arc<str>) -> BoxFuture<'_, Result<(), SendError>> {
+        Box::pin(async move {
+            transact(&*self.store, session, |r| r.on_backend(facts.clone()))
+                .await
+                .map(|_| ())
+                .map_err(SendError::from_store)
+        })
+    }
+
     fn complete(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<(), SendError>> {
         Box::pin(async move {
             transact(&*self.store, session, |r| r.on_complete(stream, now()))

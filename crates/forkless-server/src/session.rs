@@ -106,6 +106,8 @@ pub(crate) trait Outbox: Send + Sync + 'static {
         session: SessionId,
         stream: &RequestStream,
     ) -> BoxFuture<'_, Result<Option<Grant>, SendError>>;
+    /// Keep `facts` with the session: what its backend needs to reach it from any node.
+    fn remember_backend(&self, session: SessionId, facts: Arc<str>) -> BoxFuture<'_, Result<(), SendError>>;
 }
 
 /// The in-process state of one session: what handles reach and what teardown clears.
@@ -141,6 +143,8 @@ pub(crate) struct SessionShared {
     /// The payload bytes this session retained as last seen (counted in its quota key's
     /// share by [`crate::node::LiveSessions::observe_retained`]).
     pub(crate) retained: AtomicU64,
+    /// What the backend needs to reach the session from any node, as kept in its record.
+    pub(crate) backend: Mutex<Option<Arc<str>>>,
 }
 
 impl fmt::Debug for SessionShared {
@@ -186,6 +190,7 @@ impl SessionShared {
             quota_key: OnceLock::new(),
             last_used: AtomicU64::new(crate::quota::now_ms()),
             retained: AtomicU64::new(0),
+            backend: Mutex::default(),
         }
     }
 

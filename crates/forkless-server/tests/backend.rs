@@ -39,7 +39,13 @@ impl Connector for Fake {
         let (to_backend, rx) = mpsc::channel(16);
         let (tx, from_backend) = mpsc::channel(16);
         tokio::spawn(fake_server(rx, tx, self.0.clone()));
-        Ok(Link { to_backend, from_backend, guard: Box::new(()), exit: ExitReason::default() })
+        Ok(Link {
+            to_backend,
+            from_backend,
+            guard: Box::new(()),
+            exit: ExitReason::default(),
+            facts: Default::default(),
+        })
     }
 }
 

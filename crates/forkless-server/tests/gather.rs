@@ -47,7 +47,13 @@ impl Connector for Burst {
                 let _ = tx.send((json!({ "jsonrpc": "2.0", "id": id, "result": result })).into()).await;
             }
         });
-        Ok(Link { to_backend, from_backend, guard: Box::new(()), exit: ExitReason::default() })
+        Ok(Link {
+            to_backend,
+            from_backend,
+            guard: Box::new(()),
+            exit: ExitReason::default(),
+            facts: Default::default(),
+        })
     }
 }
 

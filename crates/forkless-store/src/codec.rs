@@ -194,6 +194,8 @@ pub fn encode_header(record: &SessionRecord) -> Vec<u8> {
     let client = s.client();
     w.opt(client.capabilities.as_deref().map(str::as_bytes));
     w.opt(client.info.as_deref().map(str::as_bytes));
+    // Format 4 and later: what the backend needs to reach the session (absent before).
+    w.opt(s.backend().map(|b| b.as_bytes()));
     w.0
 }
 
@@ -292,6 +294,8 @@ pub struct RecordParts {
     pub state: SessionState,
     /// Its standalone stream.
     pub standalone: StreamId,
+    /// What its backend needs to reach it again ([`SessionRecord::on_backend`]).
+    pub backend: Option<std::sync::Arc<str>>,
     /// Its streams, added by the caller from their rows.
     pub streams: Vec<StreamParts>,
 }
@@ -300,8 +304,11 @@ impl RecordParts {
     /// The record, checked by the core.
     pub fn build(self) -> Result<SessionRecord, Error> {
         let streams = self.streams.iter().map(StreamParts::build);
-        SessionRecord::restore(self.new, self.created_at, self.state, self.standalone, streams)
-            .map_err(Error::Core)
+        let mut record =
+            SessionRecord::restore(self.new, self.created_at, self.state, self.standalone, streams)
+                .map_err(Error::Core)?;
+        record.restore_backend(self.backend);
+        Ok(record)
     }
 }
 
@@ -353,11 +360,19 @@ pub fn decode_header(bytes: &[u8]) -> Result<RecordParts, Error> {
             info: text("clientInfo is not UTF-8")?,
         }
     };
+    // Written since backend facts were kept: a header from before ends with its client's.
+    let backend = if r.0.is_empty() {
+        None
+    } else {
+        r.opt()?
+            .map(|b| String::from_utf8(b).map(Into::into).map_err(|_| corrupt("backend facts are not UTF-8")))
+            .transpose()?
+    };
     if !r.0.is_empty() {
         return Err(corrupt("trailing bytes in a session header"));
     }
     let new = NewSession { id, revision, reset_contract, principal, client };
-    Ok(RecordParts { new, created_at, state, standalone, streams: Vec::new() })
+    Ok(RecordParts { new, created_at, state, standalone, backend, streams: Vec::new() })
 }
 
 /// Decode a stream row.

@@ -174,3 +174,39 @@ async fn sdk_clients_resume_cut_streams_through_the_gateway() {
     }
     support::peer_passes(Path::new("node"), "tests/interop/ts/client_resume.mjs", &gw.url, &[]).await;
 }
+
+/// Two gateway nodes on one PostgreSQL database in front of one upstream, the session's
+/// owner killed `-9` mid-call: the other node takes the session over, the client resumes
+/// the call's stream there and reads every event it had not seen once, then the lost call's
+/// error with its id; the session goes on from that node on the same upstream session (the
+/// upstream saw one `initialize`: its session id was in the record, never re-initialized).
+#[tokio::test]
+async fn an_owner_killed_mid_call_hands_the_session_and_its_upstream_session_to_another_node() {
+    use support::shared::{Backend, SharedStore};
+    use support::view::{Streaming, read_to_5, resume_to_orphan_answer};
+    let Some(db) = SharedStore::fresh(Backend::Postgres).await else { return };
+    let upstream = Serve::start(&["--store", "memory"]).await;
+    let mut nodes = Vec::new();
+    for name in ["a", "b"] {
+        let addr = support::free_addr();
+        let advertise = format!("http://{addr}");
+        let args =
+            ["--store", &db.store, "--node-id", name, "--lease-ttl", "1000", "--advertise", &advertise];
+        nodes.push(Serve::gateway_upstream_at(&addr, &upstream.url, &args).await);
+    }
+    let b = nodes.pop().expect("b");
+    let a = nodes.pop().expect("a");
+    let Streaming { session, request, stream, seen, reader } = read_to_5(&a.url, 40).await;
+    a.signal("KILL");
+    a.wait().await;
+    drop(reader);
+    let mut session = session.at(&b.url);
+    resume_to_orphan_answer(&session, &seen, &stream, &request, "node b, which took the session over").await;
+    let listed = session.request("tools/list", json!({})).await;
+    assert!(listed.result()["tools"].is_array(), "{:?}", listed.response);
+    let called = session.call_tool("start-notification-stream", json!({ "interval": 1, "count": 3 })).await;
+    assert_eq!(called.log_data().len(), 3, "the upstream session goes on: {:?}", called.before);
+    let seen_upstream = metrics(&upstream.url).await;
+    assert_eq!(counter(&seen_upstream, "forkless_sessions_created_total"), 1, "{seen_upstream}");
+    assert_eq!(counter(&metrics(&b.url).await, "forkless_takeovers_total"), 1);
+}

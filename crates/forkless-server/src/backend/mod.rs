@@ -43,6 +43,26 @@ pub struct Link {
     /// Why its messages ended, when the connector knows more than "the backend exited"
     /// (an HTTP upstream that forgot the session). Default: [`EndReason::BackendExited`].
     pub exit: ExitReason,
+    /// What the backend needs to reach this session again from any node, once the
+    /// connector knows it (after `initialize`); kept in the session's record.
+    pub facts: LinkFacts,
+}
+
+/// What a connector says it needs to reach a session's backend again
+/// ([`Connector::reconnect`]): set by the connector, read once the backend is initialized.
+#[derive(Clone, Debug, Default)]
+pub struct LinkFacts(Arc<Mutex<Option<Arc<str>>>>);
+
+impl LinkFacts {
+    /// Say it (replacing what was said).
+    pub fn set(&self, facts: impl Into<Arc<str>>) {
+        *lock(&self.0) = Some(facts.into());
+    }
+
+    /// What was said, if anything.
+    pub fn get(&self) -> Option<Arc<str>> {
+        lock(&self.0).clone()
+    }
 }
 
 /// A message from a backend, and, when the connector knows it, the request it belongs to.
@@ -96,6 +116,18 @@ pub trait Connector: Send + Sync + 'static {
     /// Start a backend: for `session` (one per session), or the one every session shares
     /// (`None`). An error refuses the `initialize` that asked.
     fn connect(&self, session: Option<SessionId>) -> impl Future<Output = Result<Link, RpcError>> + Send;
+
+    /// Reach again, for `session`, the backend [`LinkFacts`] describe (a session restored on
+    /// another node, or after a restart): no `initialize`, the backend knows the session.
+    /// Default: refused (a stdio child died with its process).
+    fn reconnect(
+        &self,
+        session: SessionId,
+        facts: Arc<str>,
+    ) -> impl Future<Output = Result<Link, RpcError>> + Send {
+        let _ = (session, facts);
+        async { Err(RpcError::internal("this backend cannot be reached again")) }
+    }
 
     /// Figures of the connector's own for `/metrics`. Default none.
     fn metrics(&self) -> Vec<forkless_store::StoreMetric> {
@@ -231,6 +263,17 @@ impl<C: Connector> MessageBackend<C> {
         if let Some(peer) = self.peer(session.id()) {
             return Ok(peer);
         }
+        if let Some(facts) = session.backend_facts().filter(|_| self.cfg.sharing == Sharing::PerSession) {
+            // The backend still has the session (an HTTP upstream's): reach it, never
+            // initialize it anew under the client's session.
+            let link = self.connector.reconnect(session.id(), facts).await?;
+            BackendStats::count(&self.stats.started);
+            let peer = Peer::start(link, self.cfg.sharing, self.stats.clone());
+            peer.attach(session.clone());
+            lock(&self.peers).insert(session.id(), peer.clone());
+            tracing::info!(session = %session.id(), "session restored: its backend reached again");
+            return Ok(peer);
+        }
         let params = json!({
             "protocolVersion": session.revision().as_str(),
             "capabilities": session.client_capabilities(),
@@ -324,7 +367,14 @@ impl<C: Connector> Handler for MessageBackend<C> {
                 // the session; detached before it is stopped if it refuses.
                 peer.attach(session.clone());
                 match self.handshake(&peer, params.clone()).await {
-                    Ok(result) => peer.set_initialized(result),
+                    Ok(result) => {
+                        peer.set_initialized(result);
+                        if let Some(facts) = peer.facts()
+                            && let Err(e) = session.remember_backend(facts).await
+                        {
+                            tracing::warn!(session = %session.id(), error = %e, "backend facts not kept: the session cannot move to another node");
+                        }
+                    }
                     Err(e) => {
                         peer.detach(session.id());
                         peer.stop();

@@ -16,7 +16,7 @@ use forkless_core::{EndReason, SessionId};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{BackendStats, ExitReason, FromBackend, Link, Sharing};
+use super::{BackendStats, ExitReason, FromBackend, Link, LinkFacts, Sharing};
 use crate::context::{RequestContext, SessionHandle};
 use crate::jsonrpc::RpcError;
 use crate::session::{SendError, lock};
@@ -46,6 +46,7 @@ pub(crate) struct Peer {
     state: Mutex<State>,
     guard: Mutex<Option<Box<dyn Send + Sync>>>,
     exit: ExitReason,
+    facts: LinkFacts,
     stats: Arc<BackendStats>,
 }
 
@@ -89,6 +90,7 @@ impl Peer {
             state: Mutex::default(),
             guard: Mutex::new(Some(link.guard)),
             exit: link.exit,
+            facts: link.facts,
             stats,
         });
         tokio::spawn(peer.clone().read(link.from_backend));
@@ -109,6 +111,11 @@ impl Peer {
 
     pub(crate) fn initialized(&self) -> Option<Value> {
         lock(&self.state).initialized.clone()
+    }
+
+    /// What the connector said it needs to reach this backend again.
+    pub(crate) fn facts(&self) -> Option<Arc<str>> {
+        self.facts.get()
     }
 
     pub(crate) fn has_exited(&self) -> bool {

@@ -50,6 +50,26 @@ fn a_record_survives_its_rows() {
     assert!(r.streams().any(|s| s.low_water() > Seq::FIRST), "one stream had events evicted");
 }
 
+#[test]
+fn backend_facts_survive_the_header_and_a_header_from_before_them_reads_without() {
+    let mut r = varied_record();
+    r.on_backend("{\"session\":\"up-1\"}".into()).unwrap();
+    let header = encode_header(&r);
+    let parts = decode_header(&header).unwrap();
+    assert_eq!(parts.backend.as_deref(), Some("{\"session\":\"up-1\"}"));
+    let mut rebuilt = parts;
+    for s in r.streams() {
+        rebuilt.streams.push(decode_stream(&encode_stream(s)).unwrap());
+    }
+    assert_eq!(rebuilt.build().unwrap(), r);
+    // A header written before backend facts were kept ends with its client's facts (here:
+    // the trailing "none" of the backend's optional field removed).
+    let plain = varied_record();
+    let mut before = encode_header(&plain);
+    assert_eq!(before.pop(), Some(0), "an absent backend is one byte");
+    assert_eq!(decode_header(&before).unwrap().backend, None);
+}
+
 proptest! {
     /// Whatever the bytes stored, decoding returns a value or a typed error; it never panics.
     #[test]

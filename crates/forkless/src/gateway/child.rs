@@ -171,7 +171,13 @@ impl Connector for StdioConnector {
         tokio::spawn(write_messages(stdin, outgoing));
         tokio::spawn(read_messages(BufReader::new(stdout), incoming, spec.max_line_bytes, who.clone()));
         tokio::spawn(log_stderr(BufReader::new(stderr), spec.max_line_bytes, who));
-        Ok(Link { to_backend, from_backend, guard: Box::new(guard), exit: ExitReason::default() })
+        Ok(Link {
+            to_backend,
+            from_backend,
+            guard: Box::new(guard),
+            exit: ExitReason::default(),
+            facts: Default::default(),
+        })
     }
 }
 

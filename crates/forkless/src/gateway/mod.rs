@@ -143,9 +143,15 @@ pub fn run(args: &GatewayArgs) -> Result<(), Error> {
             args.upstream_ca.clone(),
         )?;
         tracing::info!(upstream = %spec.url, "gateway for a Streamable HTTP MCP server");
+        // The upstream holds the session's state, and the record holds the upstream session's
+        // id: any node can take the session over and reach it again.
         let handler = MessageBackend::new(
             upstream::HttpConnector::new(spec)?,
-            BackendConfig { initialize_timeout: args.initialize_timeout, ..BackendConfig::default() },
+            BackendConfig {
+                initialize_timeout: args.initialize_timeout,
+                restorable: forkless_server::Restorable::Yes,
+                ..BackendConfig::default()
+            },
         );
         let runtime =
             tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Error::Startup)?;

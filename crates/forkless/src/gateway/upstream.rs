@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use forkless_core::{EndReason, SessionId};
 use forkless_server::RpcError;
-use forkless_server::backend::{Connector, ExitReason, FromBackend, Link};
+use forkless_server::backend::{Connector, ExitReason, FromBackend, Link, LinkFacts};
 use forkless_store::{MetricKind, StoreMetric};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
@@ -112,24 +112,68 @@ impl HttpConnector {
     }
 }
 
-impl Connector for HttpConnector {
-    async fn connect(&self, session: Option<SessionId>) -> Result<Link, RpcError> {
+impl HttpConnector {
+    /// A link to an upstream session: a new one (`known` empty), or one the upstream knows.
+    fn link(&self, session: Option<SessionId>, known: Option<(HeaderValue, Option<HeaderValue>)>) -> Link {
         let (to_backend, to_rx) = mpsc::channel(64);
         let (from_tx, from_backend) = mpsc::channel(256);
         let exit = ExitReason::default();
+        let facts = LinkFacts::default();
+        let reached = known.is_some();
+        let (id, version) = known.map_or((None, None), |(id, v)| (Some(id), v));
         let upstream = Arc::new(Upstream {
             spec: self.spec.clone(),
             http: self.http.clone(),
             forkless: session,
-            session: Mutex::new(None),
-            version: Mutex::new(None),
+            session: Mutex::new(id),
+            version: Mutex::new(version),
             from: Mutex::new(Some(from_tx)),
             exit: exit.clone(),
+            facts: facts.clone(),
             cancel: CancellationToken::new(),
             stats: self.stats.clone(),
         });
         tokio::spawn(upstream.clone().run(to_rx));
-        Ok(Link { to_backend, from_backend, guard: Box::new(Ended(upstream)), exit })
+        if reached {
+            // Initialized long ago: its GET stream is opened at once.
+            tokio::spawn(upstream.clone().standalone());
+        }
+        Link { to_backend, from_backend, guard: Box::new(Ended(upstream)), exit, facts }
+    }
+}
+
+/// What a session's record keeps of its upstream session: enough for any node to reach it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Facts {
+    /// The upstream it is on (another one never gets its id).
+    upstream: String,
+    /// The upstream's `Mcp-Session-Id`.
+    session: String,
+    /// The revision the upstream answered `initialize` with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    version: Option<String>,
+}
+
+impl Connector for HttpConnector {
+    async fn connect(&self, session: Option<SessionId>) -> Result<Link, RpcError> {
+        Ok(self.link(session, None))
+    }
+
+    async fn reconnect(&self, session: SessionId, facts: Arc<str>) -> Result<Link, RpcError> {
+        let facts: Facts = serde_json::from_str(&facts)
+            .map_err(|e| RpcError::internal(format!("the session's upstream facts do not read: {e}")))?;
+        if facts.upstream != self.spec.url.as_str() {
+            return Err(RpcError::internal(format!(
+                "the session's upstream session is on {}, not on this gateway's upstream",
+                facts.upstream
+            )));
+        }
+        let bad =
+            |e: reqwest::header::InvalidHeaderValue| RpcError::internal(format!("upstream session id: {e}"));
+        let id = HeaderValue::try_from(facts.session).map_err(bad)?;
+        let version = facts.version.map(HeaderValue::try_from).transpose().map_err(bad)?;
+        tracing::info!(%session, "reaching the session's upstream session again");
+        Ok(self.link(Some(session), Some((id, version))))
     }
 
     fn metrics(&self) -> Vec<StoreMetric> {
@@ -194,6 +238,8 @@ pub(crate) struct Upstream {
     /// To the forkless session; taken (closing it) when the upstream session is over.
     from: Mutex<Option<mpsc::Sender<FromBackend>>>,
     exit: ExitReason,
+    /// What the session's record keeps of the upstream session (set after `initialize`).
+    facts: LinkFacts,
     cancel: CancellationToken,
     stats: Arc<UpstreamStats>,
 }
@@ -276,6 +322,16 @@ impl Upstream {
         let version = message.pointer("/result/protocolVersion").and_then(Value::as_str);
         if let Some(v) = version.and_then(|v| HeaderValue::try_from(v).ok()) {
             *lock(&self.version) = Some(v);
+        }
+        if let Some(id) = head.get(SESSION_ID).and_then(|v| v.to_str().ok()) {
+            let facts = Facts {
+                upstream: self.spec.url.to_string(),
+                session: id.to_owned(),
+                version: version.map(str::to_owned),
+            };
+            if let Ok(text) = serde_json::to_string(&facts) {
+                self.facts.set(text);
+            }
         }
     }
 

@@ -127,8 +127,13 @@ impl Serve {
 
     /// `forkless gateway --listen 127.0.0.1:0 --upstream URL <extra>`, up to its start-up line.
     pub async fn gateway_upstream(upstream: &str, extra: &[&str]) -> Self {
+        Self::gateway_upstream_at("127.0.0.1:0", upstream, extra).await
+    }
+
+    /// Like [`Self::gateway_upstream`], listening on `listen`.
+    pub async fn gateway_upstream_at(listen: &str, upstream: &str, extra: &[&str]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_forkless"));
-        command.arg("gateway").args(["--listen", "127.0.0.1:0", "--upstream", upstream]).args(extra);
+        command.arg("gateway").args(["--listen", listen, "--upstream", upstream]).args(extra);
         Self::spawn(command, extra, &[]).await
     }
 
