@@ -194,8 +194,12 @@ pub fn encode_header(record: &SessionRecord) -> Vec<u8> {
     let client = s.client();
     w.opt(client.capabilities.as_deref().map(str::as_bytes));
     w.opt(client.info.as_deref().map(str::as_bytes));
-    // Format 4 and later: what the backend needs to reach the session (absent before).
-    w.opt(s.backend().map(|b| b.as_bytes()));
+    // What the backend needs to reach the session, only when it said: a header without it
+    // is byte for byte what builds before it wrote and read (a rolling upgrade's older nodes
+    // read every session but those of an HTTP upstream gateway).
+    if let Some(backend) = s.backend() {
+        w.opt(Some(backend.as_bytes()));
+    }
     w.0
 }
 
@@ -360,7 +364,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<RecordParts, Error> {
             info: text("clientInfo is not UTF-8")?,
         }
     };
-    // Written since backend facts were kept: a header from before ends with its client's.
+    // Present only when the backend said (see `encode_header`).
     let backend = if r.0.is_empty() {
         None
     } else {
