@@ -255,3 +255,74 @@ async fn three_gateway_nodes_behind_haproxy_in_front_of_one_upstream_pass_chaos(
     let seen_upstream = metrics(&upstream.url).await;
     assert_eq!(counter(&seen_upstream, "forkless_sessions_created_total"), 10, "one upstream session each");
 }
+
+/// The client's token never goes upstream (MCP forbids token passthrough): a gateway that
+/// requires OAuth tokens, in front of an upstream that records the `Authorization` of every
+/// request it gets, sends only its own `--upstream-header` credentials, on every request.
+#[tokio::test]
+async fn the_clients_token_never_reaches_the_upstream_only_the_gateways_own_header() {
+    use axum::http::{HeaderMap, StatusCode};
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record = seen.clone();
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |headers: HeaderMap, body: String| {
+            let record = record.clone();
+            async move {
+                let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("none");
+                record.lock().unwrap().push(auth.to_owned());
+                let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                let Some(id) = message.get("id").cloned() else {
+                    return (StatusCode::ACCEPTED, HeaderMap::new(), String::new());
+                };
+                let result = match message["method"].as_str() {
+                    Some("initialize") => json!({ "protocolVersion": "2025-06-18", "capabilities": {},
+                        "serverInfo": { "name": "recorder", "version": "1" } }),
+                    _ => json!({ "tools": [] }),
+                };
+                let mut head = HeaderMap::new();
+                head.insert("content-type", "application/json".parse().unwrap());
+                head.insert("mcp-session-id", "upstream-1".parse().unwrap());
+                let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+                (StatusCode::OK, head, answer.to_string())
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let (mut args, token) = support::oauth_setup();
+    args.extend(["--upstream-header".to_owned(), "Authorization: Bearer upstream-secret".to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let gw = Serve::gateway_upstream(&upstream, &args).await;
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<String>| {
+        let mut request = http
+            .post(&gw.url)
+            .bearer_auth(&token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session).header("mcp-protocol-version", "2025-06-18");
+        }
+        request.send()
+    };
+    let init = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "t", "version": "0" } } });
+    let response = guard("initialize", post(init, None)).await.expect("initialize");
+    assert_eq!(response.status(), 200);
+    let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let listed = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+    let response = guard("tools/list", post(listed, Some(session))).await.expect("tools/list");
+    assert_eq!(response.status(), 200);
+    let _ = response.text().await;
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.len() >= 3, "initialize, initialized and tools/list reached the upstream: {seen:?}");
+    assert!(
+        seen.iter().all(|a| a == "Bearer upstream-secret"),
+        "only the gateway's own credentials: {seen:?}"
+    );
+    assert!(!seen.iter().any(|a| a.contains(&token)), "the client's token never went upstream");
+}

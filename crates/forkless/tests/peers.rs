@@ -10,7 +10,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use support::{GUARD, Serve, guard, peer, peer_passes, root};
+use support::{GUARD, Serve, guard, oauth_setup, peer, peer_passes, root};
 
 /// Run a peer script against a fresh server; it prints `PASS ...` or `FAIL ...` last.
 async fn run_peer(program: &Path, script: &str, serve_args: &[&str]) {
@@ -115,41 +115,6 @@ async fn typescript_sdk_initializes_lists_and_gets_progress() {
 #[tokio::test]
 async fn typescript_sdk_resumes_a_cut_stream_with_its_resumption_token() {
     node("tests/interop/ts/client_resume.mjs").await;
-}
-
-/// `forkless serve` requiring OAuth tokens (a JWKS file, an Ed25519 key), and a token for
-/// `alice` signed with it: the arguments and the token.
-fn oauth_setup() -> (Vec<String>, String) {
-    const KEY: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIADk8JAut6UlYHtTzERAm92OfFLaO4wqsGN4P4gKoewV\n-----END PRIVATE KEY-----\n";
-    const X: &str = "jTvnchwpVTeRAyQJl5YyuQUQ55iEI7F3Mao9I4dhbq4";
-    let dir = support::fresh_data_dir();
-    let jwks = dir.join("jwks.json");
-    let doc = serde_json::json!({ "keys": [{ "kty": "OKP", "crv": "Ed25519", "x": X, "kid": "k1", "alg": "EdDSA" }] });
-    std::fs::write(&jwks, doc.to_string()).expect("write the JWKS");
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    let claims = serde_json::json!({ "iss": "https://issuer.test", "aud": "https://mcp.test/mcp", "sub": "alice", "exp": now + 3600 });
-    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
-    header.kid = Some("k1".into());
-    let token = jsonwebtoken::encode(
-        &header,
-        &claims,
-        &jsonwebtoken::EncodingKey::from_ed_pem(KEY.as_bytes()).unwrap(),
-    )
-    .unwrap();
-    let args = [
-        "--store",
-        "memory",
-        "--auth-issuer",
-        "https://issuer.test",
-        "--auth-audience",
-        "https://mcp.test/mcp",
-        "--auth-jwks",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .chain([jwks.display().to_string()])
-    .collect();
-    (args, token)
 }
 
 #[tokio::test]
