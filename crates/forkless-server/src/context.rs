@@ -49,6 +49,11 @@ impl SessionHandle {
         &self.shared.client_capabilities
     }
 
+    /// Refuse the session's new requests with `reason` from now on, before its end runs.
+    pub(crate) fn refuse_new(&self, reason: EndReason) {
+        self.shared.refuse_new(reason);
+    }
+
     /// What the session's backend said it needs to reach the session from any node (kept in
     /// its record by [`Self::remember_backend`]), if it said.
     pub fn backend_facts(&self) -> Option<Arc<str>> {

@@ -241,6 +241,12 @@ impl SessionShared {
         self.closing.get().copied()
     }
 
+    /// Refuse new requests from now on with `reason` (what [`Self::close`] starts with), for
+    /// a caller that must be sure of it before it answers anything (a backend gone).
+    pub(crate) fn refuse_new(&self, reason: EndReason) {
+        let _ = self.closing.set(reason);
+    }
+
     /// End the session with `reason`: refuse new requests now, wait for those running to
     /// have their answers on their streams (their handlers are told nothing; a backend that
     /// is gone answers them with errors), leave the streams readable for `retry_budget` so

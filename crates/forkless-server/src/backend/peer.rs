@@ -390,6 +390,11 @@ impl Peer {
                 "MCP server gone; its sessions end"
             );
         }
+        // Refused first, so that a request sent after a client saw one of these errors is
+        // refused too (404 with the reason), not forwarded to the gone backend.
+        for session in &sessions {
+            session.refuse_new(reason);
+        }
         for w in waiting {
             let _ = w.tx.send(Err(gone(reason)));
         }
