@@ -17,31 +17,9 @@ seconds=${1:-5}
 for tool in perf strace taskset; do
   command -v "$tool" >/dev/null || { echo "bench-syscalls: $tool is not installed" >&2; exit 2; }
 done
-cargo build --release -q -p forkless-bench
-bench=target/release/forkless-bench
-server_cpu=(taskset -c 0)
-load_cpu=(taskset -c 1)
-if [[ -n "${FORKLESS_BENCH_NO_PIN:-}" ]]; then server_cpu=(); load_cpu=(); fi
-work=$(mktemp -d)
-server=""
-cleanup() {
-  if [[ -n "$server" ]]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# Start TARGET on CPU 0; sets $server and $url.
-start() {
-  "${server_cpu[@]}" "$bench" serve --target "$1" --answer sse --listen 127.0.0.1:0 >"$work/serve.log" 2>&1 &
-  server=$!
-  for _ in $(seq 100); do
-    url=$(awk '/listening on/ { print $3 }' "$work/serve.log")
-    [[ -n "$url" ]] && return 0
-    sleep 0.05
-  done
-  echo "bench-syscalls: $1 did not start: $(cat "$work/serve.log")" >&2
-  exit 1
-}
+name=bench-syscalls
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 
 # The load's completed requests.
 load() {
@@ -49,11 +27,6 @@ load() {
     sed -n 's/.*ops: \([0-9]*\),.*/\1/p'
 }
 
-stop() {
-  kill "$server" 2>/dev/null || true
-  wait "$server" 2>/dev/null || true
-  server=""
-}
 
 echo "| server | requests/s | CPU µs/request | context switches/request | system calls/request (by kind) |"
 echo "|---|---:|---:|---:|---|"

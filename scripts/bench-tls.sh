@@ -19,52 +19,23 @@ seconds=${1:-5}
 for tool in perf taskset openssl; do
   command -v "$tool" >/dev/null || { echo "bench-tls: $tool is not installed" >&2; exit 2; }
 done
-cargo build --release -q -p forkless-bench
-bench=target/release/forkless-bench
-server_cpu=(taskset -c 0)
-load_cpu=(taskset -c 1)
-if [[ -n "${FORKLESS_BENCH_NO_PIN:-}" ]]; then server_cpu=(); load_cpu=(); fi
-work=$(mktemp -d)
-server=""
-cleanup() {
-  if [[ -n "$server" ]]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+name=bench-tls
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 
 # A certificate for 127.0.0.1 (the address the servers announce), trusted by the load.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench \
   -addext subjectAltName=IP:127.0.0.1,DNS:localhost -addext basicConstraints=critical,CA:FALSE \
   -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
-
-# Start TARGET on CPU 0, over TLS if $2 is "tls"; sets $server and $url.
-start() {
-  local tls=()
-  if [[ "$2" == tls ]]; then tls=(--tls-cert "$work/tls.crt" --tls-key "$work/tls.key"); fi
-  "${server_cpu[@]}" "$bench" serve --target "$1" --answer sse --listen 127.0.0.1:0 "${tls[@]}" >"$work/serve.log" 2>&1 &
-  server=$!
-  for _ in $(seq 100); do
-    url=$(awk '/listening on/ { print $3 }' "$work/serve.log")
-    [[ -n "$url" ]] && return 0
-    sleep 0.05
-  done
-  echo "bench-tls: $1 did not start: $(cat "$work/serve.log")" >&2
-  exit 1
-}
-
-stop() {
-  kill "$server" 2>/dev/null || true
-  wait "$server" 2>/dev/null || true
-  server=""
-}
+tls=(--tls-cert "$work/tls.crt" --tls-key "$work/tls.key")
 
 # One row: TARGET MODE (plain, tls-h1, tls-h2); prints "ops cpu_ms".
 measure() {
   local target=$1 mode=$2 flags=()
   case "$mode" in
-    plain) start "$target" plain ;;
-    tls-h1) start "$target" tls; flags=(--ca-file "$work/tls.crt" --http1) ;;
-    tls-h2) start "$target" tls; flags=(--ca-file "$work/tls.crt") ;;
+    plain) start "$target" ;;
+    tls-h1) start "$target" "${tls[@]}"; flags=(--ca-file "$work/tls.crt" --http1) ;;
+    tls-h2) start "$target" "${tls[@]}"; flags=(--ca-file "$work/tls.crt") ;;
   esac
   perf stat -x, -e task-clock -p "$server" -o "$work/perf.csv" -- sleep "$((seconds + 1))" &
   local perf=$!

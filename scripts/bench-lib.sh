@@ -1,0 +1,38 @@
+# Sourced by the scripts that run `forkless-bench serve` targets one after the other
+# (bench-syscalls.sh, bench-tls.sh): the release build, CPU pinning (servers on CPU 0, the
+# load on CPU 1; FORKLESS_BENCH_NO_PIN=1 for none), a scratch directory, and starting and
+# stopping one server at a time. The caller sets $name (for messages) before sourcing.
+cargo build --release -q -p forkless-bench
+bench=target/release/forkless-bench
+server_cpu=(taskset -c 0)
+load_cpu=(taskset -c 1)
+if [[ -n "${FORKLESS_BENCH_NO_PIN:-}" ]]; then server_cpu=(); load_cpu=(); fi
+work=$(mktemp -d)
+server=""
+cleanup() {
+  if [[ -n "$server" ]]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Start `forkless-bench serve --target TARGET --answer sse [FLAGS…]` on the server CPU; sets
+# $server and $url (from its `listening on URL` line).
+start() {
+  local target=$1
+  shift
+  "${server_cpu[@]}" "$bench" serve --target "$target" --answer sse --listen 127.0.0.1:0 "$@" >"$work/serve.log" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do
+    url=$(awk '/listening on/ { print $3 }' "$work/serve.log")
+    [[ -n "$url" ]] && return 0
+    sleep 0.05
+  done
+  echo "$name: $target did not start: $(cat "$work/serve.log")" >&2
+  exit 1
+}
+
+stop() {
+  kill "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+  server=""
+}
