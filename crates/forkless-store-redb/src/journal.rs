@@ -24,9 +24,8 @@ use super::Durability;
 use super::checkpoint::Superseded;
 use super::checkpointer::Checkpointer;
 use super::codec;
-use super::group::{
-    Group, IMMEDIATE_POLL, Settled, WindowPlan, coalesce, gather_waiters, gather_window, poll_briefly,
-};
+use super::gather::{IMMEDIATE_POLL, gather_waiters, gather_window, poll_briefly};
+use super::group::{Group, Settled, WindowPlan, coalesce};
 use super::hooks::CrashHook;
 use super::inbox::Inbox;
 use super::op::Op;

@@ -37,6 +37,7 @@ mod checkpoint;
 mod checkpointer;
 mod codec;
 mod cold;
+mod gather;
 mod group;
 mod hooks;
 mod inbox;

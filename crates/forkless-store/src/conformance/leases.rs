@@ -9,7 +9,7 @@ use std::time::Duration;
 use forkless_core::Seq;
 
 use super::GUARD;
-use super::nodes::{created, emit};
+use super::{created, emit_standalone as emit};
 use crate::shared::{Database, LeaseOp, SharedStore};
 use crate::{Error, Reader, Store};
 

@@ -231,6 +231,15 @@ pub async fn emit<S: Store>(
         .await
 }
 
+/// [`emit`] on `record`'s standalone stream.
+pub(super) async fn emit_standalone<S: Store>(
+    store: &S,
+    record: &SessionRecord,
+    n: u64,
+) -> Result<forkless_core::EventId, Error> {
+    emit(store, record.id(), AppendTarget::Standalone, n).await
+}
+
 pub(super) async fn open_request<S: Store>(store: &S, session: SessionId, seed: u64) -> StreamId {
     let id = StreamId::generate(&mut SeededEntropy::new(seed));
     transact(store, session, |r| r.open_request_stream(id, T0, &cfg())).await.expect("open request stream");

@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use forkless_core::{AppendTarget, GetOutcome, GetRequest, SeededEntropy, Seq, SessionRecord};
+use forkless_core::{GetOutcome, GetRequest, SeededEntropy, Seq, SessionRecord};
 
-use super::{GUARD, T0, cfg, leases, new_record, payload};
+use super::{GUARD, T0, cfg, created, emit_standalone as emit, leases, payload};
 use crate::shared::{Database, Loaded, SharedStore, Takeover};
 use crate::{Error, Owner, Store};
 use crate::{Reader, StreamEnd, transact};
@@ -90,20 +90,6 @@ macro_rules! store_node_tests {
             assert_eq!(&[$(stringify!($name)),*], $crate::conformance::NODE_CHECKS);
         }
     };
-}
-
-pub(super) async fn emit<S: Store>(
-    store: &S,
-    record: &SessionRecord,
-    n: u64,
-) -> Result<forkless_core::EventId, Error> {
-    super::emit(store, record.id(), AppendTarget::Standalone, n).await
-}
-
-pub(super) async fn created<S: Store>(store: &S, seed: u64) -> SessionRecord {
-    let record = new_record(seed, true);
-    store.create(record.clone()).await.expect("create");
-    record
 }
 
 async fn woken_by_the_other_node<S: Store>(a: S, b: S) {
