@@ -15,12 +15,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Start `forkless-bench serve --target TARGET --answer sse [FLAGS…]` on the server CPU; sets
-# $server and $url (from its `listening on URL` line).
+# The rmcp reference (bench/rmcp-echo, its own package and target directory), built on first
+# use by a script that starts the `rmcp` target.
+rmcp=bench/rmcp-echo/target/release/rmcp-echo
+build_rmcp() {
+  CARGO_TARGET_DIR=bench/rmcp-echo/target cargo build --release -q --manifest-path bench/rmcp-echo/Cargo.toml
+}
+
+# Start `forkless-bench serve --target TARGET --answer sse [FLAGS…]` (or, for the target
+# `rmcp`, rmcp's stateful server) on the server CPU; sets $server and $url (from its
+# `listening on URL` line).
 start() {
   local target=$1
   shift
-  "${server_cpu[@]}" "$bench" serve --target "$target" --answer sse --listen 127.0.0.1:0 "$@" >"$work/serve.log" 2>&1 &
+  if [[ "$target" == rmcp ]]; then
+    "${server_cpu[@]}" "$rmcp" --listen 127.0.0.1:0 --mode stateful >"$work/serve.log" 2>&1 &
+  else
+    "${server_cpu[@]}" "$bench" serve --target "$target" --answer sse --listen 127.0.0.1:0 "$@" >"$work/serve.log" 2>&1 &
+  fi
   server=$!
   for _ in $(seq 100); do
     url=$(awk '/listening on/ { print $3 }' "$work/serve.log")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Where a request's time goes besides instructions (issue 45): for the bare hyper echo and
-# forkless (memory store), the SSE-answered `tools/call` echo at 16 connections from
-# `forkless-bench load`, one after the other in one run. Per request: system calls by kind
+# Where a request's time goes besides instructions (issue 45): for the bare hyper echo, rmcp's
+# stateful server and forkless (memory store), the SSE-answered `tools/call` echo at 16
+# connections from `forkless-bench load`, one after the other in one run, and forkless's
+# ratios to both. Per request: system calls by kind
 # (strace -c, in a run of its own since tracing slows the server), and context switches and
 # server CPU (perf stat, untraced). Servers on CPU 0, the load on CPU 1. Figures:
 # docs/benchmarks.md ("System calls and context switches per request").
@@ -28,9 +29,11 @@ load() {
 }
 
 
+build_rmcp
+declare -A rate cpu
 echo "| server | requests/s | CPU µs/request | context switches/request | system calls/request (by kind) |"
 echo "|---|---:|---:|---:|---|"
-for target in hyper forkless; do
+for target in hyper rmcp forkless; do
   # Untraced: throughput, CPU and context switches.
   start "$target"
   perf stat -x, -e context-switches,task-clock -p "$server" -o "$work/perf.csv" -- sleep "$((seconds + 1))" &
@@ -55,4 +58,10 @@ for target in hyper forkless; do
   total=$(awk -v n="$traced" '$NF == "total" { printf "%.2f", $4 / n }' "$work/strace.txt")
   awk -v t="$target" -v ops="$ops" -v s="$seconds" -v sw="$switches" -v ms="$clock_ms" -v total="$total" -v calls="$calls" 'BEGIN {
       printf "| %s | %d | %.1f | %.3f | %s: %s |\n", t, ops / s, ms * 1000 / ops, sw / ops, total, calls }'
+  rate[$target]=$((ops / seconds))
+  cpu[$target]=$(awk -v ms="$clock_ms" -v ops="$ops" 'BEGIN { printf "%.2f", ms * 1000 / ops }')
 done
+awk -v f="${rate[forkless]}" -v h="${rate[hyper]}" -v r="${rate[rmcp]}" \
+    -v fc="${cpu[forkless]}" -v hc="${cpu[hyper]}" 'BEGIN {
+  printf "\nforkless: %.2fx hyper'"'"'s requests/s (target >= 0.7), %.2fx rmcp'"'"'s (>= 2), %.2fx hyper'"'"'s CPU per request (<= 1.6)\n",
+    f / h, f / r, fc / hc }'

@@ -56,6 +56,40 @@ impl Revision {
     pub const fn disconnect_cancels(self) -> bool {
         !self.has_sessions()
     }
+
+    /// Whether every request stands alone (2026-07-28): no session, no `initialize`, and a
+    /// GET or DELETE on the endpoint means nothing.
+    pub const fn is_stateless(self) -> bool {
+        !self.has_sessions()
+    }
+
+    /// Whether the client sends `MCP-Protocol-Version` on every request after initialize.
+    pub const fn sends_version_header(self) -> bool {
+        !matches!(self, Self::V2025_03_26)
+    }
+
+    /// Whether a server may close a request's SSE stream before its answer and let the
+    /// client poll for the rest with `Last-Event-ID` (after the `retry:` it was told).
+    pub const fn allows_polling(self) -> bool {
+        matches!(self, Self::V2025_11_25)
+    }
+
+    /// Whether a request gets log messages only when it opted in (its `_meta` names a level),
+    /// rather than at the session's `logging/setLevel`.
+    pub const fn logs_by_request(self) -> bool {
+        self.is_stateless()
+    }
+
+    /// Whether a request may become a task (the tasks extension, when the client declared it).
+    pub const fn has_tasks(self) -> bool {
+        self.is_stateless()
+    }
+
+    /// Whether a request that needs input is answered `input_required` with a sealed
+    /// `requestState` and retried by the client, rather than asking on its stream.
+    pub const fn asks_by_retry(self) -> bool {
+        self.is_stateless()
+    }
 }
 
 /// A set of revisions: those a server offers (the operator's choice, PROTOCOL section 9).
@@ -180,6 +214,37 @@ mod tests {
         assert_eq!(RevisionSet::ALL.intersect(RevisionSet::SESSIONS), RevisionSet::SESSIONS);
         for bad in ["", "2024-11-05", "2025-11-25,", "all,2025-11-25"] {
             assert_eq!(bad.parse::<RevisionSet>(), Err(UnsupportedRevision), "{bad:?}");
+        }
+    }
+
+    /// What each revision changes, as PROTOCOL section 9 tabulates it: one row per revision,
+    /// so a new revision must say what it does for every behaviour the server asks about.
+    #[test]
+    fn each_revision_behaves_as_the_table_says() {
+        type Row = (Revision, [bool; 8]);
+        // sessions, batches, priming, disconnect cancels, stateless, version header, polling,
+        // logs/tasks/input by request
+        let table: [Row; 4] = [
+            (Revision::V2025_03_26, [true, true, false, false, false, false, false, false]),
+            (Revision::V2025_06_18, [true, false, false, false, false, true, false, false]),
+            (Revision::V2025_11_25, [true, false, true, false, false, true, true, false]),
+            (Revision::V2026_07_28, [false, false, false, true, true, true, false, true]),
+        ];
+        for (r, row) in table {
+            let by_request = r.logs_by_request();
+            assert_eq!(by_request, r.has_tasks(), "{r}");
+            assert_eq!(by_request, r.asks_by_retry(), "{r}");
+            let got = [
+                r.has_sessions(),
+                r.accepts_batches(),
+                r.sends_priming_event(),
+                r.disconnect_cancels(),
+                r.is_stateless(),
+                r.sends_version_header(),
+                r.allows_polling(),
+                by_request,
+            ];
+            assert_eq!(got, row, "{r}");
         }
     }
 }

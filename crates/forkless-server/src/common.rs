@@ -1,15 +1,13 @@
-//! State shared by the endpoint, the writers and the sweeper, and the wall clock as the core
-//! sees it.
+//! State shared by the endpoint, the writers and the sweeper.
 //!
 //! This module owns where the node's state is reached from: the live sessions' handler-side
 //! state ([`SessionShared`], through [`LiveSessions`]), the node's [`Attachments`] and its
 //! [`Inbox`] (see [`crate::node`] for those interfaces). It makes no decision about streams.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use forkless_core::{AppendTarget, EventKind};
-use forkless_core::{EndReason, SessionId, SessionRecord, Timestamp};
+use forkless_core::{EndReason, SessionId, SessionRecord};
 use forkless_store::{Append, Store};
 
 use crate::jsonrpc::{self, RpcError};
@@ -20,43 +18,14 @@ use tokio_util::sync::CancellationToken;
 use crate::handler::Restorable;
 use crate::node::{Attachments, Forwarder, Inbox, LiveSessions, Routes};
 
+use crate::clock::{RateLimit, now};
 use crate::config::ServerConfig;
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::session::{Outbox, SessionShared};
 
-/// The wall clock as the core sees it.
-pub(crate) fn now() -> Timestamp {
-    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    Timestamp::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
-}
-
 /// What a client refused at capacity is told to wait.
 const CAPACITY_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Lets a log line through at most once per interval (for conditions that can repeat at the
-/// request rate).
-#[derive(Debug)]
-pub(crate) struct RateLimit {
-    every: std::time::Duration,
-    last: std::sync::Mutex<Option<std::time::Instant>>,
-}
-
-impl RateLimit {
-    pub(crate) const fn new(every: std::time::Duration) -> Self {
-        Self { every, last: std::sync::Mutex::new(None) }
-    }
-
-    /// Whether a line may be logged now (and, if so, the clock starts again).
-    pub(crate) fn due(&self) -> bool {
-        let mut last = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if last.is_some_and(|t| t.elapsed() < self.every) {
-            return false;
-        }
-        *last = Some(std::time::Instant::now());
-        true
-    }
-}
 
 /// State shared by the endpoint, the writers and the sweeper.
 pub(crate) struct Common<S> {
@@ -275,9 +244,4 @@ impl<S: Store> Common<S> {
     pub(crate) fn end_local(&self, id: SessionId, reason: EndReason) {
         self.sessions.end(id, reason);
     }
-}
-
-/// Whole milliseconds of `d`, saturating (header values and JSON fields).
-pub(crate) fn millis(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -16,7 +16,7 @@ use crate::request_state::{Binding, RequestStates};
 use crate::session::SendError;
 use crate::session::{RequestStream, SessionShared, notification_payload};
 use crate::tasks::TaskStarter;
-use forkless_core::{AppendTarget, EndReason, Revision, SessionId};
+use forkless_core::{AppendTarget, EndReason, EventKind, Revision, SessionId};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -85,7 +85,7 @@ impl SessionHandle {
     /// resumes it).
     pub async fn notify(&self, method: &str, params: Value) -> Result<(), SendError> {
         let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
-        self.shared.append(AppendTarget::Standalone, &message, false).await
+        self.shared.append(AppendTarget::Standalone, &message, EventKind::Intermediate).await.map(|_| ())
     }
 
     /// End the session with `reason` (for a handler backed by another MCP server:
@@ -237,7 +237,7 @@ impl RequestContext {
                 name: seal.name.as_deref(),
             };
             let answers = self.rounds.as_ref().map(|r| r.answers().clone()).unwrap_or_default();
-            result["requestState"] = json!(seal.states.seal(state, &answers, &binding, crate::common::now()));
+            result["requestState"] = json!(seal.states.seal(state, &answers, &binding, crate::clock::now()));
         }
         result
     }
@@ -296,7 +296,7 @@ impl RequestContext {
         };
         // Serialized straight into the payload: no envelope object is built per notification.
         let payload = notification_payload(method, &params);
-        self.session.shared.append_payload(target, payload, false).await.map(|_| ())
+        self.session.shared.append_payload(target, payload, EventKind::Intermediate).await.map(|_| ())
     }
 
     /// `notifications/progress` with this request's progressToken; `Ok(())` and nothing sent

@@ -11,11 +11,10 @@ use crate::handler::Handler;
 use crate::metrics::Metrics;
 use crate::writer::WriterOptions;
 
-use crate::answer::preamble;
-use crate::common::now;
-use crate::request::{
-    LAST_EVENT_ID, STREAM_ID, accepts, check_single_valued, lossy_header, protocol_version,
-};
+use crate::clock::now;
+use crate::headers::{LAST_EVENT_ID, STREAM_ID};
+use crate::request::{accepts, check_single_valued, lossy_header, protocol_version};
+use crate::respond::preamble;
 use crate::server::App;
 
 impl<S: Store, H: Handler> App<S, H> {
@@ -23,7 +22,7 @@ impl<S: Store, H: Handler> App<S, H> {
         check_single_valued(headers)?;
         self.check_origin(headers)?;
         let version = protocol_version(headers)?;
-        if version == Some(Revision::V2026_07_28) {
+        if version.is_some_and(Revision::is_stateless) {
             return Err(Error::MethodNotAllowed { allow: "POST" });
         }
         if !accepts(headers, "text/event-stream") {
@@ -66,7 +65,7 @@ impl<S: Store, H: Handler> App<S, H> {
                     preamble: preamble(revision, grant.resumed),
                     poll_after: self.poll_after(revision),
                 };
-                Ok(self.sse_response(sid, grant, watch, opts))
+                Ok(self.stream_response(sid, grant, watch, opts))
             }
             GetOutcome::Conflict(reason) => {
                 metrics.get_outcome("conflict", reason.as_str());
@@ -86,7 +85,7 @@ impl<S: Store, H: Handler> App<S, H> {
     pub(crate) async fn delete(&self, headers: &HeaderMap) -> Result<Response, Error> {
         check_single_valued(headers)?;
         self.check_origin(headers)?;
-        if protocol_version(headers)? == Some(Revision::V2026_07_28) {
+        if protocol_version(headers)?.is_some_and(Revision::is_stateless) {
             return Err(Error::MethodNotAllowed { allow: "POST" });
         }
         let (record, _shared) = self.session(headers).await?;

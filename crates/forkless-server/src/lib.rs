@@ -59,22 +59,24 @@
 //! | `server` | the router and [`Server`]: endpoints, the sweeper task, graceful shutdown |
 //! | [`auth`] | OAuth resource server: bearer JWTs, the 401/403 challenges, RFC 9728 metadata |
 //! | `listener` | accepting connections: header timeout, `max_connections` (idle ones make room), accept errors, the open-file limit |
-//! | `request` | header names and checks, the session a request names, reading a body |
+//! | `headers` | the MCP header names |
+//! | `request` | header checks, the session a request names, reading a body |
 //! | `post` | POST on a session: initialize, requests, notifications, responses |
 //! | `stateless` | POST in 2026-07-28 (no session) |
 //! | `get` | GET (the resume decision, applied) and DELETE |
-//! | `dispatch` | running one call's handler; keeping requests running detached |
-//! | `answer` | answering as JSON, as a finished SSE body, or through a writer; every SSE head |
+//! | `answer` | the answer path's one owner: running each call (detached from its connection) and putting its answer on its stream, or in a JSON body |
+//! | `respond` | the answers as HTTP responses: JSON, a finished SSE body, a writer's stream |
 //! | `writer` | the one SSE writer per attachment (replay and live on one path) |
-//! | `common` | state shared by endpoints, writers and the sweeper; the clock |
-//! | `outbox` | the store operations handles need, for one concrete store |
+//! | `common` | state shared by endpoints, writers and the sweeper |
+//! | `clock` | the wall clock as the core sees it (a leaf) |
+//! | `outbox` | the store operations the answer path and handles need, for one concrete store |
 //! | `sweeper` | time-driven transitions for the sessions due, tombstones, the stall watch, sessions ended elsewhere |
 //! | [`node`] | the node-local state behind interfaces: [`node::Attachments`] (leases, "the displaced writer stopped", liveness per node), [`node::Inbox`] |
 //! | `handler` | the [`Handler`] trait, [`RpcError`], [`ServerInfo`], [`SendError`] |
 //! | `context` | the handles a handler talks back through: [`SessionHandle`], [`RequestContext`] |
 //! | [`backend`] | a [`Handler`] whose sessions are served by another MCP server spoken to as JSON-RPC messages (a stdio child, an in-process `rmcp` service): ids and tokens rewritten, messages routed to their streams, a backend that exits ending its sessions |
 //! | `session` | the in-process state of a session behind those handles |
-//! | `sse` | the SSE wire encoding |
+//! | `sse` | the SSE wire encoding, and every SSE response's head |
 //! | `jsonrpc` | classifying POST bodies |
 //! | `error` | the crate's error enum and its (HTTP status, JSON-RPC code) mapping |
 //! | `config` | [`ServerConfig`] and its validation |
@@ -83,15 +85,16 @@
 mod answer;
 pub mod auth;
 pub mod backend;
+mod clock;
 mod common;
 mod config;
 mod context;
-mod dispatch;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod get;
 mod handler;
+mod headers;
 pub mod input;
 mod jsonrpc;
 mod listener;
@@ -103,6 +106,7 @@ mod post;
 mod quota;
 mod request;
 pub mod request_state;
+mod respond;
 mod server;
 mod session;
 mod sse;
@@ -124,10 +128,10 @@ pub use error::{
     STREAM_CONFLICT, UNSUPPORTED_PROTOCOL_VERSION,
 };
 pub use handler::{Handler, Restorable, Revisions, ServerInfo, TaskSupport};
+pub use headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};
 pub use jsonrpc::RpcError;
 pub use listener::raise_open_file_limit;
 pub use quota::{AtCapacity, Quotas};
-pub use request::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};
 pub use server::Server;
 pub use session::SendError;
 pub use tls::TlsIdentity;

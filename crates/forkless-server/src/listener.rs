@@ -268,12 +268,13 @@ pub(crate) async fn serve(
 /// The others (GETs, requests of a session, task polls) carry nothing extra.
 fn may_create_a_session<B>(request: &Request<B>) -> bool {
     let headers = request.headers();
-    if request.method() != hyper::Method::POST || headers.contains_key(crate::request::SESSION_ID) {
+    if request.method() != hyper::Method::POST || headers.contains_key(crate::headers::SESSION_ID) {
         return false;
     }
     let stateless = headers
-        .get(crate::request::PROTOCOL_VERSION)
-        .is_some_and(|v| v.as_bytes() == forkless_core::Revision::V2026_07_28.as_str().as_bytes());
+        .get(crate::headers::PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok()?.parse::<forkless_core::Revision>().ok())
+        .is_some_and(forkless_core::Revision::is_stateless);
     !stateless
         || headers.get("mcp-method").is_some_and(|m| {
             !m.as_bytes().starts_with(b"tasks/") && !m.as_bytes().starts_with(b"notifications/")

@@ -1,19 +1,21 @@
-//! The store-facing outbox: the store operations a handler's handles need, for one concrete
-//! store (handles are not generic; they reach the store through [`Outbox`]).
+//! The store-facing outbox: the store operations the answer path and a handler's handles
+//! need, for one concrete store (neither is generic; they reach the store through
+//! [`Outbox`]). Every event a request's answer or a handle puts on a stream is appended here,
+//! so the server-wide budgets, the metrics and the per-principal share see each one.
 
 use forkless_core::EventKind;
 use forkless_store::Append;
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
-use forkless_core::{AppendTarget, EndReason, EventId, Grant, SessionId, SessionRecord, StreamId};
-use forkless_store::{Store, transact};
+use forkless_core::{AppendTarget, EndReason, EventId, Grant, SessionId, SessionRecord, StreamId, Timestamp};
+use forkless_store::{Spent, Store, transact};
 
 use crate::metrics::Metrics;
 use crate::session::SendError;
-use crate::session::{BoxFuture, Outbox, RequestStream};
+use crate::session::{AppendError, BoxFuture, Outbox, RequestStream};
 
-use crate::common::now;
+use crate::clock::now;
 use crate::node::LiveSessions;
 
 /// The store operations handles need, for one concrete store.
@@ -37,37 +39,31 @@ impl<S: Store> Outbox for StoreOutbox<S> {
         session: SessionId,
         target: AppendTarget,
         payload: Bytes,
-        complete: bool,
-    ) -> BoxFuture<'_, Result<EventId, SendError>> {
+        kind: EventKind,
+    ) -> BoxFuture<'_, Result<EventId, AppendError>> {
         Box::pin(async move {
             // The server-wide budget holds back notifications, never a response: a request
             // always gets its answer (its session's own budget bounds that).
-            if !complete && self.store.usage().retained_bytes >= self.max_retained_bytes {
+            let notification = kind == EventKind::Intermediate;
+            if notification && self.store.usage().retained_bytes >= self.max_retained_bytes {
                 self.metrics.capacity_refused("max_retained_bytes");
-                return Err(SendError::AtCapacity { limit: "max_retained_bytes" });
+                return Err(AppendError::AtCapacity { limit: "max_retained_bytes" });
             }
             // So does its principal's share: one principal filling the budget would hold back
             // everyone's notifications.
             let sessions = self.sessions.upgrade();
-            if !complete
+            if notification
                 && sessions.as_ref().and_then(|s| s.share_of(session))
                     >= Some(self.max_retained_bytes_per_principal)
             {
                 self.metrics.capacity_refused("max_retained_bytes_per_principal");
-                return Err(SendError::AtCapacity { limit: "max_retained_bytes_per_principal" });
+                return Err(AppendError::AtCapacity { limit: "max_retained_bytes_per_principal" });
             }
             let id = self
                 .store
-                .append(Append {
-                    session,
-                    target,
-                    payload,
-                    kind: EventKind::ending_if(complete),
-                    now: now(),
-                    limits: &self.cfg.limits,
-                })
+                .append(Append { session, target, payload, kind, now: now(), limits: &self.cfg.limits })
                 .await
-                .map_err(SendError::from_store)?;
+                .map_err(AppendError::Store)?;
             Metrics::inc(&self.metrics.events_appended);
             if let (Some(sessions), Some(bytes)) = (sessions, self.store.retained_by(session)) {
                 sessions.observe_retained(session, bytes);
@@ -85,13 +81,24 @@ impl<S: Store> Outbox for StoreOutbox<S> {
         })
     }
 
-    fn complete(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<(), SendError>> {
+    fn complete(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+    ) -> BoxFuture<'_, Result<(), forkless_store::Error>> {
         Box::pin(async move {
-            transact(&*self.store, session, |r| r.on_complete(stream, now()))
-                .await
-                .map(|_| ())
-                .map_err(SendError::from_store)
+            transact(&*self.store, session, |r| r.on_complete(stream, now())).await.map(|_| ())
         })
+    }
+
+    fn spend(
+        &self,
+        key: forkless_store::SpendKey,
+        issued: Timestamp,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> BoxFuture<'_, Result<Spent, forkless_store::Error>> {
+        Box::pin(self.store.spend(key, issued, until, now))
     }
 
     fn end(&self, session: SessionId, reason: EndReason) -> BoxFuture<'_, Result<(), SendError>> {
@@ -117,7 +124,7 @@ impl<S: Store> Outbox for StoreOutbox<S> {
         &self,
         session: SessionId,
         stream: &RequestStream,
-    ) -> BoxFuture<'_, Result<Option<Grant>, SendError>> {
+    ) -> BoxFuture<'_, Result<Option<Grant>, forkless_store::Error>> {
         let (id, label) = (stream.id, stream.label.clone());
         Box::pin(async move {
             let cfg = &self.cfg;
@@ -129,7 +136,7 @@ impl<S: Store> Outbox for StoreOutbox<S> {
                 // after the store had applied the opening. The answer still belongs on it, or
                 // the stream would stay open, counting against the session's limit, forever.
                 Err(forkless_store::Error::Core(forkless_core::Error::StreamExists)) => Ok(None),
-                Err(e) => Err(SendError::from_store(e)),
+                Err(e) => Err(e),
             }
         })
     }

@@ -24,9 +24,11 @@ use crate::metrics::Metrics;
 use crate::node::{Delivery, InboxMessage};
 use crate::session::SessionShared;
 
-use crate::common::{millis, now};
-use crate::dispatch::Call;
-use crate::request::{SESSION_ID, accepts, check_single_valued, header_value, is_json, protocol_version};
+use crate::answer::Call;
+use crate::clock::{millis, now};
+use crate::headers::SESSION_ID;
+use crate::request::{accepts, check_single_valued, header_value, is_json, protocol_version};
+use crate::respond::json_response;
 use crate::server::App;
 
 impl<S: Store, H: Handler> App<S, H> {
@@ -54,8 +56,8 @@ impl<S: Store, H: Handler> App<S, H> {
         if let Some(requested) = version.filter(|r| !served.contains(*r)) {
             return Ok(self.refuse(Error::RevisionNotServed { requested, served }, &body));
         }
-        if version == Some(Revision::V2026_07_28) {
-            return self.post_stateless(headers, peer, body).await;
+        if let Some(revision) = version.filter(|r| r.is_stateless()) {
+            return self.post_stateless(revision, headers, peer, body).await;
         }
         if let Some(Message::Request { id, method, params }) = body.single()
             && method == "initialize"
@@ -117,8 +119,12 @@ impl<S: Store, H: Handler> App<S, H> {
             return Ok(StatusCode::ACCEPTED.into_response());
         }
         match self.common.cfg.answer {
-            AnswerMode::Json => Ok(self.answer_json(shared, calls, body.batch).await),
-            AnswerMode::Sse => self.answer_sse(shared, revision, room, calls).await,
+            AnswerMode::Json => Ok(json_response(self.answerer.json(shared, calls, body.batch).await)),
+            AnswerMode::Sse => {
+                let answered =
+                    self.answerer.sse(shared, room, calls).await.map_err(|e| self.store_error(sid, e))?;
+                self.respond_sse(sid, revision, answered).await
+            }
         }
     }
 

@@ -95,12 +95,6 @@ fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAd
     hops.iter().rev().find(|hop| !trusted.contains(hop)).or(hops.first()).copied().unwrap_or(peer)
 }
 
-/// The wall clock in milliseconds (a session's last use).
-pub(crate) fn now_ms() -> u64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

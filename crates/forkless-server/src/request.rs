@@ -1,4 +1,4 @@
-//! Request parsing and header checks: the MCP header names, `Origin`, `Accept`,
+//! Request parsing and header checks: `Origin`, `Accept`,
 //! `Content-Type`, `MCP-Protocol-Version`, the session a request names, and reading a body
 //! within its limit.
 //!
@@ -14,25 +14,13 @@ use forkless_store::Store;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 use http_body_util::BodyExt as _;
 
-use crate::common::now;
+use crate::clock::now;
 use crate::error::Error;
 use crate::handler::Handler;
+use crate::headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_ID};
 use crate::session::SessionShared;
 
 use crate::server::App;
-
-/// `Mcp-Session-Id`.
-pub const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-/// `MCP-Protocol-Version`.
-pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-/// `Last-Event-ID`.
-pub const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
-/// `Mcp-Stream-Id` (request: the resumption token; response: the stream served).
-pub const STREAM_ID: HeaderName = HeaderName::from_static("mcp-stream-id");
-/// `Mcp-Stream-Resumed`.
-pub const STREAM_RESUMED: HeaderName = HeaderName::from_static("mcp-stream-resumed");
-/// `Mcp-Stream-Grace-Ms`.
-pub const STREAM_GRACE_MS: HeaderName = HeaderName::from_static("mcp-stream-grace-ms");
 
 /// The MCP headers that carry exactly one value.
 const SINGLE_VALUED: [HeaderName; 4] = [SESSION_ID, PROTOCOL_VERSION, LAST_EVENT_ID, STREAM_ID];
@@ -145,7 +133,7 @@ impl<S: Store, H: Handler> App<S, H> {
         }
         let live = self.common.live(&record);
         if let Some(live) = &live {
-            live.last_used.store(crate::quota::now_ms(), std::sync::atomic::Ordering::Relaxed);
+            live.last_used.store(crate::clock::now_ms(), std::sync::atomic::Ordering::Relaxed);
         }
         Ok((record, live))
     }

@@ -4,9 +4,10 @@
 //! The server turns HTTP requests into core transitions (always through
 //! [`forkless_store::transact`]) and core outcomes into HTTP answers; it decides nothing about
 //! streams itself. A request's path through the files: [`crate::request`] (headers, session),
-//! [`crate::post`] or [`crate::stateless`] or [`crate::get`], [`crate::dispatch`] (the handler),
-//! [`crate::answer`] (JSON, finished SSE body, or [`crate::writer`]), with shared state in
-//! [`crate::common`], the store-facing [`crate::outbox`] and the [`crate::sweeper`].
+//! [`crate::post`] or [`crate::stateless`] or [`crate::get`], [`crate::answer`] (the handler
+//! run and its answer stored), [`crate::respond`] (JSON, finished SSE body, or
+//! [`crate::writer`]), with shared state in [`crate::common`], the store-facing
+//! [`crate::outbox`] and the [`crate::sweeper`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -28,19 +29,27 @@ use crate::metrics::Metrics;
 use crate::node::{LiveSessions, LocalAttachments};
 use crate::session::Outbox;
 
-use crate::common::{Common, millis};
+use crate::answer::Answerer;
+use crate::clock::millis;
+use crate::common::Common;
 use crate::outbox::StoreOutbox;
 
 /// The MCP Streamable HTTP server around a store and a handler.
 pub struct Server<S, H> {
     common: Arc<Common<S>>,
     handler: Arc<H>,
+    answerer: Arc<Answerer<H>>,
     auth: Option<Arc<crate::auth::Authenticator>>,
 }
 
 impl<S, H> Clone for Server<S, H> {
     fn clone(&self) -> Self {
-        Self { common: Arc::clone(&self.common), handler: Arc::clone(&self.handler), auth: self.auth.clone() }
+        Self {
+            common: Arc::clone(&self.common),
+            handler: Arc::clone(&self.handler),
+            answerer: Arc::clone(&self.answerer),
+            auth: self.auth.clone(),
+        }
     }
 }
 
@@ -113,15 +122,24 @@ impl<S: Store, H: Handler> Server<S, H> {
             restorable,
             served,
             connections: Arc::new(crate::listener::Registry::default()),
-            capacity_log: crate::common::RateLimit::new(std::time::Duration::from_secs(10)),
+            capacity_log: crate::clock::RateLimit::new(std::time::Duration::from_secs(10)),
             evictions_logged: std::sync::Mutex::default(),
-            eviction_log: crate::common::RateLimit::new(std::time::Duration::from_secs(10)),
+            eviction_log: crate::clock::RateLimit::new(std::time::Duration::from_secs(10)),
             outbox,
             routes: crate::node::Routes::default(),
             forwarder: crate::node::Forwarder::new(config_forward.0, config_forward.1),
         };
         let auth = common.cfg.auth.clone().map(|cfg| Arc::new(crate::auth::Authenticator::new(cfg)));
-        Ok(Self { common: Arc::new(common), handler, auth })
+        let answerer = Arc::new(Answerer::new(
+            handler.clone(),
+            common.outbox.clone(),
+            common.tasks.clone(),
+            common.request_states.clone(),
+            common.listeners.clone(),
+            common.metrics.clone(),
+            common.shutdown.clone(),
+        ));
+        Ok(Self { common: Arc::new(common), handler, answerer, auth })
     }
 
     /// The bearer-token check, when [`ServerConfig::auth`] is set.
@@ -168,7 +186,11 @@ impl<S: Store, H: Handler> Server<S, H> {
     /// The router: the MCP endpoint at `config.path`, `GET /metrics`, `GET /healthz`.
     /// Other methods on these paths are answered 405 with `Allow`.
     pub fn router(&self) -> Router {
-        let app = App { common: self.common.clone(), handler: self.handler.clone() };
+        let app = App {
+            common: self.common.clone(),
+            handler: self.handler.clone(),
+            answerer: self.answerer.clone(),
+        };
         let mcp = axum::routing::post(post_endpoint::<S, H>)
             .get(get_endpoint::<S, H>)
             .delete(delete_endpoint::<S, H>)
@@ -246,14 +268,14 @@ impl<S: Store, H: Handler> Server<S, H> {
     /// it restartable, runs again here under a new epoch ([`Handler::run_task`]). Call before
     /// serving, after the store's recovery; how many were settled.
     pub async fn settle_tasks_left(&self) -> Result<usize, forkless_store::Error> {
-        self.common.tasks.settle_left(crate::common::now()).await
+        self.common.tasks.settle_left(crate::clock::now()).await
     }
 
     /// Settle the open tasks of nodes whose lease lapsed (a store shared by many nodes), as
     /// [`Self::settle_tasks_left`] does for this node's own: of every node doing this at once,
     /// exactly one settles each task. How many this node settled.
     pub async fn settle_lapsed_tasks(&self) -> Result<usize, forkless_store::Error> {
-        self.common.tasks.settle_lapsed(crate::common::now()).await
+        self.common.tasks.settle_lapsed(crate::clock::now()).await
     }
 
     /// One sweep now (the sweeper task runs this every `sweep_interval`), with the checks
@@ -358,11 +380,13 @@ const FILES_KEPT: u64 = 64;
 pub(crate) struct App<S, H> {
     pub(crate) common: Arc<Common<S>>,
     pub(crate) handler: Arc<H>,
+    /// Runs the requests and delivers their answers.
+    pub(crate) answerer: Arc<Answerer<H>>,
 }
 
 impl<S, H> Clone for App<S, H> {
     fn clone(&self) -> Self {
-        Self { common: self.common.clone(), handler: self.handler.clone() }
+        Self { common: self.common.clone(), handler: self.handler.clone(), answerer: self.answerer.clone() }
     }
 }
 

@@ -22,7 +22,9 @@ pub(crate) use request_stream::RequestStream;
 
 use crate::jsonrpc::RpcError;
 use bytes::Bytes;
-use forkless_core::{AppendTarget, EndReason, EventId, Grant, Revision, SessionId, StreamId};
+use forkless_core::{
+    AppendTarget, EndReason, EventId, EventKind, Grant, Revision, SessionId, StreamId, Timestamp,
+};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -78,22 +80,64 @@ impl SendError {
     }
 }
 
+/// Why an append was not made.
+#[derive(Debug)]
+pub(crate) enum AppendError {
+    /// A server-wide budget is reached (a notification is held back, never a response).
+    AtCapacity { limit: &'static str },
+    /// The store refused or failed it.
+    Store(forkless_store::Error),
+}
+
+impl AppendError {
+    /// As the store's error (for the POST that answers with it).
+    pub(crate) fn into_store(self) -> forkless_store::Error {
+        match self {
+            Self::AtCapacity { limit } => {
+                forkless_store::Error::Backend(format!("server at capacity: {limit} reached"))
+            }
+            Self::Store(e) => e,
+        }
+    }
+}
+
+impl From<AppendError> for SendError {
+    fn from(e: AppendError) -> Self {
+        match e {
+            AppendError::AtCapacity { limit } => Self::AtCapacity { limit },
+            AppendError::Store(e) => Self::from_store(e),
+        }
+    }
+}
+
 /// A boxed, sendable future (the type-erased store calls handles make).
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// The store operations a handle needs, erased over the store type so that handles are not
-/// generic. Implemented by the server for every `S: Store`.
+/// The store operations the answer path and the handles need, erased over the store type so
+/// that neither is generic. Implemented by the server for every `S: Store`.
 pub(crate) trait Outbox: Send + Sync + 'static {
-    /// Append one serialized message; `complete` makes it the stream's final event.
+    /// Append one serialized message; [`EventKind::Final`] makes it the stream's last.
     fn append(
         &self,
         session: SessionId,
         target: AppendTarget,
         payload: Bytes,
-        complete: bool,
-    ) -> BoxFuture<'_, Result<EventId, SendError>>;
+        kind: EventKind,
+    ) -> BoxFuture<'_, Result<EventId, AppendError>>;
     /// Complete a request stream without a final event (its request was cancelled).
-    fn complete(&self, session: SessionId, stream: StreamId) -> BoxFuture<'_, Result<(), SendError>>;
+    fn complete(
+        &self,
+        session: SessionId,
+        stream: StreamId,
+    ) -> BoxFuture<'_, Result<(), forkless_store::Error>>;
+    /// Use up a `requestState`'s key (once, on every node sharing the store).
+    fn spend(
+        &self,
+        key: forkless_store::SpendKey,
+        issued: Timestamp,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> BoxFuture<'_, Result<forkless_store::Spent, forkless_store::Error>>;
     /// End the session with `reason` once its client has had the time the resume contract
     /// gives it (`retry_budget`) to read what is on its streams, and tear it down here
     /// (idempotent: a session that ended already keeps its first reason).
@@ -105,7 +149,7 @@ pub(crate) trait Outbox: Send + Sync + 'static {
         &self,
         session: SessionId,
         stream: &RequestStream,
-    ) -> BoxFuture<'_, Result<Option<Grant>, SendError>>;
+    ) -> BoxFuture<'_, Result<Option<Grant>, forkless_store::Error>>;
     /// Keep `facts` with the session: what its backend needs to reach it from any node.
     fn remember_backend(&self, session: SessionId, facts: Arc<str>) -> BoxFuture<'_, Result<(), SendError>>;
 }
@@ -188,7 +232,7 @@ impl SessionShared {
             pending: Mutex::default(),
             in_flight: Mutex::default(),
             quota_key: OnceLock::new(),
-            last_used: AtomicU64::new(crate::quota::now_ms()),
+            last_used: AtomicU64::new(crate::clock::now_ms()),
             retained: AtomicU64::new(0),
             backend: Mutex::default(),
         }
@@ -311,29 +355,20 @@ impl SessionShared {
         self.outbox.as_ref().ok_or(SendError::Stateless)
     }
 
+    /// Open `stream` unless that was decided already (see [`RequestStream::open_in`]).
+    pub(crate) async fn open_stream(&self, stream: &RequestStream) -> Result<Option<Grant>, SendError> {
+        let outbox = self.check_open()?;
+        stream.open_in(&**outbox, self.id).await.map_err(|e| self.failed(SendError::from_store(e)))
+    }
+
+    /// Append a message, serialized here.
     pub(crate) async fn append(
         &self,
         target: AppendTarget,
         message: &Value,
-        complete: bool,
-    ) -> Result<(), SendError> {
-        self.append_event(target, message, complete).await.map(|_| ())
-    }
-
-    async fn append_event(
-        &self,
-        target: AppendTarget,
-        message: &Value,
-        complete: bool,
+        kind: EventKind,
     ) -> Result<EventId, SendError> {
-        self.append_payload(target, to_payload(message), complete).await
-    }
-
-    /// Open `stream` through the outbox unless that was decided already (see
-    /// [`RequestStream::open`]).
-    pub(crate) async fn open_stream(&self, stream: &RequestStream) -> Result<(), SendError> {
-        let outbox = self.check_open()?;
-        stream.open(|| outbox.open(self.id, stream)).await.map(|_| ())
+        self.append_payload(target, to_payload(message), kind).await
     }
 
     /// Append an already serialized message.
@@ -341,14 +376,35 @@ impl SessionShared {
         &self,
         target: AppendTarget,
         payload: Bytes,
-        complete: bool,
+        kind: EventKind,
     ) -> Result<EventId, SendError> {
         let outbox = self.check_open()?;
-        let out = outbox.append(self.id, target, payload, complete).await;
-        if let Err(SendError::SessionEnded { reason }) = &out {
+        outbox.append(self.id, target, payload, kind).await.map_err(|e| self.failed(e.into()))
+    }
+
+    /// Finish a request stream: with `answer` as its final event, or (its request withdrawn)
+    /// without one.
+    pub(crate) async fn finish_stream(
+        &self,
+        stream: StreamId,
+        answer: Option<Bytes>,
+    ) -> Result<(), SendError> {
+        let target = AppendTarget::Stream(stream);
+        match answer {
+            Some(payload) => self.append_payload(target, payload, EventKind::Final).await.map(|_| ()),
+            None => {
+                let outbox = self.check_open()?;
+                outbox.complete(self.id, stream).await.map_err(|e| self.failed(SendError::from_store(e)))
+            }
+        }
+    }
+
+    /// `e`, after ending the session here if it says the session ended.
+    fn failed(&self, e: SendError) -> SendError {
+        if let SendError::SessionEnded { reason } = &e {
             self.end(*reason);
         }
-        out
+        e
     }
 
     /// Send a server-to-client request on `target` and wait for the client's answer (or
@@ -367,7 +423,7 @@ impl SessionShared {
         lock(&self.pending).insert(key.clone(), Pending { stream: None, tx });
         // Registered before the append: the client may answer before the append returns.
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        match self.append_event(target, &message, false).await {
+        match self.append(target, &message, EventKind::Intermediate).await {
             Ok(event) => {
                 if let Some(p) = lock(&self.pending).get_mut(&key) {
                     p.stream = Some(event.stream);

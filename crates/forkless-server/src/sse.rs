@@ -1,14 +1,46 @@
 //! The SSE wire encoding, in one place.
 //!
-//! This module owns how an event, a comment and a `retry:` field look on the wire
-//! (WHATWG "server-sent events"). It does not decide what to send. Payloads are serialized
+//! This module owns how an SSE response's head, an event, a comment and a `retry:` field look
+//! on the wire (WHATWG "server-sent events", and the stream headers of PROTOCOL section 3). It does not decide what to send. Payloads are serialized
 //! JSON, which has no raw newlines, but `data` is still split on every line break so that no
 //! payload can ever end an event early or smuggle in a field.
 
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use forkless_core::EventId;
+use forkless_core::{EventId, StreamId};
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+
+use crate::headers::{STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};
+
+/// The stream a response serves, as its head names it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Served<'a> {
+    pub(crate) stream: StreamId,
+    pub(crate) resumed: bool,
+    /// `Mcp-Stream-Grace-Ms`, the same on every SSE answer of a server.
+    pub(crate) grace_ms: &'a HeaderValue,
+}
+
+/// The head of every SSE response: the content type, no caching or proxy buffering, and, for
+/// a stream in the store, the stream it serves (`None`: a 2026-07-28 request's own stream,
+/// which is nowhere else).
+pub(crate) fn head(served: Option<Served<'_>>) -> HeaderMap {
+    // Sized for these and what hyper adds, so the map never grows.
+    let mut h = HeaderMap::with_capacity(8);
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no"));
+    if let Some(served) = served {
+        let id = HeaderValue::from_bytes(served.stream.wire().as_bytes())
+            .unwrap_or_else(|_| HeaderValue::from_static("invalid"));
+        h.insert(STREAM_ID, id);
+        let resumed = if served.resumed { "true" } else { "false" };
+        h.insert(STREAM_RESUMED, HeaderValue::from_static(resumed));
+        h.insert(STREAM_GRACE_MS, served.grace_ms.clone());
+    }
+    h
+}
 
 /// One event: an optional `id:`, then `data` split into `data:` lines, then the blank line.
 /// One allocation per event: the id is formatted in place, and the line split (a `Vec`) is

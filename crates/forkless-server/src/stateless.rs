@@ -11,12 +11,12 @@ use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use forkless_core::{OsEntropy, Revision, SessionId};
 use forkless_store::Store;
-use http::{HeaderName, HeaderValue, StatusCode, header};
+use http::StatusCode;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::now;
+use crate::clock::now;
 use crate::config::AnswerMode;
 use crate::context::Outlet;
 use crate::error::Error;
@@ -25,8 +25,8 @@ use crate::jsonrpc::{self, Message};
 use crate::session::SessionShared;
 use crate::tasks;
 
-use crate::answer::json_response;
-use crate::dispatch::Call;
+use crate::answer::Call;
+use crate::respond::json_response;
 use crate::server::App;
 
 /// A JSON answer carrying `out` for request `id`, with the revision's status.
@@ -63,12 +63,13 @@ impl<S: Store, H: Handler> App<S, H> {
 
     pub(crate) async fn post_stateless(
         &self,
+        revision: Revision,
         headers: &http::HeaderMap,
         peer: Option<crate::quota::PeerAddr>,
         body: jsonrpc::Body,
     ) -> Result<Response, Error> {
-        if body.batch {
-            return Err(Error::BatchNotAllowed(Revision::V2026_07_28.as_str()));
+        if body.batch && !revision.accepts_batches() {
+            return Err(Error::BatchNotAllowed(revision.as_str()));
         }
         let Some(message) = body.messages.into_iter().next() else {
             return Err(Error::InvalidMessage("empty body".into()));
@@ -84,7 +85,7 @@ impl<S: Store, H: Handler> App<S, H> {
         let shared = Arc::new(
             SessionShared::new(
                 SessionId::generate(&mut OsEntropy),
-                Revision::V2026_07_28,
+                revision,
                 field("io.modelcontextprotocol/clientCapabilities"),
                 field("io.modelcontextprotocol/clientInfo"),
                 None,
@@ -180,7 +181,7 @@ impl<S: Store, H: Handler> App<S, H> {
                 // the keyed request, whose answer is kept for its re-issue.
                 let (app, id) = (self.clone(), call.id.clone());
                 let execution = tokio::spawn(async move {
-                    let out = app.run(shared, &mut call, cancel, Outlet::Nowhere).await;
+                    let out = app.answerer.run(shared, &mut call, cancel, Outlet::Nowhere).await;
                     let out = out.map(|mut result| {
                         wire::complete(&method, &mut result);
                         result
@@ -198,7 +199,7 @@ impl<S: Store, H: Handler> App<S, H> {
             }
             AnswerMode::Json => {
                 let guard = closing.drop_guard();
-                let out = self.run(shared, &mut call, cancel, Outlet::Nowhere).await;
+                let out = self.answerer.run(shared, &mut call, cancel, Outlet::Nowhere).await;
                 let out = out.map(|mut result| {
                     wire::complete(&method, &mut result);
                     result
@@ -213,8 +214,10 @@ impl<S: Store, H: Handler> App<S, H> {
                 let app = self.clone();
                 let task_cancel = cancel.clone();
                 tokio::spawn(async move {
-                    let out =
-                        app.run(shared, &mut call, task_cancel.clone(), Outlet::Direct(tx.clone())).await;
+                    let out = app
+                        .answerer
+                        .run(shared, &mut call, task_cancel.clone(), Outlet::Direct(tx.clone()))
+                        .await;
                     let out = out.map(|mut result| {
                         wire::complete(&method, &mut result);
                         result
@@ -265,10 +268,7 @@ impl<S: Store, H: Handler> App<S, H> {
                     Some((Ok::<_, std::convert::Infallible>(chunk), (rx, guard, first)))
                 });
                 let mut response = Response::new(Body::from_stream(stream));
-                let h = response.headers_mut();
-                h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-                h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-                h.insert(HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no"));
+                *response.headers_mut() = crate::sse::head(None);
                 Ok(response)
             }
         }

@@ -10,7 +10,8 @@ use forkless_core::{EndReason, Schedule, SessionState};
 use forkless_store::{Store, transact};
 use tokio::time::Instant;
 
-use crate::common::{Common, now};
+use crate::clock::now;
+use crate::common::Common;
 use crate::metrics::Metrics;
 
 /// Live sessions are checked against the store (ended or removed elsewhere) every this many

@@ -38,8 +38,9 @@ use forkless_store::{Reader, Store, StreamEnd, StreamSignal, StreamWatch};
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
-use crate::common::{Common, now};
-use crate::dispatch::start_detached;
+use crate::answer::start_detached;
+use crate::clock::now;
+use crate::common::Common;
 use crate::metrics::Metrics;
 use crate::node::{AttachmentLease, Held};
 use crate::sse;

@@ -178,7 +178,7 @@ impl Inner {
         if let Some(id) = &view.id {
             rb = rb.header(http::SESSION_ID, id);
         }
-        if let Some(rev) = view.revision.filter(|r| *r >= Revision::V2025_06_18) {
+        if let Some(rev) = view.revision.filter(|r| r.sends_version_header()) {
             rb = rb.header(http::PROTOCOL_VERSION, rev.as_str());
         }
         rb

@@ -17,10 +17,10 @@ use axum::response::Response;
 use forkless_core::{IdHashBuilder, SessionId};
 use forkless_store::{Owner, Store, Takeover};
 
-use crate::common::now;
+use crate::clock::now;
 use crate::error::{Error, OwnerUnavailable};
 use crate::handler::{Handler, Restorable};
-use crate::request::SESSION_ID;
+use crate::headers::SESSION_ID;
 use crate::server::App;
 
 use super::forward::FORWARDED;

@@ -4,7 +4,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use forkless_core::{Grant, Label, StreamId};
+use forkless_core::{Grant, Label, SessionId, StreamId};
+
+use super::Outbox;
 
 /// The SSE stream of a POST's request (or batch), opened in the store when first needed:
 /// when its handler first sends something on it, or when the POST's answer has to wait for
@@ -39,6 +41,17 @@ impl RequestStream {
     /// Claim the stream for an answer-at-once; false if it is open or being opened.
     pub(crate) fn claim_for_answer(&self) -> bool {
         self.state.set(Claim::Answered).is_ok()
+    }
+
+    /// Its grant, opening the stream in the store through `outbox` unless that was decided
+    /// already: the one way a request stream is opened, by its POST or by its handler's first
+    /// message (see [`Self::open`]).
+    pub(crate) async fn open_in(
+        &self,
+        outbox: &dyn Outbox,
+        session: SessionId,
+    ) -> Result<Option<Grant>, forkless_store::Error> {
+        self.open(|| outbox.open(session, self)).await
     }
 
     /// Its grant, opening the stream with `open` unless that was decided already. Whoever

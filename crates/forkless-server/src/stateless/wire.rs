@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::error::{HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY};
 use crate::handler::{ServerInfo, TaskSupport};
-use crate::request::PROTOCOL_VERSION;
+use crate::headers::PROTOCOL_VERSION;
 
 /// `Mcp-Method`.
 pub(crate) const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");

@@ -26,7 +26,7 @@ use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::{Live, TaskTable, records::transact, store_failed, wire};
-use crate::common::now;
+use crate::clock::now;
 use crate::jsonrpc::RpcError;
 
 /// The extension's identifier in `server/discover`.

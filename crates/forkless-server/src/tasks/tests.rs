@@ -33,7 +33,7 @@ fn starter(table: &Arc<TaskTable>, principal: Option<&str>) -> TaskStarter {
 }
 
 async fn get(table: &TaskTable, id: &Value, principal: Option<&str>) -> Result<Value, RpcError> {
-    table.answer("tasks/get", Some(&json!({ "taskId": id })), principal, crate::common::now()).await
+    table.answer("tasks/get", Some(&json!({ "taskId": id })), principal, crate::clock::now()).await
 }
 
 /// Poll `tasks/get` until the task's status is `status` (each poll yields to the work).
@@ -96,7 +96,7 @@ async fn unknown_ids_are_invalid_params_to_get_and_acknowledged_by_update_and_ca
     }
     let created = starter(&t, None).start(|_| std::future::pending()).await.expect("created");
     let id = created["taskId"].clone();
-    let later = crate::common::now().saturating_add(Duration::from_millis(10));
+    let later = crate::clock::now().saturating_add(Duration::from_millis(10));
     let err = t.answer("tasks/get", Some(&json!({ "taskId": id })), None, later).await.expect_err("expired");
     assert!(err.message.contains("expired"), "{err:?}");
     t.sweep(later, 0).await;
@@ -218,7 +218,7 @@ async fn left_by_gone(store: &MemoryStore, seed: u64, policy: forkless_core::OnO
         inputs: Some(json!({ "ask": false }).to_string()),
         ttl: Duration::from_secs(60),
         poll_interval: Duration::from_millis(20),
-        now: crate::common::now(),
+        now: crate::clock::now(),
     });
     store.create_task(&task).await.expect("stored");
     task.id()
@@ -358,9 +358,9 @@ async fn a_cancel_on_another_node_stops_the_work_at_the_owners_next_recheck() {
     let params = json!({ "taskId": created["taskId"] });
     assert_eq!(b.answer("tasks/cancel", Some(&params), None, NOW).await.expect("ack"), json!({}));
     assert_eq!(a.running(), 1, "node a has not seen it yet");
-    a.sweep(crate::common::now(), 1).await;
+    a.sweep(crate::clock::now(), 1).await;
     assert_eq!(a.running(), 1, "not a recheck round");
-    a.sweep(crate::common::now(), 0).await;
+    a.sweep(crate::clock::now(), 0).await;
     tokio::time::timeout(Duration::from_secs(5), rx).await.expect("stopped").expect("told");
     assert_eq!(a.running(), 0);
 }

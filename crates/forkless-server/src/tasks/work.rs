@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{Live, TaskTable, records::transact, store_failed, wire};
-use crate::common::now;
+use crate::clock::now;
 use crate::jsonrpc::RpcError;
 use crate::session::BoxFuture;
 

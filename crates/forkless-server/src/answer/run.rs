@@ -1,0 +1,169 @@
+//! Running one call to its outcome: the request's context as its revision gives it (logs,
+//! tasks, `requestState`), the handler, and a panic becoming an internal error.
+//!
+//! This module owns what a handler is given and what its outcome becomes; where the answer
+//! goes is [`super`]'s.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use forkless_store::Spent;
+use futures::FutureExt as _;
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use super::Answerer;
+use crate::context::{LogOptIn, Outlet, RequestContext, SessionHandle, StateSeal};
+use crate::handler::{Handler, TaskSupport};
+use crate::input::Rounds;
+use crate::jsonrpc::RpcError;
+use crate::request_state::{Binding, Refused};
+use crate::session::SessionShared;
+use crate::tasks::TaskStarter;
+
+/// One client request's identity and input.
+pub(crate) struct Call {
+    pub(crate) id: Value,
+    pub(crate) method: String,
+    pub(crate) params: Option<Value>,
+}
+
+impl<H: Handler> Answerer<H> {
+    /// Run one request to its outcome (a panicking handler becomes an internal error, never a
+    /// crashed server). Callers run this in a task of its own already, so the panic is caught
+    /// here rather than by spawning yet another task per request.
+    pub(crate) async fn run(
+        &self,
+        shared: Arc<SessionShared>,
+        call: &mut Call,
+        cancel: CancellationToken,
+        outlet: Outlet,
+    ) -> Result<Value, RpcError> {
+        if call.method == "ping" {
+            return Ok(json!({}));
+        }
+        // Two lookups rather than `Value::pointer`, which allocates for every path segment.
+        let progress_token = call.params.as_ref().and_then(|p| p.get("_meta")?.get("progressToken")).cloned();
+        // 2026-07-28: logs only for a request that opted in, at or above its level.
+        let logs = if shared.revision.logs_by_request() {
+            LogOptIn::from_meta(
+                call.params.as_ref().and_then(|p| p.get("_meta")?.get("io.modelcontextprotocol/logLevel")),
+            )
+        } else {
+            LogOptIn::Session
+        };
+        // 2026-07-28: a request that declared the tasks extension may become a task.
+        let tasks = (shared.revision.has_tasks()
+            && self.handler.task_support() == TaskSupport::Offered
+            && crate::tasks::declared(&shared.client_capabilities))
+        .then(|| TaskStarter {
+            table: self.tasks.clone(),
+            principal: shared.principal.clone(),
+            share: shared.quota_key.get().cloned(),
+        });
+        // 2026-07-28: a retry's requestState is checked (and used up) before the handler runs.
+        // Only then: the session revisions' hot path allocates nothing for it.
+        let (state, rounds, seal) = match shared.revision.asks_by_retry() {
+            true => {
+                let (state, earlier) = self.opened_state(&shared, call).await?.unzip();
+                let rounds = Rounds::new(earlier.unwrap_or_default(), call.params.as_ref());
+                let seal = StateSeal {
+                    states: self.request_states.clone(),
+                    principal: shared.principal.clone(),
+                    method: call.method.clone(),
+                    name: request_name(call),
+                };
+                (state, Some(Arc::new(rounds)), Some(seal))
+            }
+            false => (None, None, None),
+        };
+        let ctx = RequestContext {
+            session: SessionHandle { shared: shared.clone() },
+            request_id: call.id.clone(),
+            progress_token,
+            cancel,
+            outlet,
+            logs,
+            tasks,
+            states: seal.clone(),
+            state,
+            rounds: rounds.clone(),
+            listeners: self.listeners.clone(),
+        };
+        let handler = self.handler.clone();
+        let span = tracing::info_span!("request", session = %shared.id, id = %call.id, method = %call.method);
+        // Moved, not cloned: after this only the call's id is needed (for the response).
+        let (method, params) = (std::mem::take(&mut call.method), call.params.take());
+        let started = tokio::time::Instant::now();
+        let handling = async move { handler.handle_request(&method, params, ctx).await }.instrument(span);
+        let out = AssertUnwindSafe(handling).catch_unwind().await.unwrap_or_else(|panic| {
+            let why = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("a panic");
+            tracing::warn!(session = %shared.id, error = why, "handler panicked");
+            Err(RpcError::internal("the handler failed"))
+        });
+        self.metrics.request_took(started.elapsed().as_secs_f64());
+        // 2026-07-28: a round that stopped on unanswered input is answered with what it asked.
+        if let (Some(rounds), Some(seal)) = (&rounds, &seal)
+            && let Some(requests) = rounds.unanswered(&out)
+        {
+            let binding = Binding {
+                principal: seal.principal.as_deref(),
+                method: &seal.method,
+                name: seal.name.as_deref(),
+            };
+            let sealed = seal.states.seal(&Value::Null, rounds.answers(), &binding, crate::clock::now());
+            return Ok(
+                json!({ "resultType": "input_required", "inputRequests": requests, "requestState": sealed }),
+            );
+        }
+        out
+    }
+
+    /// The `requestState` a 2026-07-28 request carries, opened for its principal, method and
+    /// name, and spent in the store (once, on any node sharing it); a refused one answers the
+    /// request with `-32602` and its reason.
+    async fn opened_state(
+        &self,
+        shared: &SessionShared,
+        call: &Call,
+    ) -> Result<Option<(Value, Map<String, Value>)>, RpcError> {
+        let text = match call.params.as_ref().and_then(|p| p.get("requestState")) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::String(text)) => text,
+            Some(_) => return Err(RpcError::invalid_params("invalid params: requestState must be a string")),
+        };
+        let name = request_name(call);
+        let binding =
+            Binding { principal: shared.principal.as_deref(), method: &call.method, name: name.as_deref() };
+        let now = crate::clock::now();
+        let opened = self.request_states.open(text, &binding, now).map_err(Refused::to_rpc)?;
+        match self.outbox.spend(opened.key, opened.issued, opened.until, now).await {
+            Ok(Spent::Now) => Ok(Some((opened.state, opened.answers))),
+            Ok(Spent::Before) => Err(Refused::Replayed.to_rpc()),
+            Ok(Spent::Unvouched) => Err(Refused::Unvouched.to_rpc()),
+            Err(e) => Err(RpcError::internal(format!("requestState cannot be checked now: {e}"))),
+        }
+    }
+
+    /// Whether a request was cancelled by the client (rather than by the end of its session or
+    /// of the server, which answer it with an error).
+    pub(crate) fn withdrawn(&self, shared: &SessionShared, cancel: &CancellationToken) -> bool {
+        cancel.is_cancelled() && shared.ended().is_none() && !self.shutdown.is_cancelled()
+    }
+}
+
+/// The tool or prompt a `tools/call` or `prompts/get` names (what a `requestState` is bound to
+/// beside the method).
+fn request_name(call: &Call) -> Option<String> {
+    let field = match call.method.as_str() {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return None,
+    };
+    call.params.as_ref().and_then(|p| p.get(field)).and_then(Value::as_str).map(str::to_owned)
+}
