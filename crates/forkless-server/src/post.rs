@@ -57,7 +57,10 @@ impl<S: Store, H: Handler> App<S, H> {
             return Ok(self.refuse(Error::RevisionNotServed { requested, served }, &body));
         }
         if let Some(revision) = version.filter(|r| r.is_stateless()) {
-            return self.post_stateless(revision, headers, peer, body).await;
+            // Boxed in statements of their own (here and for initialize below): the state of
+            // these paths stays out of the session request's future, moved whole per request.
+            let stateless = Box::pin(self.post_stateless(revision, headers, peer, body));
+            return stateless.await;
         }
         if let Some(Message::Request { id, method, params }) = body.single()
             && method == "initialize"
@@ -65,7 +68,8 @@ impl<S: Store, H: Handler> App<S, H> {
             if headers.contains_key(SESSION_ID) {
                 return Err(Error::AlreadyInitialized);
             }
-            return self.initialize(headers, peer, id, params.as_ref()).await;
+            let initializing = Box::pin(self.initialize(headers, peer, id, params.as_ref()));
+            return initializing.await;
         }
         if body
             .messages

@@ -4,6 +4,8 @@
 //! This module owns that hand-off; what runs is [`super::run`]'s.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use futures::FutureExt as _;
 
@@ -41,12 +43,27 @@ where
 }
 
 /// Run `fut`, and say whether it was done on its first poll.
-pub(crate) async fn first_poll<F: Future>(fut: F) -> (F::Output, bool) {
-    let mut fut = std::pin::pin!(fut);
-    let mut first = true;
-    std::future::poll_fn(move |cx| {
-        let at_once = std::mem::replace(&mut first, false);
-        fut.as_mut().poll(cx).map(|out| (out, at_once))
-    })
-    .await
+pub(crate) fn first_poll<F: Future>(fut: F) -> FirstPoll<F> {
+    FirstPoll { fut, first: true }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`first_poll`]: `fut` itself, held once. (An `async fn` taking `fut` and
+    /// pinning it holds it twice, the argument and the pinned copy, and every request's
+    /// future is moved into a task whole.)
+    pub(crate) struct FirstPoll<F> {
+        #[pin]
+        fut: F,
+        first: bool,
+    }
+}
+
+impl<F: Future> Future for FirstPoll<F> {
+    type Output = (F::Output, bool);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let at_once = std::mem::replace(this.first, false);
+        this.fut.poll(cx).map(|out| (out, at_once))
+    }
 }

@@ -140,7 +140,10 @@ impl<H: Handler> Answerer<H> {
             Some(call) if calls.is_empty() => call,
             last => {
                 calls.extend(last);
-                return self.sse_batch(shared, stream, calls).await;
+                // Boxed (a rare path) in a statement of its own, so its state is not part of
+                // every request's.
+                let batch = Box::pin(self.sse_batch(shared, stream, calls));
+                return batch.await;
             }
         };
         room.map_err(forkless_store::Error::Core)?;
@@ -230,7 +233,8 @@ impl<H: Handler> Answerer<H> {
             shared.finish_request(&call.id);
             return Finished::AtOnce(payload);
         }
-        deliver(shared.clone(), stream, payload).await;
+        let delivering = Box::pin(deliver(shared.clone(), stream, payload));
+        delivering.await;
         // In flight until its answer is on the stream (see `SessionShared::close`).
         shared.finish_request(&call.id);
         Finished::Delivered

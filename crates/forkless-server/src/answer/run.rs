@@ -4,6 +4,7 @@
 //! This module owns what a handler is given and what its outcome becomes; where the answer
 //! goes is [`super`]'s.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -43,6 +44,70 @@ impl<H: Handler> Answerer<H> {
         if call.method == "ping" {
             return Ok(json!({}));
         }
+        // 2026-07-28: a retry's requestState is checked (and used up) before the handler runs.
+        // Only then: the session revisions' hot path allocates nothing for it.
+        let (state, rounds) = match shared.revision.asks_by_retry() {
+            true => {
+                // Boxed in a statement of its own: this rare step's state stays out of `run`'s.
+                let opening = Box::pin(self.opened_state(&shared, call));
+                let (state, earlier) = opening.await?.unzip();
+                (state, Some(self.rounds(&shared, call, earlier.unwrap_or_default())))
+            }
+            false => (None, None),
+        };
+        let started = tokio::time::Instant::now();
+        // Awaited where it is made: a future bound to a name first would take its room in this
+        // state machine twice.
+        let out = self.handling(&shared, call, cancel, outlet, state, rounds.as_ref()).await;
+        self.metrics.request_took(started.elapsed().as_secs_f64());
+        // 2026-07-28: a round that stopped on unanswered input is answered with what it asked.
+        if let Some((rounds, seal)) = &rounds
+            && let Some(requests) = rounds.unanswered(&out)
+        {
+            let binding = Binding {
+                principal: seal.principal.as_deref(),
+                method: &seal.method,
+                name: seal.name.as_deref(),
+            };
+            let sealed = seal.states.seal(&Value::Null, rounds.answers(), &binding, crate::clock::now());
+            return Ok(
+                json!({ "resultType": "input_required", "inputRequests": requests, "requestState": sealed }),
+            );
+        }
+        out
+    }
+
+    /// 2026-07-28: the rounds of input of a request that may be retried with input (`earlier`:
+    /// the answers its `requestState` carried), and the seal for its next `requestState`.
+    fn rounds(
+        &self,
+        shared: &SessionShared,
+        call: &Call,
+        earlier: Map<String, Value>,
+    ) -> (Arc<Rounds>, StateSeal) {
+        let rounds = Arc::new(Rounds::new(earlier, call.params.as_ref()));
+        let seal = StateSeal {
+            states: self.request_states.clone(),
+            principal: shared.principal.clone(),
+            method: call.method.clone(),
+            name: request_name(call),
+        };
+        (rounds, seal)
+    }
+
+    /// The handler's run of `call` in its context, a panic caught as an internal error. A plain
+    /// function, not part of [`Self::run`]'s state machine: the context and the handler's
+    /// future are held once, in the future returned, rather than also in `run`'s state, which
+    /// is moved into a task for every request.
+    fn handling(
+        &self,
+        shared: &Arc<SessionShared>,
+        call: &mut Call,
+        cancel: CancellationToken,
+        outlet: Outlet,
+        state: Option<Value>,
+        rounds: Option<&(Arc<Rounds>, StateSeal)>,
+    ) -> impl Future<Output = Result<Value, RpcError>> + Send + 'static {
         // Two lookups rather than `Value::pointer`, which allocates for every path segment.
         let progress_token = call.params.as_ref().and_then(|p| p.get("_meta")?.get("progressToken")).cloned();
         // 2026-07-28: logs only for a request that opted in, at or above its level.
@@ -62,22 +127,6 @@ impl<H: Handler> Answerer<H> {
             principal: shared.principal.clone(),
             share: shared.quota_key.get().cloned(),
         });
-        // 2026-07-28: a retry's requestState is checked (and used up) before the handler runs.
-        // Only then: the session revisions' hot path allocates nothing for it.
-        let (state, rounds, seal) = match shared.revision.asks_by_retry() {
-            true => {
-                let (state, earlier) = self.opened_state(&shared, call).await?.unzip();
-                let rounds = Rounds::new(earlier.unwrap_or_default(), call.params.as_ref());
-                let seal = StateSeal {
-                    states: self.request_states.clone(),
-                    principal: shared.principal.clone(),
-                    method: call.method.clone(),
-                    name: request_name(call),
-                };
-                (state, Some(Arc::new(rounds)), Some(seal))
-            }
-            false => (None, None, None),
-        };
         let ctx = RequestContext {
             session: SessionHandle { shared: shared.clone() },
             request_id: call.id.clone(),
@@ -86,42 +135,28 @@ impl<H: Handler> Answerer<H> {
             outlet,
             logs,
             tasks,
-            states: seal.clone(),
+            states: rounds.map(|(_, seal)| seal.clone()),
             state,
-            rounds: rounds.clone(),
+            rounds: rounds.map(|(rounds, _)| rounds.clone()),
             listeners: self.listeners.clone(),
         };
         let handler = self.handler.clone();
         let span = tracing::info_span!("request", session = %shared.id, id = %call.id, method = %call.method);
         // Moved, not cloned: after this only the call's id is needed (for the response).
         let (method, params) = (std::mem::take(&mut call.method), call.params.take());
-        let started = tokio::time::Instant::now();
+        let session = shared.id;
         let handling = async move { handler.handle_request(&method, params, ctx).await }.instrument(span);
-        let out = AssertUnwindSafe(handling).catch_unwind().await.unwrap_or_else(|panic| {
-            let why = panic
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                .unwrap_or("a panic");
-            tracing::warn!(session = %shared.id, error = why, "handler panicked");
-            Err(RpcError::internal("the handler failed"))
-        });
-        self.metrics.request_took(started.elapsed().as_secs_f64());
-        // 2026-07-28: a round that stopped on unanswered input is answered with what it asked.
-        if let (Some(rounds), Some(seal)) = (&rounds, &seal)
-            && let Some(requests) = rounds.unanswered(&out)
-        {
-            let binding = Binding {
-                principal: seal.principal.as_deref(),
-                method: &seal.method,
-                name: seal.name.as_deref(),
-            };
-            let sealed = seal.states.seal(&Value::Null, rounds.answers(), &binding, crate::clock::now());
-            return Ok(
-                json!({ "resultType": "input_required", "inputRequests": requests, "requestState": sealed }),
-            );
-        }
-        out
+        AssertUnwindSafe(handling).catch_unwind().map(move |out| {
+            out.unwrap_or_else(|panic| {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("a panic");
+                tracing::warn!(%session, error = why, "handler panicked");
+                Err(RpcError::internal("the handler failed"))
+            })
+        })
     }
 
     /// The `requestState` a 2026-07-28 request carries, opened for its principal, method and
