@@ -6,6 +6,7 @@
 
 #[path = "../examples/counter/service.rs"]
 mod service;
+#[allow(dead_code)]
 #[path = "../examples/counter/setup.rs"]
 mod setup;
 
@@ -27,7 +28,12 @@ fn example_process() {
     let (listen, dir) = spec.split_once(' ').expect("LISTEN DATA_DIR");
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime
-        .block_on(setup::run(listen, Some(std::path::Path::new(dir)), std::future::pending()))
+        .block_on(setup::run(
+            listen,
+            setup::Keep::Durable(std::path::Path::new(dir)),
+            forkless_server::Restorable::No,
+            std::future::pending(),
+        ))
         .expect("the example serves");
 }
 

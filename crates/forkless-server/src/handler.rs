@@ -39,6 +39,17 @@ pub enum Restorable {
     No,
 }
 
+impl Restorable {
+    /// What a node taking over a lost node's sessions does with them: restores them (a
+    /// restorable handler carries them on) or ends them `owner_lost`.
+    pub const fn takeover(self) -> forkless_store::Takeover {
+        match self {
+            Self::Yes => forkless_store::Takeover::Restore,
+            Self::No => forkless_store::Takeover::End,
+        }
+    }
+}
+
 /// Which MCP revisions a handler serves.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Revisions {

@@ -131,6 +131,7 @@ pub use handler::{Handler, Restorable, Revisions, ServerInfo, TaskSupport};
 pub use headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, STREAM_GRACE_MS, STREAM_ID, STREAM_RESUMED};
 pub use jsonrpc::RpcError;
 pub use listener::raise_open_file_limit;
+pub use node::Node;
 pub use quota::{AtCapacity, Quotas};
 pub use server::Server;
 pub use session::SendError;

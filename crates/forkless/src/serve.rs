@@ -16,7 +16,8 @@ use core::future::Future;
 use core::pin::Pin;
 use forkless_core::Revision;
 
-use forkless_server::{Handler, Server, ServerConfig};
+use forkless_server::node::{Failure, Stopped};
+use forkless_server::{Handler, Node, Server, ServerConfig};
 
 use forkless_store::{MemoryStore, Store};
 use forkless_store_postgres::PgConfig;
@@ -28,11 +29,9 @@ use crate::Error;
 
 mod config;
 pub use config::DurabilityArg;
-mod shared;
 mod stop;
 mod store;
 use crate::demo::DemoHandler;
-use shared::serve_shared;
 use stop::StopSignal;
 pub use store::{StoreSpec, StoreSpecError};
 
@@ -248,7 +247,9 @@ pub(crate) struct Served<H> {
     pub(crate) after: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
-/// Serve `served` on the store `args` name until Ctrl-C, SIGTERM or a store failure.
+/// Serve `served` on the store `args` name until Ctrl-C, SIGTERM or a store failure. The
+/// node's life (what the previous process left, a failing store, the lease and takeovers on
+/// a shared store) is the library's [`Node`]; this only configures it.
 pub(crate) async fn serve<H: Handler>(
     args: &ServeArgs,
     config: ServerConfig,
@@ -259,9 +260,23 @@ pub(crate) async fn serve<H: Handler>(
         TcpListener::bind(args.listen).await.map_err(|source| Error::Bind { addr: args.listen, source })?;
     let local = listener.local_addr().map_err(Error::Startup)?;
     let stop = StopSignal::install()?;
-    let serving = Serving { listener, local, stop, config, served };
+    let Served { command, handler, after } = served;
+    let serving = Serving {
+        listener,
+        local,
+        stop,
+        command,
+        after,
+        path: config.path.clone(),
+        transport: config.transport.clone(),
+    };
+    let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
     match &args.store {
-        StoreSpec::Memory => serving.run(MemoryStore::new(), "memory".to_owned(), Vec::new(), None).await,
+        StoreSpec::Memory => {
+            let node =
+                Node::alone(server(MemoryStore::new(), handler, config)?, &[], None).await.map_err(named)?;
+            serving.run(node, "memory".to_owned()).await
+        }
         StoreSpec::Redb(path) => {
             let path = path.clone().unwrap_or_else(|| args.data_dir.join("forkless.redb"));
             let durability = args.durability();
@@ -284,81 +299,54 @@ pub(crate) async fn serve<H: Handler>(
                 }
             };
             let watched = store.clone();
-            let failed = Box::pin(async move { watched.failed().await });
-            serving.run(store, label, recovery.orphans, Some(failed)).await
+            let failed: Failure = Box::pin(async move { watched.failed().await });
+            let server = server(store, handler, config)?;
+            let node = Node::alone(server, &recovery.orphans, Some(failed))
+                .await
+                .map_err(|e| Error::Store(format!("settling what the previous process left: {e}")))?;
+            serving.run(node, label).await
         }
         StoreSpec::Postgres(url) => {
-            let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
-            let config = PgConfig { pipeline: args.pipeline(), ..PgConfig::new(url.clone()) };
-            let store = forkless_store_postgres::connect(config).await.map_err(named)?;
-            serve_shared(serving, store, args, args.store.to_string()).await
+            let config_pg = PgConfig { pipeline: args.pipeline(), ..PgConfig::new(url.clone()) };
+            let store = forkless_store_postgres::connect(config_pg).await.map_err(named)?;
+            let node = Node::shared(server(store, handler, config)?, args.lease()).await.map_err(named)?;
+            serving.run(node, args.store.to_string()).await
         }
         StoreSpec::Redis(url) => {
-            let named = |e: forkless_store::Error| Error::Store(format!("{}: {e}", args.store));
             let tls = args.redis_tls();
-            let config = RedisConfig { pipeline: args.pipeline(), tls, ..RedisConfig::new(url.clone()) };
-            let store = forkless_store_redis::connect(config).await.map_err(named)?;
+            let config_redis =
+                RedisConfig { pipeline: args.pipeline(), tls, ..RedisConfig::new(url.clone()) };
+            let store = forkless_store_redis::connect(config_redis).await.map_err(named)?;
             let durability = store.database().durability();
             tracing::info!(store = %args.store, ?durability, "redis store connected");
-            serve_shared(serving, store, args, format!("{} ({durability:?})", args.store)).await
+            let node = Node::shared(server(store, handler, config)?, args.lease()).await.map_err(named)?;
+            serving.run(node, format!("{} ({durability:?})", args.store)).await
         }
     }
+}
+
+/// The server for `handler` on `store`.
+fn server<S: Store, H: Handler>(store: S, handler: H, config: ServerConfig) -> Result<Server<S, H>, Error> {
+    Server::new(store, handler, config).map_err(|e| Error::Config(e.to_string()))
 }
 
 /// What `serve` has set up before it knows the store's type.
-struct Serving<H> {
+struct Serving {
     listener: TcpListener,
     local: SocketAddr,
     stop: StopSignal,
-    config: ServerConfig,
-    served: Served<H>,
+    command: &'static str,
+    after: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    path: String,
+    transport: forkless_server::Transport,
 }
 
-impl<H: Handler> Serving<H> {
-    /// Serve on `store` until a stop signal, or until `failure` resolves (the durable store
-    /// refuses work after a failed write, a shared store after losing its node lease:
-    /// stopping is the only honest answer).
-    /// Requests in `orphans` died with the previous process: they are answered (with errors
-    /// carrying their ids) before the first connection is accepted.
-    async fn run<S: Store>(
-        self,
-        store: S,
-        label: String,
-        orphans: Vec<forkless_store::Orphan>,
-        failure: Option<Pin<Box<dyn Future<Output = String> + Send>>>,
-    ) -> Result<(), Error> {
-        self.run_with(store, label, orphans, failure, None::<fn(&Server<S, H>)>).await
-    }
-
-    /// [`Self::run`], calling `started` with the server once it exists (to start tasks that
-    /// need it).
-    async fn run_with<S: Store>(
-        self,
-        store: S,
-        label: String,
-        orphans: Vec<forkless_store::Orphan>,
-        failure: Option<Pin<Box<dyn Future<Output = String> + Send>>>,
-        started: Option<impl FnOnce(&Server<S, H>)>,
-    ) -> Result<(), Error> {
-        let path = self.config.path.clone();
-        let transport = self.config.transport.clone();
-        let Served { command, handler, after } = self.served;
-        let server = Server::new(store, handler, self.config).map_err(|e| Error::Config(e.to_string()))?;
-        if let Some(started) = started {
-            started(&server);
-        }
-        if !orphans.is_empty() {
-            let answered = server.answer_orphans(&orphans).await;
-            tracing::info!(answered, lost = orphans.len(), "requests lost in the restart answered");
-        }
-        match server.settle_tasks_left().await {
-            Ok(0) => {}
-            Ok(settled) => {
-                tracing::info!(settled, "tasks left by the previous process settled by their policy")
-            }
-            Err(e) => return Err(Error::Store(format!("settling the tasks the previous process left: {e}"))),
-        }
-        let served = server.revisions();
+impl Serving {
+    /// Serve `node` until a stop signal or until its store refuses work (stopping is then the
+    /// only honest answer), printing the start-up and stop lines a supervisor reads.
+    async fn run<S: Store, H: Handler>(self, node: Node<S, H>, label: String) -> Result<(), Error> {
+        let Self { listener, local, stop, command, after, path, transport } = self;
+        let served = node.server().revisions();
         let revisions: Vec<_> =
             Revision::ALL.iter().filter(|r| served.contains(**r)).map(|r| r.as_str()).collect();
         for r in Revision::ALL.iter().filter(|r| served.contains(**r)) {
@@ -378,50 +366,28 @@ impl<H: Handler> Serving<H> {
         };
         announce(&format!(
             "forkless {command}: listening on {scheme}://{local}{path} (store: {label}, revisions: {revisions})",
-            local = self.local,
             revisions = revisions.join(", "),
         ));
-        tracing::info!(local = %self.local, %path, store = %label, "serving");
-
-        let (why_tx, why_rx) = tokio::sync::oneshot::channel::<Result<&'static str, String>>();
-        let stop = self.stop;
-        let refusing = server.clone();
-        let shutdown = async move {
-            let failure = async move {
-                match failure {
-                    Some(f) => f.await,
-                    None => std::future::pending().await,
-                }
-            };
-            let why = tokio::select! {
-                why = stop.wait() => {
-                    tracing::info!("{why}: stopping");
-                    Ok(why)
-                }
-                failed = failure => {
-                    tracing::error!(error = %failed, "the store refuses work (a failed durable write, or a lost node lease); stopping the server so nothing unsaved or unowned is delivered");
-                    // Requests waiting for their answer, and new ones, are refused now, not
-                    // after the drain.
-                    refusing.stop_serving(&failed);
-                    Err(failed)
-                }
-            };
+        tracing::info!(%local, %path, store = %label, "serving");
+        let (why_tx, why_rx) = tokio::sync::oneshot::channel::<&'static str>();
+        let signalled = async move {
+            let why = stop.wait().await;
+            tracing::info!("{why}: stopping");
             let _ = why_tx.send(why);
         };
-        let served = server.serve(self.listener, shutdown).await.map_err(Error::Serve);
+        let stopped = node.serve(listener, signalled).await.map_err(Error::Serve);
         if let Some(after) = after {
             after.await;
         }
-        served?;
-        // The shutdown future only drops its sender without sending if the server ended first.
-        let why = why_rx.await.unwrap_or(Ok("server finished"));
+        let stopped = stopped?;
         tracing::info!("stopped");
-        match why {
-            Ok(why) => {
+        match stopped {
+            Stopped::Signalled => {
+                let why = why_rx.await.unwrap_or("server finished");
                 announce(&format!("forkless {command}: stopped ({why})"));
                 Ok(())
             }
-            Err(failed) => {
+            Stopped::StoreFailed(failed) => {
                 announce(&format!("forkless {command}: stopped (store failure: {failed})"));
                 Err(Error::Store(failed))
             }

@@ -1,5 +1,7 @@
 //! What correctness needs from the node a session is served on, named and put behind
-//! interfaces so that a node can be one of many.
+//! interfaces so that a node can be one of many; and the node's life around its server
+//! ([`Node`]: what a previous process left, a failing store, the lease and takeovers on a
+//! shared store).
 //!
 //! | interface | owns | single-process implementation |
 //! |---|---|---|
@@ -21,10 +23,12 @@
 mod attachments;
 mod forward;
 mod inbox;
+mod life;
 mod route;
 
 pub use attachments::{AttachmentLease, Attachments, Held, LocalAttachments};
 pub(crate) use forward::Forwarder;
 pub(crate) use inbox::LiveSessions;
 pub use inbox::{Delivery, Inbox, InboxMessage};
+pub use life::{Failure, Lease, Node, Stopped};
 pub(crate) use route::Routes;

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use axum::extract::Request;
 use axum::response::Response;
 use forkless_core::{IdHashBuilder, SessionId};
-use forkless_store::{Owner, Store, Takeover};
+use forkless_store::{Owner, Store};
 
 use crate::clock::now;
 use crate::error::{Error, OwnerUnavailable};
@@ -187,10 +187,7 @@ impl<S: Store, H: Handler> App<S, H> {
         if step != Step::Adopt {
             return Ok(request);
         }
-        let what = match self.common.restorable {
-            Restorable::Yes => Takeover::Restore,
-            Restorable::No => Takeover::End,
-        };
+        let what = self.common.restorable.takeover();
         match self.common.store.adopt(id, what, now()).await.map_err(|e| self.answer(Err(e.into())))? {
             Some(orphans) => {
                 let answered = self.common.answer_orphans(&orphans, crate::common::Lost::Takeover).await;

@@ -33,6 +33,15 @@ impl ServeArgs {
         }
     }
 
+    /// This node's lease on a shared store (`--node-id`, `--lease-ttl`, `--advertise`).
+    pub fn lease(&self) -> Option<forkless_server::node::Lease> {
+        self.node_id.as_ref().map(|node| forkless_server::node::Lease {
+            node: node.clone(),
+            ttl: Duration::from_millis(self.lease_ttl),
+            advertise: self.advertise.clone(),
+        })
+    }
+
     /// The Redis TLS settings of `--redis-ca`, `--redis-cert`/`--redis-key`, `--redis-insecure`.
     pub fn redis_tls(&self) -> forkless_store_redis::tls::RedisTls {
         use forkless_store_redis::tls::{RedisTls, Verify};
