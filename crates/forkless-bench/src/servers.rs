@@ -231,7 +231,9 @@ async fn run<S: Store>(store: S, config: ServerConfig, listen: SocketAddr) -> Re
     let listener = TcpListener::bind(listen).await.map_err(Error::Io)?;
     let tls = matches!(server.config().transport, forkless_server::Transport::Tls(_));
     announce(listener.local_addr().map_err(Error::Io)?, tls);
-    server.serve(listener, stop_signal()).await.map_err(Error::Io)
+    // A fresh store: nothing left by a previous process, no lease (one node).
+    let node = forkless_server::Node::alone(server, &[], None).await.map_err(|e| Error::Server(e.to_string()))?;
+    node.serve(listener, stop_signal()).await.map(drop).map_err(Error::Io)
 }
 
 /// Serve the bare hyper 1 echo until the process is stopped: every POST is parsed as a
