@@ -232,7 +232,8 @@ async fn run<S: Store>(store: S, config: ServerConfig, listen: SocketAddr) -> Re
     let tls = matches!(server.config().transport, forkless_server::Transport::Tls(_));
     announce(listener.local_addr().map_err(Error::Io)?, tls);
     // A fresh store: nothing left by a previous process, no lease (one node).
-    let node = forkless_server::Node::alone(server, &[], None).await.map_err(|e| Error::Server(e.to_string()))?;
+    let node =
+        forkless_server::Node::alone(server, &[], None).await.map_err(|e| Error::Server(e.to_string()))?;
     node.serve(listener, stop_signal()).await.map(drop).map_err(Error::Io)
 }
 

@@ -32,10 +32,11 @@ use std::str::FromStr;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
+use forkless_store::shared::Read;
 use forkless_store::shared::{
     Batch, Committed, Database, Declared, LeaseOp, Loaded, OwnerFacts, SharedStore, Write, Written,
 };
-use forkless_store::{Error, Reader, Result, StoredEvent, Version};
+use forkless_store::{Error, Result, Version};
 use tls::MakeTls;
 
 mod batch;
@@ -181,15 +182,8 @@ impl Database for Postgres {
         log::oldest_sizes(&*self.client().await?, session, stream, from, n).await
     }
 
-    async fn read(
-        &self,
-        session: SessionId,
-        stream: StreamId,
-        after: Seq,
-        max: usize,
-        reader: Reader,
-    ) -> Result<Vec<StoredEvent>> {
-        log::read(&*self.client().await?, session, stream, after, max, reader).await
+    async fn read(&self, session: SessionId, stream: StreamId, after: Seq, max: usize) -> Result<Read> {
+        log::read(&*self.client().await?, session, stream, after, max).await
     }
 
     async fn stream(&self, session: SessionId, stream: StreamId) -> Result<Stream> {

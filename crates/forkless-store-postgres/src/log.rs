@@ -1,16 +1,18 @@
-//! Reading what the database committed: a stream's events after a cursor (fenced where they
-//! are read, decoded from the chunks that hold them), the sizes retention asks for, one stream's metadata, and the sessions due for a
-//! sweep. Every read is one statement, so what it checks and what it returns come from one
-//! snapshot.
+//! Reading what the database committed: a stream's metadata and events after a cursor
+//! (decoded from the chunks that hold them), the sizes retention asks for, one stream's
+//! metadata, and the sessions due for a sweep. Every read is one statement, so the metadata
+//! the shared layer checks and the events it returns come from one snapshot.
 //!
-//! It owns these queries, not the checks (those are [`forkless_store::check_read`] and the
-//! core's [`Wake`](forkless_core::Wake) arithmetic).
+//! It owns these queries, not the checks (the read fence is the shared layer's, through
+//! [`forkless_store::check_read`], and the wake-ups the core's
+//! [`Wake`](forkless_core::Wake) arithmetic).
 
 use bytes::Bytes;
 use deadpool_postgres::ClientWrapper as Client;
 use forkless_core::{Schedule, Seq, SessionId, Stream, StreamId, Timestamp};
 use forkless_store::codec::{decode_stream, push_chunk_events, push_chunk_sizes};
-use forkless_store::{Error, Reader, Result, StoredEvent, check_continuation, check_read};
+use forkless_store::shared::Read;
+use forkless_store::{Error, Result};
 
 use crate::rows::{backend, millis};
 
@@ -18,15 +20,14 @@ use crate::rows::{backend, millis};
 /// hundred).
 const MAX_READ: usize = 1 << 20;
 
-/// Up to `max` committed events of `stream` after `after`, as `reader`.
+/// `stream`'s committed metadata and up to `max` of its committed events after `after`.
 pub(crate) async fn read(
     client: &Client,
     session: SessionId,
     stream: StreamId,
     after: Seq,
     max: usize,
-    reader: Reader,
-) -> Result<Vec<StoredEvent>> {
+) -> Result<Read> {
     // The chunks holding events after the cursor, up to the `max`-th: those ending after it
     // and starting at or before `after + max`, in order.
     let stmt = client
@@ -45,15 +46,13 @@ pub(crate) async fn read(
     let rows = client.query(&stmt, &[&s, &st, &after_n, &limit]).await.map_err(backend)?;
     let Some(first) = rows.first() else { return Err(absent(client, session).await) };
     let meta = decode_stream(first.get::<_, &[u8]>(0))?.build();
-    check_read(&meta, after, reader)?;
     let mut events = Vec::with_capacity(max.min(256));
     for row in &rows {
         let Some(first) = row.get::<_, Option<i64>>(1) else { break };
         let chunk = Bytes::copy_from_slice(row.get::<_, &[u8]>(2));
         push_chunk_events(Seq::new(first as u64), &chunk, after, max, &mut events)?;
     }
-    check_continuation(&meta, after, &events)?;
-    Ok(events)
+    Ok(Read { meta, events })
 }
 
 /// One stream's committed metadata.

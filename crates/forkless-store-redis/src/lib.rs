@@ -47,10 +47,11 @@
 
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, Timestamp};
 use forkless_store::codec::{decode_header, decode_stream};
+use forkless_store::shared::Read;
 use forkless_store::shared::{
     Batch, Committed, Database, Declared, LeaseOp, Loaded, SharedStore, Write, Written,
 };
-use forkless_store::{Error, Reader, Result, StoredEvent, Version};
+use forkless_store::{Error, Result, Version};
 use redis::{Script, Value};
 
 mod apply;
@@ -304,15 +305,8 @@ impl Database for Redis {
         self.oldest_event_sizes(session, stream, from, n).await
     }
 
-    async fn read(
-        &self,
-        session: SessionId,
-        stream: StreamId,
-        after: Seq,
-        max: usize,
-        reader: Reader,
-    ) -> Result<Vec<StoredEvent>> {
-        self.read_events(session, stream, after, max, reader).await
+    async fn read(&self, session: SessionId, stream: StreamId, after: Seq, max: usize) -> Result<Read> {
+        self.read_events(session, stream, after, max).await
     }
 
     async fn stream(&self, session: SessionId, stream: StreamId) -> Result<Stream> {

@@ -6,7 +6,8 @@
 use bytes::Bytes;
 use forkless_core::{Seq, SessionId, Stream, StreamId};
 use forkless_store::codec::{decode_stream, push_chunk_events, push_chunk_sizes};
-use forkless_store::{Error, Reader, Result, StoredEvent, check_continuation, check_read};
+use forkless_store::shared::Read;
+use forkless_store::{Error, Result};
 use redis::Value;
 
 use crate::keys::hex;
@@ -53,8 +54,7 @@ impl Redis {
         stream: StreamId,
         after: Seq,
         max: usize,
-        reader: Reader,
-    ) -> Result<Vec<StoredEvent>> {
+    ) -> Result<Read> {
         let mut invocation = self.read.key(self.keys.record(session));
         invocation.key(self.keys.streams(session)).key(self.keys.events(session, stream));
         let max = max.min(MAX_READ);
@@ -74,14 +74,12 @@ impl Redis {
         let row: Vec<u8> = redis::from_redis_value(row).map_err(parse)?;
         let members: Vec<Vec<u8>> = redis::from_redis_value(members).map_err(parse)?;
         let meta = decode_stream(&row)?.build();
-        check_read(&meta, after, reader)?;
         let mut events = Vec::with_capacity(max.min(256));
         for m in members {
             let (first, c) = chunk(m)?;
             push_chunk_events(first, &c, after, max, &mut events)?;
         }
-        check_continuation(&meta, after, &events)?;
-        Ok(events)
+        Ok(Read { meta, events })
     }
 
     pub(crate) async fn stream_row(&self, session: SessionId, stream: StreamId) -> Result<Stream> {

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, Stream, StreamId, TaskId, Timestamp};
 
 use super::LeaseOp;
-use crate::{Reader, Result, SpendKey, Spent, StoredEvent, Version};
+use crate::{Result, SpendKey, Spent, StoredEvent, Version};
 
 /// A compare-and-set write: `new` replaces `old`, stored at version `expected`.
 #[derive(Debug)]
@@ -138,6 +138,15 @@ pub enum Committed {
     Moved(SessionId),
 }
 
+/// What a [`Database::read`] found.
+#[derive(Debug)]
+pub struct Read {
+    /// The stream's stored metadata, as of the read.
+    pub meta: Stream,
+    /// Its stored events after the cursor, in order, at most the `max` asked for.
+    pub events: Vec<StoredEvent>,
+}
+
 /// What [`Database::load_since`] found.
 #[derive(Debug)]
 pub enum Loaded {
@@ -238,16 +247,17 @@ pub trait Database: Send + Sync + 'static {
         from: Seq,
         n: u64,
     ) -> impl Future<Output = Result<Vec<u64>>> + Send;
-    /// Up to `max` stored events after `after`, read and checked ([`crate::check_read`]) in
-    /// one atomic step.
+    /// The stream's stored metadata and up to `max` of its stored events after `after`, read
+    /// in one atomic step. Unchecked: whether the reader may read them at all
+    /// ([`crate::check_read`]) and whether they continue the cursor
+    /// ([`crate::check_continuation`]) the shared layer decides, for every database alike.
     fn read(
         &self,
         session: SessionId,
         stream: StreamId,
         after: Seq,
         max: usize,
-        reader: Reader,
-    ) -> impl Future<Output = Result<Vec<StoredEvent>>> + Send;
+    ) -> impl Future<Output = Result<Read>> + Send;
     /// One stream's stored metadata ([`Error::StreamUnknown`](crate::Error::StreamUnknown), [`Error::SessionUnknown`](crate::Error::SessionUnknown)).
     fn stream(&self, session: SessionId, stream: StreamId) -> impl Future<Output = Result<Stream>> + Send;
     /// Forget a session; deliver `hint` with it.

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use forkless_core::{Schedule, Seq, SessionId, SessionRecord, StreamId, Timestamp};
 
 use super::{Batch, Committed, Database, Declared, LeaseOp, Loaded, OwnerFacts, Write, Written};
-use crate::{Error, Reader, Result, SpendKey, Spent, StoredEvent, Version};
+use crate::{Error, Result, SpendKey, Spent, Version};
+
+use super::database::Read;
 use forkless_core::Stream;
 
 /// A failure to inject into the next matching call of a [`FaultyDatabase`].
@@ -142,15 +144,8 @@ impl<D: Database> Database for FaultyDatabase<D> {
     ) -> Result<Vec<u64>> {
         self.inner.oldest_sizes(session, stream, from, n).await
     }
-    async fn read(
-        &self,
-        session: SessionId,
-        stream: StreamId,
-        after: Seq,
-        max: usize,
-        reader: Reader,
-    ) -> Result<Vec<StoredEvent>> {
-        self.inner.read(session, stream, after, max, reader).await
+    async fn read(&self, session: SessionId, stream: StreamId, after: Seq, max: usize) -> Result<Read> {
+        self.inner.read(session, stream, after, max).await
     }
     async fn stream(&self, session: SessionId, stream: StreamId) -> Result<Stream> {
         self.inner.stream(session, stream).await

@@ -49,8 +49,8 @@ pub use crate::Takeover;
 use cache::Cache;
 pub use commit::{Pipeline, RETRY_FIRST, SETTLE_RETRIES};
 pub use database::{
-    Batch, Chunk, Committed, Database, Declared, Hint, HintFilter, Loaded, OwnerFacts, SessionWrite, TaskRow,
-    Write, Written,
+    Batch, Chunk, Committed, Database, Declared, Hint, HintFilter, Loaded, OwnerFacts, Read, SessionWrite,
+    TaskRow, Write, Written,
 };
 pub use faulty::{DbFault, DbFaults, FaultyDatabase};
 use hub::Hub;
@@ -339,7 +339,11 @@ impl<D: Database> Store for SharedStore<D> {
             return Ok(events);
         }
         self.inner.reads.fetch_add(1, Ordering::Relaxed);
-        self.inner.db.read(session, stream, after, max, reader).await
+        // The read fence, here for every database: a backend only reads.
+        let Read { meta, events } = self.inner.db.read(session, stream, after, max).await?;
+        crate::check_read(&meta, after, reader)?;
+        crate::check_continuation(&meta, after, &events)?;
+        Ok(events)
     }
 
     async fn watch(&self, session: SessionId, stream: StreamId) -> Result<StreamWatch> {

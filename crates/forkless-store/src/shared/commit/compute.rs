@@ -263,7 +263,11 @@ impl<D: Database> Inner<D> {
     /// reported an error stored after all).
     async fn stored_as(&self, session: SessionId, id: EventId, payload: &[u8]) -> Result<bool> {
         let before = Seq::new(id.seq.get().saturating_sub(1));
-        let found = self.db.read(session, id.stream, before, 1, crate::Reader::Inspector).await;
+        let found = self.db.read(session, id.stream, before, 1).await.and_then(|read| {
+            crate::check_read(&read.meta, before, crate::Reader::Inspector)?;
+            crate::check_continuation(&read.meta, before, &read.events)?;
+            Ok(read.events)
+        });
         match found {
             Ok(events) => Ok(events.first().is_some_and(|e| e.seq == id.seq && e.payload == payload)),
             Err(Error::Backend(m)) => Err(Error::Backend(m)),
