@@ -95,7 +95,9 @@ pub async fn connect(config: PgConfig) -> Result<PgStore> {
     let node = config.node.unwrap_or_else(random_node);
     let store = SharedStore::new(db, config.hints, node, config.pipeline, config.tail);
     if config.hints == Hints::Notify {
-        store.own_task(tokio::spawn(listener::listen(store.hint_sink(), pg)));
+        let (config, tls) = pg;
+        let source = listener::Listener { config, tls };
+        store.own_task(tokio::spawn(forkless_store::shared::listen(store.hint_sink(), source)));
     }
     Ok(store)
 }

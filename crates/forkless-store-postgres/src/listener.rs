@@ -1,56 +1,57 @@
-//! The hint listener of one node: a connection of its own doing `LISTEN forkless`, handing
-//! every notification to the store's [`HintSink`] and telling it each time it (re)connects
-//! (hints sent meanwhile are lost, so the sink re-reads everything watched). Ends when the
-//! store is dropped.
+//! Where a node's hints arrive from PostgreSQL: a connection of its own doing `LISTEN
+//! forkless` ([`HintSource`]); the listening loop is the shared layer's
+//! ([`forkless_store::shared::listen`]).
 
-use std::time::Duration;
-
-use forkless_store::shared::HintSink;
+use forkless_store::shared::HintSource;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio_postgres::AsyncMessage;
 
-use crate::Postgres;
+/// The database's connection settings, for the listener's own connection.
+pub(crate) struct Listener {
+    pub(crate) config: tokio_postgres::Config,
+    pub(crate) tls: crate::tls::MakeTls,
+}
 
-pub(crate) async fn listen(
-    sink: HintSink<Postgres>,
-    (config, tls): (tokio_postgres::Config, crate::tls::MakeTls),
-) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        match config.connect(tls.clone()).await {
-            Ok((client, mut conn)) => {
-                let (tx, mut rx) = mpsc::unbounded_channel();
-                let driver = tokio::spawn(async move {
-                    let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
-                    while let Some(Ok(message)) = messages.next().await {
-                        if let AsyncMessage::Notification(n) = message
-                            && tx.send(n.payload().to_owned()).is_err()
-                        {
-                            break;
-                        }
-                    }
-                });
-                match client.batch_execute("LISTEN forkless").await {
-                    Ok(()) => {
-                        backoff = Duration::from_millis(100);
-                        if !sink.connected().await {
-                            return;
-                        }
-                        while let Some(payload) = rx.recv().await {
-                            if !sink.hint(&payload).await {
-                                return;
-                            }
-                        }
-                        tracing::warn!("postgres hint listener disconnected; reconnecting");
-                    }
-                    Err(e) => tracing::warn!(error = %e, "postgres LISTEN failed"),
+/// A `LISTEN forkless` connection: its notifications, and the task driving it (stopped with
+/// the subscription).
+pub(crate) struct Subscription {
+    payloads: mpsc::UnboundedReceiver<String>,
+    driver: tokio::task::JoinHandle<()>,
+    /// Kept open for the subscription's life: dropping it closes the connection.
+    _client: tokio_postgres::Client,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+impl HintSource for Listener {
+    type Subscription = Subscription;
+    const NAME: &'static str = "postgres";
+
+    async fn subscribe(&mut self) -> forkless_store::Result<Subscription> {
+        let backend = |e: tokio_postgres::Error| forkless_store::Error::Backend(format!("postgres: {e}"));
+        let (client, mut conn) = self.config.connect(self.tls.clone()).await.map_err(backend)?;
+        let (tx, payloads) = mpsc::unbounded_channel();
+        let driver = tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
+            while let Some(Ok(message)) = messages.next().await {
+                if let AsyncMessage::Notification(n) = message
+                    && tx.send(n.payload().to_owned()).is_err()
+                {
+                    break;
                 }
-                driver.abort();
             }
-            Err(e) => tracing::warn!(error = %e, "postgres hint listener cannot connect"),
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
+        });
+        let subscription = Subscription { payloads, driver, _client: client };
+        subscription._client.batch_execute("LISTEN forkless").await.map_err(backend)?;
+        Ok(subscription)
+    }
+
+    async fn next(subscription: &mut Subscription) -> Option<String> {
+        subscription.payloads.recv().await
     }
 }

@@ -117,7 +117,8 @@ pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
     let node = config.node.unwrap_or_else(random_node);
     let store = SharedStore::new(redis, config.hints, node, config.pipeline, config.tail);
     if config.hints == Hints::Notify {
-        store.own_task(tokio::spawn(listener::listen(store.hint_sink(), client, keys.hints())));
+        let source = listener::Listener { client, channel: keys.hints() };
+        store.own_task(tokio::spawn(forkless_store::shared::listen(store.hint_sink(), source)));
     }
     Ok(store)
 }

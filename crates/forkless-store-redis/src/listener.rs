@@ -1,39 +1,33 @@
-//! The hint listener of one node: a subscription of its own to the store's hint channel,
-//! handing every message to the store's [`HintSink`] and telling it each time it (re)connects
-//! (hints published meanwhile are lost, so the sink re-reads everything watched). Ends when
-//! the store is dropped.
+//! Where a node's hints arrive from Redis: a subscription of its own to the store's hint
+//! channel ([`HintSource`]); the listening loop is the shared layer's
+//! ([`forkless_store::shared::listen`]).
 
-use std::time::Duration;
-
-use forkless_store::shared::HintSink;
+use forkless_store::shared::HintSource;
 use futures::StreamExt;
 
-use crate::Redis;
+/// The client and channel the listener subscribes with.
+pub(crate) struct Listener {
+    pub(crate) client: redis::Client,
+    pub(crate) channel: String,
+}
 
-pub(crate) async fn listen(sink: HintSink<Redis>, client: redis::Client, channel: String) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        match client.get_async_pubsub().await {
-            Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
-                Ok(()) => {
-                    backoff = Duration::from_millis(100);
-                    if !sink.connected().await {
-                        return;
-                    }
-                    let mut messages = pubsub.on_message();
-                    while let Some(message) = messages.next().await {
-                        let Ok(payload) = message.get_payload::<String>() else { continue };
-                        if !sink.hint(&payload).await {
-                            return;
-                        }
-                    }
-                    tracing::warn!("redis hint subscription ended; reconnecting");
-                }
-                Err(e) => tracing::warn!(error = %e, "redis SUBSCRIBE failed"),
-            },
-            Err(e) => tracing::warn!(error = %e, "redis hint listener cannot connect"),
+impl HintSource for Listener {
+    type Subscription = redis::aio::PubSubStream;
+    const NAME: &'static str = "redis";
+
+    async fn subscribe(&mut self) -> forkless_store::Result<Self::Subscription> {
+        let backend = |e: redis::RedisError| forkless_store::Error::Backend(format!("redis: {e}"));
+        let mut pubsub = self.client.get_async_pubsub().await.map_err(backend)?;
+        pubsub.subscribe(&self.channel).await.map_err(backend)?;
+        Ok(pubsub.into_on_message())
+    }
+
+    async fn next(subscription: &mut Self::Subscription) -> Option<String> {
+        loop {
+            let message = subscription.next().await?;
+            if let Ok(payload) = message.get_payload::<String>() {
+                return Some(payload);
+            }
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }

@@ -39,6 +39,7 @@ mod faulty;
 mod hub;
 mod interest;
 mod lease;
+mod listen;
 mod metrics;
 mod owners;
 mod tail;
@@ -58,6 +59,7 @@ pub use hub::{HintSink, Hints, unhex};
 use hub::{hint, session_hint};
 pub use interest::INTEREST_SWEEP;
 pub use lease::{LeaseOp, NodeLease};
+pub use listen::{FIRST_BACKOFF, HintSource, MAX_BACKOFF, listen};
 pub use tail::TailConfig;
 use tail::{Tails, Validated};
 
