@@ -104,6 +104,8 @@ mod tasks;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "conformance")]
+pub mod testing;
 
 pub use bulletin::Bulletin;
 pub use error::Error;
