@@ -92,7 +92,7 @@ pub type PgStore = SharedStore<Postgres>;
 /// Connect, migrate the schema (see [`schema`]) and start the hint listener.
 pub async fn connect(config: PgConfig) -> Result<PgStore> {
     let (db, pg) = open(&config).await?;
-    let node = config.node.unwrap_or_else(random_node);
+    let node = config.node.unwrap_or_else(forkless_store::shared::random_node_name);
     let store = SharedStore::new(db, config.hints, node, config.pipeline, config.tail);
     if config.hints == Hints::Notify {
         let (config, tls) = pg;
@@ -128,11 +128,6 @@ async fn open(config: &PgConfig) -> Result<(Postgres, (tokio_postgres::Config, M
         .build()
         .map_err(|e| Error::Backend(format!("postgres pool: {e}")))?;
     Ok((Postgres { pool }, (pg, tls)))
-}
-
-fn random_node() -> String {
-    use std::hash::{BuildHasher, RandomState};
-    format!("{:016x}", RandomState::new().hash_one(std::time::SystemTime::now()))
 }
 
 /// Sessions and event logs in PostgreSQL tables (see [`schema`]), through a connection pool.

@@ -114,18 +114,13 @@ pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
         after_restart: config.after_restart,
     };
     redis.vouch_all().await?;
-    let node = config.node.unwrap_or_else(random_node);
+    let node = config.node.unwrap_or_else(forkless_store::shared::random_node_name);
     let store = SharedStore::new(redis, config.hints, node, config.pipeline, config.tail);
     if config.hints == Hints::Notify {
         let source = listener::Listener { client, channel: keys.hints() };
         store.own_task(tokio::spawn(forkless_store::shared::listen(store.hint_sink(), source)));
     }
     Ok(store)
-}
-
-fn random_node() -> String {
-    use std::hash::{BuildHasher, RandomState};
-    format!("{:016x}", RandomState::new().hash_one(std::time::SystemTime::now()))
 }
 
 pub(crate) fn backend(e: redis::RedisError) -> Error {

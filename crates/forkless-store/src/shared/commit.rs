@@ -28,7 +28,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Weak;
 use std::sync::atomic::Ordering;
 
-use super::{Batch, Committed, Database, Hint, HintFilter, Hints, Inner, SessionWrite, Validated, hint};
+use super::hint::Said;
+use super::{Batch, Committed, Database, Hint, HintFilter, Hints, Inner, SessionWrite, Validated};
 use crate::{Error, MAX_CAS_ATTEMPTS, Result, Version};
 use bytes::Bytes;
 use forkless_core::{
@@ -241,7 +242,10 @@ impl<D: Database> Inner<D> {
                 .iter()
                 .map(|(id, w)| {
                     let streams: Vec<StreamId> = w.end.changes_since(&w.start).map(|c| c.id()).collect();
-                    Hint { session: **id, text: hint(&self.node, **id, &streams) }
+                    Hint {
+                        session: **id,
+                        text: Said::Changed { session: **id, streams: Some(streams) }.encode(&self.node),
+                    }
                 })
                 .collect(),
         };

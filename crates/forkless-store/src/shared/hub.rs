@@ -16,6 +16,7 @@ use std::sync::{Mutex, Weak};
 use forkless_core::{Epoch, IdHashBuilder, Seq, SessionId, Stream, StreamId};
 use tokio::sync::watch;
 
+use super::hint::{Hinted, Said};
 use super::{Database, Inner};
 use crate::{StreamEnd, StreamSignal, StreamWatch};
 
@@ -29,10 +30,6 @@ pub enum Hints {
     /// Neither send nor listen: one node alone on the database.
     Off,
 }
-
-/// Hints name at most this many streams; a write that changed more names its session only,
-/// and every watched stream of it is re-read.
-const MAX_STREAMS_PER_HINT: usize = 64;
 
 /// The watchers of this node, by stream.
 #[derive(Debug, Default)]
@@ -139,91 +136,8 @@ impl<D: Database> Inner<D> {
             return None;
         }
         self.hints_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Some(hint(&self.node, new.id(), &streams))
+        Some(Said::Changed { session: new.id(), streams: Some(streams) }.encode(&self.node))
     }
-}
-
-fn hex(bytes: &[u8], out: &mut String) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 15)] as char);
-    }
-}
-
-/// The bytes of `N`-byte lowercase or uppercase hex, as in hints.
-pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    let s = s.as_bytes();
-    if s.len() != 2 * N {
-        return None;
-    }
-    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    let mut out = [0u8; N];
-    for (i, pair) in s.chunks(2).enumerate() {
-        out[i] = digit(pair[0])? << 4 | digit(pair[1])?;
-    }
-    Some(out)
-}
-
-/// The hint of a write by `node` that changed `streams` of `session`:
-/// `node session:stream,stream,...` or, for many streams, `node session:*`.
-pub(super) fn hint(node: &str, session: SessionId, streams: &[StreamId]) -> String {
-    let mut out = String::with_capacity(node.len() + 34 + 25 * streams.len().min(MAX_STREAMS_PER_HINT));
-    out.push_str(node);
-    out.push(' ');
-    hex(session.as_bytes(), &mut out);
-    out.push(':');
-    if streams.len() > MAX_STREAMS_PER_HINT {
-        out.push('*');
-    } else {
-        for (i, s) in streams.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            hex(s.as_bytes(), &mut out);
-        }
-    }
-    out
-}
-
-/// The hint that every stream of `session` changed (it was removed).
-pub(super) fn session_hint(node: &str, session: SessionId) -> String {
-    let mut out = format!("{node} ");
-    hex(session.as_bytes(), &mut out);
-    out.push_str(":*");
-    out
-}
-
-/// The largest listen notification a hint carries (PostgreSQL's `NOTIFY` payload limit is
-/// 8000 bytes; the node's name and the marker fit in the rest).
-pub(super) const MAX_NOTICE_BYTES: usize = 7000;
-
-/// The hint that carries listen notification `json` from `node` to the other nodes: `!`
-/// where other hints name a session.
-pub(super) fn notice(node: &str, json: &str) -> String {
-    format!("{node} !{json}")
-}
-
-/// The listen notification a hint from another node carries, if it is one.
-fn notice_of<'p>(node: &str, payload: &'p str) -> Option<&'p str> {
-    let (from, rest) = payload.split_once(' ')?;
-    (from != node).then(|| rest.strip_prefix('!')).flatten()
-}
-
-/// What a hint names, unless this node sent it or it is malformed.
-fn parse(node: &str, payload: &str) -> Option<(SessionId, Option<Vec<StreamId>>)> {
-    let (from, rest) = payload.split_once(' ')?;
-    if from == node {
-        return None;
-    }
-    let (session, streams) = rest.split_once(':')?;
-    let session = SessionId::from_bytes(unhex(session)?);
-    if streams == "*" {
-        return Some((session, None));
-    }
-    let streams =
-        streams.split(',').map(|s| unhex(s).map(StreamId::from_bytes)).collect::<Option<Vec<_>>>()?;
-    Some((session, Some(streams)))
 }
 
 /// Where a backend's hint listener hands what it receives: it re-reads the streams a hint
@@ -252,14 +166,16 @@ impl<D: Database> HintSink<D> {
     /// A hint arrived. `false` once the store is gone.
     pub async fn hint(&self, payload: &str) -> bool {
         let Some(store) = self.inner.upgrade() else { return false };
-        if let Some(json) = notice_of(&self.node, payload) {
-            store.bulletin.publish(bytes::Bytes::copy_from_slice(json.as_bytes()));
-            return true;
-        }
-        if payload.split_once(' ').is_some_and(|(_, rest)| rest.starts_with('!')) {
-            return true; // this node's own notice: its subscribers had it at once
-        }
-        let Some((session, streams)) = parse(&self.node, payload) else { return true };
+        // A malformed hint is ignored; so is this node's own (its watchers and subscribers had
+        // what it says at once).
+        let Some(hinted) = Hinted::decode(payload).filter(|h| h.from != self.node) else { return true };
+        let (session, streams) = match hinted.what {
+            Said::Notice(json) => {
+                store.bulletin.publish(bytes::Bytes::copy_from_slice(json.as_bytes()));
+                return true;
+            }
+            Said::Changed { session, streams } => (session, streams),
+        };
         store.hints_received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let keys = match streams {
             Some(streams) => streams
@@ -278,23 +194,6 @@ impl<D: Database> HintSink<D> {
 mod tests {
     use super::*;
     use forkless_core::Timestamp;
-
-    #[test]
-    fn hints_name_what_they_changed_and_not_their_own_writes() {
-        let session = SessionId::from_bytes([7; 16]);
-        let streams = [StreamId::from_bytes([1; 12]), StreamId::from_bytes([0xab; 12])];
-        let h = hint("n1", session, &streams);
-        assert_eq!(parse("n2", &h), Some((session, Some(streams.to_vec()))));
-        assert_eq!(parse("n1", &h), None, "a node ignores its own hints");
-        let many: Vec<_> = (0..=MAX_STREAMS_PER_HINT as u8).map(|i| StreamId::from_bytes([i; 12])).collect();
-        assert_eq!(parse("n2", &hint("n1", session, &many)), Some((session, None)));
-        assert_eq!(parse("n2", &session_hint("n1", session)), Some((session, None)));
-        assert_eq!(parse("n2", "n1 zz:"), None, "a malformed hint is ignored");
-        let n = notice("n1", r#"{"method":"m"}"#);
-        assert_eq!(notice_of("n2", &n), Some(r#"{"method":"m"}"#));
-        assert_eq!(notice_of("n1", &n), None, "a node's own notice was delivered at once");
-        assert_eq!(notice_of("n2", &h), None, "a stream hint is no notice");
-    }
 
     fn stream_with(appended: u64) -> Stream {
         let mut s =

@@ -1,10 +1,19 @@
-//! What a shared store reports for `/metrics`: its group commits, hints, takeovers, listener
-//! connections and the node lease.
+//! What a shared store reports for `/metrics` and benchmarks: its group commits, hints,
+//! takeovers, listener connections and the node lease.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{Database, Inner};
 use crate::{MetricKind, StoreMetric};
+
+/// What a node's shared store did, for `/metrics` and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SharedStats {
+    /// Group commits (batches of appends stored).
+    pub batches: u64,
+    /// Events those batches stored.
+    pub batched_events: u64,
+}
 
 /// What `inner`'s store reports for `/metrics`.
 pub(super) fn of<D: Database>(i: &Inner<D>) -> Vec<StoreMetric> {

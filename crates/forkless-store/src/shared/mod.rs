@@ -19,8 +19,9 @@
 //!   nodes by a hint the database carries ([`hub`]), which makes them re-read: a hint may be
 //!   lost, so a backend's listener re-reads everything watched whenever it (re)connects.
 //!
-//! It owns the cache, the committer and the watchers, not the data's layout, the queries or
-//! the hint channel (a backend's), nor any decision (the core's).
+//! It owns the cache, the committer, the watchers, the read fence and the hints' format, not
+//! the data's layout, the queries or the hint channel (a backend's), nor any decision (the
+//! core's).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,14 +29,15 @@ use std::sync::{Arc, Mutex};
 use forkless_core::{EventId, Schedule, Seq, SessionId, SessionRecord, StreamChange, StreamId, Timestamp};
 use tokio::sync::mpsc;
 
-use crate::StoreMetric;
-
-use crate::{Append, Error, Reader, Result, Store, StoredEvent, StreamWatch, Usage, Version, Versioned};
+use crate::{
+    Append, Error, Reader, Result, Store, StoreMetric, StoredEvent, StreamWatch, Usage, Version, Versioned,
+};
 
 mod cache;
 mod commit;
 mod database;
 mod faulty;
+mod hint;
 mod hub;
 mod interest;
 mod lease;
@@ -54,23 +56,16 @@ pub use database::{
     TaskRow, Write, Written,
 };
 pub use faulty::{DbFault, DbFaults, FaultyDatabase};
+use hint::Said;
+pub use hint::{random_node_name, unhex};
 use hub::Hub;
-pub use hub::{HintSink, Hints, unhex};
-use hub::{hint, session_hint};
+pub use hub::{HintSink, Hints};
 pub use interest::INTEREST_SWEEP;
 pub use lease::{LeaseOp, NodeLease};
 pub use listen::{FIRST_BACKOFF, HintSource, MAX_BACKOFF, listen};
+pub use metrics::SharedStats;
 pub use tail::TailConfig;
 use tail::{Tails, Validated};
-
-/// What a node's shared store did, for `/metrics` and benchmarks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SharedStats {
-    /// Group commits (batches of appends stored).
-    pub batches: u64,
-    /// Events those batches stored.
-    pub batched_events: u64,
-}
 
 /// A [`Store`] on a [`Database`] shared by many nodes. Cheap to clone; clones share the
 /// cache, the committer and the watchers.
@@ -361,7 +356,8 @@ impl<D: Database> Store for SharedStore<D> {
     async fn remove(&self, id: SessionId) -> Result<()> {
         self.inner.fence()?;
         let inner = &self.inner;
-        let hint = (inner.hints == Hints::Notify).then(|| session_hint(&inner.node, id));
+        let hint = (inner.hints == Hints::Notify)
+            .then(|| Said::Changed { session: id, streams: None }.encode(&inner.node));
         inner.db.remove(id, hint).await?;
         if let Some((_, record)) = inner.cache.get(id) {
             inner.retain(record.retained_bytes(), 0);
@@ -433,16 +429,8 @@ impl<D: Database> Store for SharedStore<D> {
         if self.inner.hints == Hints::Off {
             return Ok(());
         }
-        let text = std::str::from_utf8(&message)
-            .map_err(|_| Error::Backend("a listen notification must be UTF-8 JSON".into()))?;
-        if text.len() > hub::MAX_NOTICE_BYTES {
-            return Err(Error::Backend(format!(
-                "a listen notification of {} bytes is above the {} a hint carries",
-                text.len(),
-                hub::MAX_NOTICE_BYTES
-            )));
-        }
-        self.inner.db.publish(&hub::notice(&self.inner.node, text)).await
+        let hint = Said::notice(&message)?.encode(&self.inner.node);
+        self.inner.db.publish(&hint).await
     }
 
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<bytes::Bytes> {
