@@ -276,3 +276,34 @@ async fn after_a_kill_9_and_restart_a_session_reads_what_it_was_sent_and_its_los
     assert_eq!(body["error"]["data"]["reason"], "owner_lost", "{body}");
     assert!(gw.children().iter().all(|p| !running(*p)), "no child started for the lost session");
 }
+
+/// `forkless check` says what it could not judge: through the gateway, server-everything's
+/// long operation numbers its work only by progress, so without `--progress` the request
+/// stream carries none of the numbered events: `churn` (like the scenarios that read to an
+/// event) is UNSUPPORTED and suggests `--progress`, never a FAIL with every event "missing";
+/// with `--progress` it passes.
+#[tokio::test]
+async fn check_says_unsupported_and_suggests_progress_when_no_numbered_event_arrives() {
+    let Some(child) = everything() else { return };
+    let gw = Serve::gateway(&[], &child).await;
+    let tool =
+        ["--tool", "trigger-long-running-operation", "--args", r#"{"duration": 3, "steps": "$count"}"#];
+    let churn = |extra: &'static [&'static str]| {
+        let url = gw.url.clone();
+        async move {
+            let args: Vec<&str> =
+                [&["check", url.as_str(), "--json", "--only", "churn"][..], &tool[..], extra].concat();
+            let (_, stdout) = support::forkless(&args).await;
+            let report: Value =
+                serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+            report["scenarios"][0].clone()
+        }
+    };
+    let without = churn(&[]).await;
+    assert_eq!(without["verdict"], "UNSUPPORTED", "{without}");
+    let said = without.to_string();
+    assert!(said.contains("none of its"), "nothing it counts arrived, and it says so: {without}");
+    assert!(said.contains("--progress"), "the output suggests --progress: {without}");
+    let with = churn(&["--progress"]).await;
+    assert_eq!(with["verdict"], "PASS", "{with}");
+}

@@ -256,6 +256,15 @@ pub(crate) async fn churn(ctx: &mut Ctx) -> Outcome {
             "{cuts} cuts at random points (after 1-12 events), {resumes} resumes, {retried} answered 409 \
              first and were retried"
         ));
+        if all.is_empty() {
+            // Nothing it counts arrived: there is nothing to judge, not a stream with 150 gaps.
+            let response = if response { ", only the response" } else { "" };
+            let hint = ctx.progress_hint();
+            return Err(ev.unsupported(format!(
+                "the request stream delivered none of its {} numbered events{response}: nothing to judge{hint}",
+                s.count
+            )));
+        }
         let c = Continuation::of(&all, 0, s.count);
         let got = format!(
             "delivered {} numbered events{}: {} duplicates, {} missing",

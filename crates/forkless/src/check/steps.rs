@@ -94,6 +94,18 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// What to add to a verdict of a request stream that delivered none of its numbered
+    /// events: a server that numbers its work by progress (a stdio server behind a gateway,
+    /// whose log messages name no request) needs its calls to ask for progress.
+    pub(crate) fn progress_hint(&self) -> &'static str {
+        match self.request.as_ref().map(|t| t.progress) {
+            Some(Progress::Omit) => {
+                "; if the server numbers its work by progress notifications (a stdio server behind a gateway), run with --progress"
+            }
+            _ => "",
+        }
+    }
+
     pub(crate) fn random(&mut self, below: u64) -> u64 {
         // xorshift64: the cut points only need to vary, not to be unpredictable.
         let mut x = self.rng.max(1);
@@ -140,6 +152,8 @@ pub(crate) struct Numbered {
     pub(crate) count: u64,
     /// What the current connection delivered.
     pub(crate) tape: Tape,
+    /// [`Ctx::progress_hint`], for a stream that delivers none of its numbered events.
+    pub(crate) hint: &'static str,
 }
 
 impl Numbered {
@@ -152,8 +166,9 @@ impl Numbered {
             .read(conn, self.request.as_ref(), deadline, |t| t.nums.contains(&n) || t.complete(kind, count))
             .await;
         if !self.tape.nums.contains(&n) {
+            let hint = if self.tape.nums.is_empty() { self.hint } else { "" };
             return Err(ev.unsupported(format!(
-                "the stream delivered {}{} before #{n}",
+                "the stream delivered {}{} before #{n}{hint}",
                 self.tape.summary(),
                 self.tape.ending()
             )));
@@ -257,7 +272,15 @@ pub(crate) async fn start(ctx: &Ctx, kind: Kind, count: u64, interval: u64, ev: 
                 });
             }
             ev.note(format!("POST tools/call {} {{count: {count}}} → {}", spec.name, head.describe()));
-            Ok(Numbered { session, conn: Some(conn), request: Some(id), kind, count, tape: Tape::default() })
+            Ok(Numbered {
+                session,
+                conn: Some(conn),
+                request: Some(id),
+                kind,
+                count,
+                tape: Tape::default(),
+                hint: ctx.progress_hint(),
+            })
         }
         Kind::Standalone => {
             let mut conn = session.get(None).await.map_err(|e| ev.fail(e.to_string()))?;
@@ -271,7 +294,15 @@ pub(crate) async fn start(ctx: &Ctx, kind: Kind, count: u64, interval: u64, ev: 
                 return Err(ev.fail(format!("tools/call {} failed: {answer}", spec.name)));
             }
             ev.note(format!("tools/call {} {{count: {count}}} answered", spec.name));
-            Ok(Numbered { session, conn: Some(conn), request: None, kind, count, tape: Tape::default() })
+            Ok(Numbered {
+                session,
+                conn: Some(conn),
+                request: None,
+                kind,
+                count,
+                tape: Tape::default(),
+                hint: "",
+            })
         }
     }
 }
