@@ -92,7 +92,12 @@ pub type PgStore = SharedStore<Postgres>;
 /// Connect, migrate the schema (see [`schema`]) and start the hint listener.
 pub async fn connect(config: PgConfig) -> Result<PgStore> {
     let (db, pg) = open(&config).await?;
-    let node = config.node.unwrap_or_else(forkless_store::shared::random_node_name);
+    let node = match config.node {
+        Some(name) => {
+            forkless_store::shared::NodeName::new(name).map_err(|e| Error::Backend(e.to_string()))?
+        }
+        None => forkless_store::shared::NodeName::random(),
+    };
     let store = SharedStore::new(db, config.hints, node, config.pipeline, config.tail);
     if config.hints == Hints::Notify {
         let (config, tls) = pg;

@@ -26,7 +26,16 @@ async fn store(db: &TestDb, pipeline: Pipeline) -> (Faulty, DbFaults) {
     cfg.pool_size = 4;
     let pg = forkless_store_postgres::database(&cfg).await.expect("connect");
     let (faulty, faults) = FaultyDatabase::new(pg);
-    (SharedStore::new(faulty, Hints::Off, "a".into(), pipeline, TailConfig::default()), faults)
+    (
+        SharedStore::new(
+            faulty,
+            Hints::Off,
+            forkless_store::shared::NodeName::new("a").unwrap(),
+            pipeline,
+            TailConfig::default(),
+        ),
+        faults,
+    )
 }
 
 async fn emit(store: &Faulty, record: &SessionRecord, n: u64) -> Result<EventId, Error> {

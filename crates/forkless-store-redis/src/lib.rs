@@ -114,7 +114,12 @@ pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
         after_restart: config.after_restart,
     };
     redis.vouch_all().await?;
-    let node = config.node.unwrap_or_else(forkless_store::shared::random_node_name);
+    let node = match config.node {
+        Some(name) => {
+            forkless_store::shared::NodeName::new(name).map_err(|e| Error::Backend(e.to_string()))?
+        }
+        None => forkless_store::shared::NodeName::random(),
+    };
     let store = SharedStore::new(redis, config.hints, node, config.pipeline, config.tail);
     if config.hints == Hints::Notify {
         let source = listener::Listener { client, channel: keys.hints() };

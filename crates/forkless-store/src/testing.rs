@@ -19,8 +19,8 @@ use forkless_core::{
 use tokio::sync::broadcast;
 
 use crate::shared::{
-    Batch, Committed, Database, HintSource, Hints, LeaseOp, OwnerFacts, Pipeline, Read, SharedStore,
-    TailConfig, TaskRow, Write, Written,
+    Batch, Committed, Database, HintSource, Hints, LeaseOp, NodeName, OwnerFacts, Pipeline, Read,
+    SharedStore, TailConfig, TaskRow, Write, Written,
 };
 use crate::{Error, Result, SpendKey, Spent, StoredEvent, Version};
 
@@ -97,13 +97,8 @@ impl MemoryDatabase {
 
     /// A node of it: a [`SharedStore`] named `node`, its hints on, its listener running.
     pub fn node(&self, node: &str) -> SharedStore<Self> {
-        let store = SharedStore::new(
-            self.clone(),
-            Hints::Notify,
-            node.to_owned(),
-            Pipeline::On,
-            TailConfig::default(),
-        );
+        let name = NodeName::new(node).expect("a valid node name");
+        let store = SharedStore::new(self.clone(), Hints::Notify, name, Pipeline::On, TailConfig::default());
         let source = Subscriber { hints: self.hints.clone() };
         store.own_task(tokio::spawn(crate::shared::listen(store.hint_sink(), source)));
         store

@@ -183,7 +183,8 @@ pub struct ServeArgs {
     /// This node's id on a shared store (`postgres://`, `redis://`): leased to one live
     /// process at a time (a second start is refused while the first holds it), renewed every
     /// third of `--lease-ttl`; a node that cannot renew stops before its lease can lapse.
-    #[arg(long, value_name = "NAME")]
+    /// Visible ASCII without spaces, at most 128 bytes.
+    #[arg(long, value_name = "NAME", value_parser = node_name)]
     pub node_id: Option<String>,
     /// The base URL other nodes reach this one at (`http://HOST:PORT`, an internal address),
     /// for `--node-id`: a POST or DELETE for a session this node owns that reaches another
@@ -219,6 +220,11 @@ pub struct ServeArgs {
     /// A scope every request's token must carry (repeatable); otherwise 403.
     #[arg(long = "auth-scope", value_name = "SCOPE", requires = "auth_issuer")]
     pub auth_scopes: Vec<String>,
+}
+
+/// `--node-id`, checked as every node name is ([`forkless_store::shared::NodeName`]).
+fn node_name(s: &str) -> Result<String, String> {
+    forkless_store::shared::NodeName::new(s).map(|n| n.to_string()).map_err(|e| e.to_string())
 }
 
 /// `--answer`: how a POST request is answered.

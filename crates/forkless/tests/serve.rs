@@ -281,12 +281,14 @@ async fn an_unreachable_database_exits_1_naming_it() {
 #[tokio::test]
 async fn bad_flags_and_invalid_settings_exit_2_with_a_message() {
     let bin = env!("CARGO_BIN_EXE_forkless");
-    let cases: [&[&str]; 5] = [
+    let cases: [&[&str]; 6] = [
         &["serve", "--no-such-flag"],
         &["serve", "--listen", "not-an-address"],
         &["serve", "--store", "sqlite://x"],
         &["serve", "--grace", "60000"],
         &["serve", "--path", "mcp"],
+        // A node id with a space would send hints no other node can read.
+        &["serve", "--store", "redis://127.0.0.1:6379", "--node-id", "a b"],
     ];
     for args in cases {
         let out =

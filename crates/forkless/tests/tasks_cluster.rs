@@ -161,7 +161,13 @@ async fn negative_control_a_create_acknowledged_before_its_commit_is_caught_on_t
     let Some(db) = forkless_store_postgres::testing::fresh().await else { return };
     let pg = forkless_store_postgres::database(&PgConfig::new(&db.url)).await.expect("connect");
     let (faulty, faults) = FaultyDatabase::new(pg);
-    let store_a = SharedStore::new(faulty, Hints::Off, "a".into(), Pipeline::On, TailConfig::default());
+    let store_a = SharedStore::new(
+        faulty,
+        Hints::Off,
+        forkless_store::shared::NodeName::new("a").unwrap(),
+        Pipeline::On,
+        TailConfig::default(),
+    );
     let store_b = db.store(Hints::Off).await;
     let serve = |server: axum::Router| async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

@@ -31,6 +31,8 @@ impl<D: Database> SharedStore<D> {
         ttl: Duration,
         advertise: Option<&str>,
     ) -> Result<NodeLease<D>> {
+        // A name other nodes could not read back is refused before anything is leased.
+        super::NodeName::new(node).map_err(|e| Error::Backend(e.to_string()))?;
         let token = format!("{:016x}", {
             use std::hash::{BuildHasher, RandomState};
             RandomState::new().hash_one((std::process::id(), std::time::SystemTime::now()))

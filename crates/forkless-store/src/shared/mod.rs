@@ -57,7 +57,7 @@ pub use database::{
 };
 pub use faulty::{DbFault, DbFaults, FaultyDatabase};
 use hint::Said;
-pub use hint::{random_node_name, unhex};
+pub use hint::{InvalidNodeName, NodeName, unhex};
 use hub::Hub;
 pub use hub::{HintSink, Hints};
 pub use interest::INTEREST_SWEEP;
@@ -137,7 +137,7 @@ impl<D: Database> SharedStore<D> {
     /// A store on `db`, this node named `node` in its hints, its notifications' appends
     /// returning as `pipeline` says, its own writers reading what it just committed from its
     /// tails as `tail` says. Spawns a committer per shard of the database.
-    pub fn new(db: D, hints: Hints, node: String, pipeline: Pipeline, tail: TailConfig) -> Self {
+    pub fn new(db: D, hints: Hints, node: NodeName, pipeline: Pipeline, tail: TailConfig) -> Self {
         let (commits, queues): (Vec<_>, Vec<_>) =
             (0..db.shards().max(1)).map(|_| mpsc::unbounded_channel()).unzip();
         let inner = Arc::new(Inner {
@@ -147,7 +147,7 @@ impl<D: Database> SharedStore<D> {
             pipeline,
             hub: Hub::default(),
             hints,
-            node,
+            node: node.as_str().to_owned(),
             interest: interest::Interest::default(),
             retained: AtomicI64::new(0),
             evicted: Default::default(),
