@@ -21,6 +21,16 @@ use crate::sse::{self, Served};
 use crate::writer::{self, Preamble, WriterOptions};
 
 impl<S: Store, H: Handler> App<S, H> {
+    /// An endpoint's outcome as its response: an error counted in `/metrics` and answered
+    /// with its status and JSON-RPC error.
+    pub(crate) fn answer(&self, out: Result<Response, Error>) -> Response {
+        out.unwrap_or_else(|e| {
+            let (status, _) = e.status_and_code();
+            self.common.metrics.error(status.as_str(), e.reason());
+            e.into_response()
+        })
+    }
+
     /// A POST's requests, answered over SSE as [`Answered`] says.
     pub(crate) async fn respond_sse(
         &self,

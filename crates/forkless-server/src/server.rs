@@ -440,13 +440,3 @@ async fn healthz_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>) ->
     let body = serde_json::json!({ "status": "unavailable", "store": why });
     (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
 }
-
-impl<S: Store, H: Handler> App<S, H> {
-    pub(crate) fn answer(&self, out: Result<Response, Error>) -> Response {
-        out.unwrap_or_else(|e| {
-            let (status, _) = e.status_and_code();
-            self.common.metrics.error(status.as_str(), e.reason());
-            e.into_response()
-        })
-    }
-}
