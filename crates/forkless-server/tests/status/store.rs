@@ -115,3 +115,21 @@ async fn a_stream_opened_for_a_post_that_went_away_still_gets_its_answer() {
     })
     .await;
 }
+
+/// An answer at once takes the one append every event takes (the outbox's): it is counted in
+/// `forkless_events_appended_total` like a notification and stored as its stream's final
+/// event (it once went to the store beside the outbox, uncounted).
+#[tokio::test]
+async fn an_answer_at_once_is_counted_like_every_appended_event() {
+    let srv = TestServer::default().await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let before = common::counter(&common::metrics(&srv).await, "forkless_events_appended_total");
+    for id in 1..=3 {
+        let events = Sse::new(c.call(id, "echo", json!({ "n": id })).await).rest().await;
+        let answer = events.last().expect("the answer").json();
+        assert_eq!(answer["id"], json!(id), "{answer}");
+    }
+    let after = common::counter(&common::metrics(&srv).await, "forkless_events_appended_total");
+    assert_eq!(after - before, 3, "one appended event per answer");
+}
