@@ -130,15 +130,15 @@ impl<S: Store, H: Handler> Server<S, H> {
             forwarder: crate::node::Forwarder::new(config_forward.0, config_forward.1),
         };
         let auth = common.cfg.auth.clone().map(|cfg| Arc::new(crate::auth::Authenticator::new(cfg)));
-        let answerer = Arc::new(Answerer::new(
-            handler.clone(),
-            common.outbox.clone(),
-            common.tasks.clone(),
-            common.request_states.clone(),
-            common.listeners.clone(),
-            common.metrics.clone(),
-            common.shutdown.clone(),
-        ));
+        let answerer = Arc::new(Answerer {
+            handler: handler.clone(),
+            outbox: common.outbox.clone(),
+            tasks: common.tasks.clone(),
+            request_states: common.request_states.clone(),
+            listeners: common.listeners.clone(),
+            metrics: common.metrics.clone(),
+            shutdown: common.shutdown.clone(),
+        });
         Ok(Self { common: Arc::new(common), handler, answerer, auth })
     }
 

@@ -41,14 +41,14 @@ pub(crate) use run::Call;
 /// Runs requests and delivers their answers (see the module documentation).
 pub(crate) struct Answerer<H> {
     pub(crate) handler: Arc<H>,
-    outbox: Arc<dyn Outbox>,
-    tasks: Arc<TaskTable>,
-    request_states: Arc<RequestStates>,
-    listeners: Arc<dyn Publish>,
-    metrics: Arc<Metrics>,
+    pub(crate) outbox: Arc<dyn Outbox>,
+    pub(crate) tasks: Arc<TaskTable>,
+    pub(crate) request_states: Arc<RequestStates>,
+    pub(crate) listeners: Arc<dyn Publish>,
+    pub(crate) metrics: Arc<Metrics>,
     /// Cancelled when the server shuts down (a request cancelled then is not withdrawn: it
     /// is answered with an error).
-    shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
 }
 
 /// How a POST's requests were answered over SSE.
@@ -70,18 +70,6 @@ enum Finished {
 }
 
 impl<H: Handler> Answerer<H> {
-    pub(crate) fn new(
-        handler: Arc<H>,
-        outbox: Arc<dyn Outbox>,
-        tasks: Arc<TaskTable>,
-        request_states: Arc<RequestStates>,
-        listeners: Arc<dyn Publish>,
-        metrics: Arc<Metrics>,
-        shutdown: CancellationToken,
-    ) -> Self {
-        Self { handler, outbox, tasks, request_states, listeners, metrics, shutdown }
-    }
-
     /// Answer `calls` as one JSON body (an array when the POST was a `batch`). Their own
     /// messages go to the session's standalone stream.
     pub(crate) async fn json(
