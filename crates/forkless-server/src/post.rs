@@ -1,6 +1,6 @@
 //! POST on the session revisions: `initialize`, then requests, notifications and responses on
-//! a session, each checked, then dispatched ([`crate::dispatch`]) and answered
-//! ([`crate::answer`]).
+//! a session, each checked, then run and answered ([`crate::answer`]) and turned into a response
+//! ([`crate::respond`]).
 //!
 //! This module owns the order of a POST's checks and what each kind of message does. The
 //! stateless revision's POST is [`crate::stateless`].
