@@ -6,12 +6,12 @@
 //! A task lives in the store ([`forkless_store::TaskStore`]): every change is a transition of
 //! the core's [`TaskRecord`] written by compare-and-set, durable before it returns, so a task
 //! id resolves on every node sharing the store and after any restart, and a `tasks/get` is one
-//! store read. This module owns the node's [`TaskTable`]: a thin cache of the work running
+//! store read. This module owns the node's `TaskTable`: a thin cache of the work running
 //! here (its cancellation and its wake-up, by task), creating tasks (ids from the OS CSPRNG,
 //! bound to the request's principal; limits per node and per principal), answering the three
 //! methods, expiry, and settling the tasks a lost owner left (a restart's, a lapsed node's) by
 //! each task's policy, decided by the core ([`TaskRecord::on_owner_lost`]). The wire shapes
-//! are [`wire`]'s; the handler's side (starting work, asking for input) is [`work`]'s.
+//! are `wire`'s; the handler's side (starting work, asking for input) is `work`'s.
 
 mod keyed;
 mod records;
