@@ -7,13 +7,8 @@ bench=target/release/forkless-bench
 server_cpu=(taskset -c 0)
 load_cpu=(taskset -c 1)
 if [[ -n "${FORKLESS_BENCH_NO_PIN:-}" ]]; then server_cpu=(); load_cpu=(); fi
-work=$(mktemp -d)
-server=""
-cleanup() {
-  if [[ -n "$server" ]]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/bench-scratch.sh
+source scripts/bench-scratch.sh
 
 # The rmcp reference (bench/rmcp-echo, its own package and target directory), built on first
 # use by a script that starts the `rmcp` target.

@@ -19,13 +19,8 @@ for tool in wrk curl; do
 done
 cargo build --release -q -p forkless
 bin=target/release/forkless
-work=$(mktemp -d)
-server=""
-cleanup() {
-  if [[ -n "$server" ]]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/bench-scratch.sh
+source scripts/bench-scratch.sh
 
 url="http://127.0.0.1:$port/mcp"
 headers=(-H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -H 'mcp-protocol-version: 2025-06-18')
