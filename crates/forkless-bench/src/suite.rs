@@ -2,7 +2,7 @@
 //! the rows of the result.
 //!
 //! This module owns the plan (servers × loads, durations for full and quick runs) and turning
-//! [`crate::load`] measurements into [`Row`]s; the server processes are [`procs`]'. It does
+//! [`crate::load`] measurements into [`Row`]s; the server processes are `procs`'. It does
 //! not generate load itself and does not format reports ([`crate::report`]).
 
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //!
 //! This module owns the record and the session-level transitions on it (create, open a
 //! request stream, append, attach, detach, complete, end, restart). The decision on a GET is
-//! [`crate::decision`]'s, retention and time [`crate::retention`]'s. It does not own payloads,
+//! [`crate::decision`]'s, retention and time `retention`'s. It does not own payloads,
 //! versions or waking readers: those belong to the store.
 
 use crate::config::{Config, Limits};

@@ -70,7 +70,7 @@ impl Tick {
 
 impl SessionRecord {
     /// Whether opening a request stream now would first drop completed ones to make room
-    /// (retention by count): a store that applies an [`AppendTarget::Answer`] in place must
+    /// (retention by count): a store that applies an [`AppendTarget::Answer`](crate::AppendTarget::Answer) in place must
     /// then also drop their events.
     pub fn opening_drops_streams(&self, limits: &Limits) -> bool {
         self.streams.len() > limits.session_max_streams

@@ -3,7 +3,7 @@
 //!
 //! This module owns those facts. The session's streams and every transition on them are the
 //! [`crate::record::SessionRecord`]'s; what time and retention do to it is in
-//! [`crate::retention`].
+//! `retention`.
 //!
 //! ```text
 //!   create ──▶ Active ──── on_end(Deleted | Rejected(reason) | IdleExpired | Failed) ──▶ Ended

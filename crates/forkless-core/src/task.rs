@@ -16,7 +16,7 @@
 //! settle one loss.
 //!
 //! This file owns the vocabulary (statuses, policy, owner, what each event did); the record
-//! and its transitions are [`record`]'s.
+//! and its transitions are `record`'s.
 //!
 //! No JSON: the payloads a task carries (a result, an error, input requests and answers, the
 //! work's persisted inputs) are JSON text the caller encodes. No IO, no clock.

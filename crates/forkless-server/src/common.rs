@@ -29,7 +29,8 @@ const CAPACITY_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs
 
 /// State shared by the endpoint, the writers and the sweeper.
 pub(crate) struct Common<S> {
-    pub(crate) store: Arc<S>,
+    /// The store, with the process's stand-ins for what it lacks.
+    pub(crate) store: Arc<forkless_store::Equipped<S>>,
     pub(crate) cfg: ServerConfig,
     pub(crate) metrics: Arc<Metrics>,
     /// Cancelled when graceful shutdown starts: every SSE body ends, every handler is told.

@@ -1,6 +1,6 @@
 //! Listen notifications (2026-07-28 `subscriptions/listen`): a handler announces a change
 //! (`RequestContext::notify_listeners`, `Server::notify_listeners`), the store carries it to
-//! every node sharing it (`forkless_store::Store::publish`, promise 10), and each listen stream
+//! every node sharing it (`forkless_store::Publishing::publish`, promise 10), and each listen stream
 //! passes on what its acknowledged filter admits, tagged with its subscription id.
 //!
 //! This module owns the announcement and the filter. The listen stream is
@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use forkless_store::Store;
+use forkless_store::Publishing;
 use serde_json::{Value, json};
 
 use crate::session::SendError;
@@ -27,7 +27,7 @@ pub(crate) trait Publish: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = forkless_store::Result<()>> + Send + '_>>;
 }
 
-impl<S: Store> Publish for Arc<S> {
+impl<S: Publishing> Publish for Arc<S> {
     fn publish(
         &self,
         message: Bytes,

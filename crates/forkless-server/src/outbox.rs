@@ -33,7 +33,7 @@ pub(crate) struct StoreOutbox<S> {
     pub(crate) sessions: Weak<LiveSessions>,
 }
 
-impl<S: Store> Outbox for StoreOutbox<S> {
+impl<S: Store + forkless_store::Spending> Outbox for StoreOutbox<S> {
     fn append(
         &self,
         session: SessionId,
@@ -98,7 +98,7 @@ impl<S: Store> Outbox for StoreOutbox<S> {
         until: Timestamp,
         now: Timestamp,
     ) -> BoxFuture<'_, Result<Spent, forkless_store::Error>> {
-        Box::pin(self.store.spend(key, issued, until, now))
+        Box::pin(forkless_store::Spending::spend(&*self.store, key, issued, until, now))
     }
 
     fn end(&self, session: SessionId, reason: EndReason) -> BoxFuture<'_, Result<(), SendError>> {

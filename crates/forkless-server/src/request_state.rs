@@ -7,7 +7,7 @@
 //! OS CSPRNG) under the current key of a [`RequestStateKeys`] ring, and names inside it what it
 //! is bound to: the principal that asked, the method and the tool or prompt name, and when it
 //! expires. Opening it checks each, in that order after the tag; then the server spends its
-//! 128-bit id in the store (`forkless_store::Store::spend`, a compare-and-set every node
+//! 128-bit id in the store (`forkless_store::Spending::spend`, a compare-and-set every node
 //! shares), so a state is accepted once on any node. Every refusal is `-32602` with its
 //! [`Refused`] reason in `data.reason`.
 //!

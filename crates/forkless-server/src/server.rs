@@ -63,7 +63,7 @@ impl<S: Store, H: Handler> Server<S, H> {
     /// A server over `store` and `handler`; refuses an invalid configuration.
     pub fn new(store: S, handler: H, config: ServerConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        let store = Arc::new(store);
+        let store = Arc::new(forkless_store::Equipped::new(store));
         let metrics = Arc::new(Metrics::default());
         let handler = Arc::new(handler);
         let restorable = handler.restorable();
@@ -159,7 +159,7 @@ impl<S: Store, H: Handler> Server<S, H> {
 
     /// The store.
     pub fn store(&self) -> &S {
-        &self.common.store
+        self.common.store.inner()
     }
 
     /// Announce a change to every 2026-07-28 listener whose filter admits it, on every node

@@ -138,7 +138,7 @@ impl<S: Store, H: Handler> App<S, H> {
                         &info,
                         keep_alive,
                         self.common.shutdown.clone(),
-                        self.common.store.subscribe(),
+                        forkless_store::Publishing::subscribe(&*self.common.store),
                     ));
                 }
                 if method.starts_with("tasks/") {

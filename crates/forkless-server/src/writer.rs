@@ -163,7 +163,7 @@ struct Writer<S: Store> {
     keep_alive: Duration,
     poll_deadline: Option<Instant>,
     /// A live attachment was displaced: write nothing before this instant, by when a displaced
-    /// writer on another node can no longer read (see [`Store::handover`]).
+    /// writer on another node can no longer read (see [`forkless_store::Ownership::handover`]).
     handover: Option<Instant>,
     opts: WriterOptions,
     span: tracing::Span,

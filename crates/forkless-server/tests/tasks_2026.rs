@@ -64,7 +64,16 @@ async fn server() -> TestServer {
 
 #[tokio::test]
 async fn a_task_is_created_read_answered_and_completed_by_its_principal_only() {
-    let server = server().await;
+    a_task_runs_for_its_principal_only(server().await).await;
+}
+
+/// The same on a store with nothing but sessions and logs: the process keeps the task.
+#[tokio::test]
+async fn on_a_store_without_tasks_the_process_keeps_them() {
+    a_task_runs_for_its_principal_only(TestServer::start_core_only(config()).await).await;
+}
+
+async fn a_task_runs_for_its_principal_only(server: TestServer) {
     let (status, created) = rpc(&server, "alice", "as-task", json!({ "x": 7 }), true).await;
     assert_eq!(status, 200, "{created}");
     let created = &created["result"];
@@ -162,7 +171,16 @@ async fn second_round(server: &TestServer, user: &str, state: &Value) -> Value {
 
 #[tokio::test]
 async fn a_request_state_is_sealed_by_the_server_and_accepted_once_for_its_principal() {
-    let server = server().await;
+    a_request_state_is_accepted_once(server().await).await;
+}
+
+/// The same on a store that cannot spend keys: the process keeps its own ledger.
+#[tokio::test]
+async fn on_a_store_without_spending_the_process_spends_request_states_once() {
+    a_request_state_is_accepted_once(TestServer::start_core_only(config()).await).await;
+}
+
+async fn a_request_state_is_accepted_once(server: TestServer) {
     let (_, first) = rpc(&server, "alice", "rounds", json!({}), false).await;
     assert_eq!(first["result"]["resultType"], "input_required", "{first}");
     let state = first["result"]["requestState"].clone();

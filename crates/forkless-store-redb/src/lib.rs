@@ -5,8 +5,8 @@
 //! [`forkless_store::Store`] and passes its conformance suite in both durability modes.
 //!
 //! Reads and wake-ups are served from memory; every mutation is journaled by one writer
-//! thread with group commit: one log entry and one fsync per group (see [`wal`]), copied
-//! into redb by periodic checkpoints (see [`journal`]). On open, log entries after the last
+//! thread with group commit: one log entry and one fsync per group (see `wal.rs`), copied
+//! into redb by periodic checkpoints (see `journal.rs`). On open, log entries after the last
 //! checkpoint are replayed into redb, the file is read back and attachments are dropped (no
 //! connection survives a restart). Requests whose handler died are reported in
 //! [`Recovery::orphans`]: the server answers them (with their JSON-RPC ids) and completes
@@ -45,6 +45,7 @@ mod journal;
 mod logfile;
 mod op;
 mod open;
+mod process;
 pub use open::{DEFAULT_CACHE_BYTES, LostFiles, Options};
 mod recovery;
 mod tasks;
@@ -427,23 +428,15 @@ impl Store for RedbStore {
         self.inner.engine.due(now, schedule)
     }
 
-    async fn spend(
-        &self,
-        key: forkless_store::SpendKey,
-        issued: Timestamp,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> Result<forkless_store::Spent> {
-        self.check()?;
-        self.inner.spent.spend(key, issued, until, now)
+    fn tasks(&self) -> Option<&impl forkless_store::TaskStore> {
+        Some(self)
     }
 
-    async fn publish(&self, message: bytes::Bytes) -> Result<()> {
-        self.inner.bulletin.publish(message);
-        Ok(())
+    fn spending(&self) -> Option<&impl forkless_store::Spending> {
+        Some(self)
     }
 
-    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<bytes::Bytes> {
-        self.inner.bulletin.subscribe()
+    fn publishing(&self) -> Option<&impl forkless_store::Publishing> {
+        Some(self)
     }
 }

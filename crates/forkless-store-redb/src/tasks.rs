@@ -43,9 +43,12 @@ impl forkless_store::TaskStore for RedbStore {
         Ok(stored)
     }
 
-    async fn open_tasks(&self, node: Option<&str>) -> Result<Vec<forkless_core::TaskId>> {
+    async fn open_tasks(
+        &self,
+        node: Option<&forkless_store::NodeName>,
+    ) -> Result<Vec<forkless_core::TaskId>> {
         self.check()?;
-        Ok(self.inner.tasks.open(node))
+        Ok(self.inner.tasks.open(node.map(forkless_store::NodeName::as_str)))
     }
 
     async fn expire_tasks(&self, now: Timestamp) -> Result<u64> {

@@ -8,7 +8,7 @@
 //! the fence it checks and the events it returns come from one instant. Hints for other
 //! nodes' watchers are published by the writing script (so only written writes hint), only
 //! for sessions another node tails or owns (tail interest, the `interest` module), and
-//! received on one subscription per node ([`listener`]).
+//! received on one subscription per node (`listener.rs`).
 //!
 //! ## What Redis vouches for
 //!

@@ -2,8 +2,8 @@
 //! everything it writes, or a read and the metadata it is checked against, can never be
 //! interleaved with another node's write.
 //!
-//! [`APPLY`] is every write. For each session of the call it first checks that the session's
-//! bucket's history is vouched for under this boot of Redis (see [`VOUCH`]; a recovery write
+//! `APPLY` is every write. For each session of the call it first checks that the session's
+//! bucket's history is vouched for under this boot of Redis (see `VOUCH`; a recovery write
 //! names the boot it may write under instead), then the version the write was computed on
 //! (`''` for a session that must not exist yet), and only if every check passes applies each
 //! session's header, its bucket's session set and due indexes, and its operations. Every key a

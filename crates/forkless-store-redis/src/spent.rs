@@ -1,7 +1,7 @@
 //! Spent one-time keys in Redis: one script ([`crate::scripts::SPEND`]) that checks the boot
 //! is vouched for, refuses a key issued before the spent keys are known from, and stores the
 //! key with `SET … NX PXAT` (Redis forgets it once its time passes). It owns this call, not
-//! what a spend means (see `forkless_store::Store::spend`).
+//! what a spend means (see `forkless_store::Spending::spend`).
 //!
 //! A restart of Redis that may have lost writes moves "known from" to when the new boot was
 //! vouched for (see the crate docs, "A lost suffix is never numbered over"), so a key spent

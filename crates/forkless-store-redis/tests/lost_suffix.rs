@@ -15,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use forkless_core::{AppendTarget, EndReason, Seq, SessionRecord};
 use forkless_store::conformance;
-use forkless_store::{Error, Reader, SpendKey, Spent, Store};
+use forkless_store::{Error, Reader, SpendKey, Spending, Spent, Store};
 use forkless_store_redis::testing::PrivateRedis;
 use forkless_store_redis::{AfterRestart, Hints, RedisConfig, RedisStore};
 

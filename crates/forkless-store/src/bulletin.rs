@@ -1,5 +1,5 @@
-//! Listen notifications of one process (promise 10): what a [`crate::Store::publish`] sends
-//! reaches every [`crate::Store::subscribe`]r of this process. A store shared by many nodes
+//! Listen notifications of one process (promise 10): what a [`crate::Publishing::publish`] sends
+//! reaches every [`crate::Publishing::subscribe`]r of this process. A store shared by many nodes
 //! also carries it to the others (`crate::shared`), each node handing it to its own bulletin.
 //!
 //! Best effort by design: a subscriber that falls more than [`Bulletin::CAPACITY`] messages

@@ -52,7 +52,7 @@ pub enum Error {
     /// would silently lose what it held; the message names the file and how to start anyway.
     #[error("{0}")]
     Lost(String),
-    /// A process-local ledger of spent keys holds its maximum of live keys ([`crate::Store::spend`]).
+    /// A process-local ledger of spent keys holds its maximum of live keys ([`crate::Spending::spend`]).
     #[error("the store holds its maximum of {0} unexpired spent keys")]
     SpendFull(usize),
     /// This node does not hold its lease (another live process holds the node id, or the

@@ -27,8 +27,6 @@ pub enum Fault {
     Read,
     /// The next health check fails (the database stopped answering).
     Health,
-    /// The next spend of a one-time key fails before anything is stored.
-    Spend,
     /// The next read that returns an event after a stream's first hands it the bytes of the
     /// event before it (an id that names other bytes: a store reading the wrong row).
     ReadRenamed,
@@ -167,79 +165,19 @@ impl<S: Store> Store for FaultyStore<S> {
         self.inner.due(now, schedule).await
     }
 
-    async fn spend(
-        &self,
-        key: crate::SpendKey,
-        issued: forkless_core::Timestamp,
-        until: forkless_core::Timestamp,
-        now: forkless_core::Timestamp,
-    ) -> Result<crate::Spent> {
-        if self.take(&[Fault::Spend]).is_some() {
-            return Err(injected("spend"));
-        }
-        self.inner.spend(key, issued, until, now).await
+    fn tasks(&self) -> Option<&impl crate::TaskStore> {
+        self.inner.tasks()
     }
 
-    async fn publish(&self, message: bytes::Bytes) -> Result<()> {
-        self.inner.publish(message).await
+    fn spending(&self) -> Option<&impl crate::Spending> {
+        self.inner.spending()
     }
 
-    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<bytes::Bytes> {
-        self.inner.subscribe()
+    fn publishing(&self) -> Option<&impl crate::Publishing> {
+        self.inner.publishing()
     }
 
-    fn handover(&self) -> core::time::Duration {
-        self.inner.handover()
-    }
-
-    async fn owner(&self, session: SessionId) -> Result<crate::Owner> {
-        self.inner.owner(session).await
-    }
-
-    async fn adopt(
-        &self,
-        session: SessionId,
-        what: crate::Takeover,
-        now: forkless_core::Timestamp,
-    ) -> Result<Option<Vec<crate::Orphan>>> {
-        self.inner.adopt(session, what, now).await
-    }
-}
-
-/// Tasks pass through untouched: the faults above are the session store's.
-impl<S: Store> crate::TaskStore for FaultyStore<S> {
-    async fn create_task(&self, task: &forkless_core::TaskRecord) -> Result<()> {
-        self.inner.create_task(task).await
-    }
-
-    async fn load_task(
-        &self,
-        id: forkless_core::TaskId,
-    ) -> Result<Option<Versioned<forkless_core::TaskRecord>>> {
-        self.inner.load_task(id).await
-    }
-
-    async fn replace_task(
-        &self,
-        expected: Version,
-        task: &forkless_core::TaskRecord,
-    ) -> Result<Option<Version>> {
-        self.inner.replace_task(expected, task).await
-    }
-
-    async fn open_tasks(&self, node: Option<&str>) -> Result<Vec<forkless_core::TaskId>> {
-        self.inner.open_tasks(node).await
-    }
-
-    async fn lapsed_tasks(&self) -> Result<Vec<(forkless_core::TaskId, String)>> {
-        self.inner.lapsed_tasks().await
-    }
-
-    async fn expire_tasks(&self, now: forkless_core::Timestamp) -> Result<u64> {
-        self.inner.expire_tasks(now).await
-    }
-
-    fn task_node(&self) -> Option<String> {
-        self.inner.task_node()
+    fn ownership(&self) -> Option<&impl crate::Ownership> {
+        self.inner.ownership()
     }
 }

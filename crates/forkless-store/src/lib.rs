@@ -1,6 +1,8 @@
 //! # forkless-store: where sessions and event logs live
 //!
-//! This crate owns the [`Store`] trait, the promises every backend keeps, the in-memory
+//! This crate owns the [`Store`] trait and the capabilities a store may add to it
+//! ([`capability`]: tasks, spending, publishing, ownership; [`Equipped`] fills in what a store
+//! lacks), the promises every backend keeps, the in-memory
 //! backend ([`MemoryStore`]), the [`engine`] in-process backends are built on, the conformance
 //! suite every backend must pass ([`conformance`], behind the `conformance` feature) and a
 //! fault-injecting wrapper ([`FaultyStore`]), and the binary encoding of a record that persisting
@@ -43,7 +45,7 @@
 //!    [`forkless_core::Error::StreamFenced`], whatever the writer has or has not noticed. On a
 //!    store shared by many nodes, a node serves its own writers from what it just committed
 //!    (its tail), checked against its own copy of the record: a takeover by another node
-//!    reaches that copy within [`Store::handover`], and a writer that displaced a live
+//!    reaches that copy within [`Ownership::handover`], and a writer that displaced a live
 //!    attachment waits that long before it writes, so at most one writer delivers at a time.
 //! 6. **Wake-ups without polling.** [`Store::watch`] hands out a [`StreamWatch`] that wakes on
 //!    every delivery, attach (epoch change), completion and fence of its stream.
@@ -54,14 +56,14 @@
 //!    [`Wake`](forkless_core::Wake) anchors are due at the given instant, without loading the
 //!    others: the in-process engine keeps an ordered index of the anchors, a database an
 //!    indexed column per anchor.
-//! 9. **A one-time key is spent once.** Of every [`Store::spend`] of one [`SpendKey`] before
+//! 9. **A one-time key is spent once.** Of every [`Spending::spend`] of one [`SpendKey`] before
 //!    its time passes, across every process sharing the store, at most one returns
 //!    [`Spent::Now`]. A key issued before the store's memory of spent keys began (a
 //!    process-local [`Ledger`] starts when the store opens; Redis after a restart that may
 //!    have lost writes) is [`Spent::Unvouched`], never `Now`: it may have been spent and
 //!    forgotten.
-//! 10. **Listen notifications reach every node.** What [`Store::publish`] sends reaches every
-//!     [`Store::subscribe`]r on every node sharing the store, this one included, once, while
+//! 10. **Listen notifications reach every node.** What [`Publishing::publish`] sends reaches
+//!     every [`Publishing::subscribe`]r on every node sharing the store, this one included, once, while
 //!     it is subscribed; best effort (a node whose listener is reconnecting misses it), as the
 //!     2026-07-28 listen streams it feeds are not resumable.
 //! 11. **A task's record is durable before anyone learns its id.** [`TaskStore::create_task`]
@@ -89,9 +91,11 @@ use forkless_core::{
 };
 
 mod bulletin;
+pub mod capability;
 pub mod codec;
 mod due;
 pub mod engine;
+mod equipped;
 mod error;
 mod faulty;
 mod memory;
@@ -108,11 +112,13 @@ pub mod conformance;
 pub mod testing;
 
 pub use bulletin::Bulletin;
+pub use capability::{Absent, Ownership, Publishing, Spending};
+pub use equipped::Equipped;
 pub use error::Error;
 pub use faulty::{Fault, FaultyStore};
 pub use forkless_core::Orphan;
 pub use memory::MemoryStore;
-pub use owner::{Owner, Takeover};
+pub use owner::{InvalidNodeName, NodeName, Owner, Takeover};
 pub use read::{check_continuation, check_read};
 pub use spend::{Ledger, SpendKey, Spent};
 pub use tasks::{TaskMap, TaskStore, transact_task};
@@ -293,9 +299,10 @@ pub struct StoreMetric {
 /// The result type of store operations.
 pub type Result<T, E = Error> = core::result::Result<T, E>;
 
-/// A backend for sessions and event logs, and for tasks ([`TaskStore`]). See the crate docs
-/// for the promises every method keeps; [`conformance::run_all`] checks them.
-pub trait Store: TaskStore + Send + Sync + 'static {
+/// A backend for sessions and event logs, with the capabilities it has beyond them
+/// ([`capability`]: tasks, spending, publishing, ownership). See the crate docs for the
+/// promises every method keeps; [`conformance::run_all`] checks them.
+pub trait Store: Send + Sync + 'static {
     /// Insert a new record (version [`Version::INITIAL`]). [`Error::SessionExists`] if taken.
     fn create(&self, record: SessionRecord) -> impl Future<Output = Result<Version>> + Send;
 
@@ -369,51 +376,29 @@ pub trait Store: TaskStore + Send + Sync + 'static {
         schedule: &forkless_core::Schedule,
     ) -> impl Future<Output = Result<Vec<SessionId>>> + Send;
 
-    /// Spend one-time `key`, issued at `issued` and good until `until` (promise 9):
-    /// [`Spent::Now`] the first time, [`Spent::Before`] after, across every process sharing
-    /// the store, [`Spent::Unvouched`] if it was issued before the store's memory of spent
-    /// keys began. Once `until` has passed the store may forget the key.
-    fn spend(
-        &self,
-        key: SpendKey,
-        issued: Timestamp,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<Spent>> + Send;
-
-    /// Send a listen notification (a JSON-RPC notification, 2026-07-28 `subscriptions/listen`)
-    /// to every node's subscribers (promise 10).
-    fn publish(&self, message: Bytes) -> impl Future<Output = Result<()>> + Send;
-
-    /// The listen notifications published from now on, on any node (promise 10).
-    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Bytes>;
-
-    /// How long a writer that displaced a live attachment waits before it writes: the most a
-    /// displaced writer on another node may go on reading what its own node committed
-    /// (promise 5). A store of one process: zero (its fence is immediate).
-    fn handover(&self) -> core::time::Duration {
-        core::time::Duration::ZERO
+    /// Where this store keeps tasks ([`TaskStore`], promise 11); `None`: the process keeps
+    /// them ([`Equipped`]). Default: none.
+    fn tasks(&self) -> Option<&impl TaskStore> {
+        None::<&Absent>
     }
 
-    /// Which node serves `session`'s handler ([`Owner`]); at most one round trip. A store of
-    /// one process: always [`Owner::Here`].
-    fn owner(&self, session: SessionId) -> impl Future<Output = Result<Owner>> + Send {
-        let _ = session;
-        async { Ok(Owner::Here) }
+    /// How this store spends one-time keys across every process sharing it ([`Spending`],
+    /// promise 9); `None`: the process keeps its own [`Ledger`]. Default: none.
+    fn spending(&self) -> Option<&impl Spending> {
+        None::<&Absent>
     }
 
-    /// Take `session` over from its lapsed owner now, by compare-and-set on the owner, and
-    /// restore or end it as `what` says: the orphans to answer, or `None` if it was not this
-    /// node's to take (its owner is live, or another node took it first). A store of one
-    /// process: always `None`.
-    fn adopt(
-        &self,
-        session: SessionId,
-        what: Takeover,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<Option<Vec<Orphan>>>> + Send {
-        let _ = (session, what, now);
-        async { Ok(None) }
+    /// How this store carries listen notifications to other nodes ([`Publishing`], promise
+    /// 10); `None`: the process hands them to its own subscribers ([`Bulletin`]). Default:
+    /// none.
+    fn publishing(&self) -> Option<&impl Publishing> {
+        None::<&Absent>
+    }
+
+    /// Which node serves each session ([`Ownership`]), on a store shared by many nodes;
+    /// `None`: every session is served here. Default: none.
+    fn ownership(&self) -> Option<&impl Ownership> {
+        None::<&Absent>
     }
 }
 

@@ -1,5 +1,7 @@
-//! The in-memory store: the [`Engine`] and a [`TaskMap`] with nothing behind them. Nothing
-//! survives the process.
+//! The in-memory store: the [`Engine`], a [`TaskMap`], a [`Ledger`] and a [`Bulletin`] with
+//! nothing behind them. Nothing survives the process. Its capabilities are those of one
+//! process: every clone of it shares them (two servers on one memory store are two nodes of
+//! it), and no session has another owner.
 
 use std::sync::Arc;
 
@@ -7,8 +9,8 @@ use forkless_core::{EventId, Schedule, Seq, SessionId, SessionRecord, StreamId, 
 
 use crate::engine::Engine;
 use crate::{
-    Append, Bulletin, Ledger, Reader, Result, SpendKey, Spent, Store, StoredEvent, StreamWatch, TaskMap,
-    TaskStore, Version, Versioned,
+    Append, Bulletin, Ledger, NodeName, Publishing, Reader, Result, SpendKey, Spending, Spent, Store,
+    StoredEvent, StreamWatch, TaskMap, TaskStore, Version, Versioned,
 };
 use forkless_core::{TaskId, TaskRecord};
 
@@ -69,15 +71,6 @@ impl Store for MemoryStore {
         self.engine.sessions()
     }
 
-    async fn publish(&self, message: bytes::Bytes) -> Result<()> {
-        self.bulletin.publish(message);
-        Ok(())
-    }
-
-    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<bytes::Bytes> {
-        self.bulletin.subscribe()
-    }
-
     fn usage(&self) -> crate::Usage {
         self.engine.usage()
     }
@@ -90,6 +83,20 @@ impl Store for MemoryStore {
         self.engine.due(now, schedule)
     }
 
+    fn tasks(&self) -> Option<&impl TaskStore> {
+        Some(self)
+    }
+
+    fn spending(&self) -> Option<&impl Spending> {
+        Some(self)
+    }
+
+    fn publishing(&self) -> Option<&impl Publishing> {
+        Some(self)
+    }
+}
+
+impl Spending for MemoryStore {
     async fn spend(
         &self,
         key: SpendKey,
@@ -101,24 +108,35 @@ impl Store for MemoryStore {
     }
 }
 
+impl Publishing for MemoryStore {
+    async fn publish(&self, message: bytes::Bytes) -> Result<()> {
+        self.bulletin.publish(message);
+        Ok(())
+    }
+
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<bytes::Bytes> {
+        self.bulletin.subscribe()
+    }
+}
+
 impl TaskStore for MemoryStore {
     async fn create_task(&self, task: &TaskRecord) -> Result<()> {
-        self.tasks.create(task, |_| {})
+        self.tasks.create_task(task).await
     }
 
     async fn load_task(&self, id: TaskId) -> Result<Option<Versioned<TaskRecord>>> {
-        Ok(self.tasks.load(id))
+        self.tasks.load_task(id).await
     }
 
     async fn replace_task(&self, expected: Version, task: &TaskRecord) -> Result<Option<Version>> {
-        Ok(self.tasks.replace(expected, task, |_| {}))
+        self.tasks.replace_task(expected, task).await
     }
 
-    async fn open_tasks(&self, node: Option<&str>) -> Result<Vec<TaskId>> {
-        Ok(self.tasks.open(node))
+    async fn open_tasks(&self, node: Option<&NodeName>) -> Result<Vec<TaskId>> {
+        self.tasks.open_tasks(node).await
     }
 
     async fn expire_tasks(&self, now: Timestamp) -> Result<u64> {
-        Ok(self.tasks.expire(now, |_| {}))
+        self.tasks.expire_tasks(now).await
     }
 }

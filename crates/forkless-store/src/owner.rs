@@ -1,5 +1,5 @@
 //! Which node's handler serves a session ([`Owner`]), and what a node taking over a lost
-//! node's session does with it ([`Takeover`]).
+//! node's session does with it ([`Takeover`]), and what names a node ([`NodeName`]).
 //!
 //! A store of one process owns every session it holds ([`Owner::Here`]). A store shared by
 //! many nodes records the node whose lease created each session, and that node's advertised
@@ -15,14 +15,14 @@ pub enum Owner {
     /// Another node holding a live lease: send the session's requests there.
     Node {
         /// Its node id.
-        node: String,
+        node: NodeName,
         /// Its advertised base URL (`--advertise`), if it gave one.
         advertise: Option<String>,
     },
     /// A node whose lease lapsed: its sessions wait to be taken over.
     Lapsed {
         /// Its node id.
-        node: String,
+        node: NodeName,
     },
 }
 
@@ -33,4 +33,81 @@ pub enum Takeover {
     Restore,
     /// End it (`owner_lost`): its handler's state died with its node.
     End,
+}
+
+/// A node's name: its lease's id when it holds one, its name in hints and in tail interest.
+/// At most [`NodeName::MAX_LEN`] bytes of visible ASCII without spaces, since a hint is
+/// `FROM …` (a name with a space sent hints no other node could read: its writes woke no
+/// watcher elsewhere, silently).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NodeName(String);
+
+/// Why a node name was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid node name {name:?}: {why}")]
+pub struct InvalidNodeName {
+    name: String,
+    why: &'static str,
+}
+
+impl NodeName {
+    /// The longest name.
+    pub const MAX_LEN: usize = 128;
+
+    /// `name`, checked.
+    pub fn new(name: impl Into<String>) -> Result<Self, InvalidNodeName> {
+        let name = name.into();
+        let why = if name.is_empty() {
+            "it is empty"
+        } else if name.len() > Self::MAX_LEN {
+            "it is longer than 128 bytes"
+        } else if !name.bytes().all(|b| b.is_ascii_graphic()) {
+            "only visible ASCII without spaces may name a node"
+        } else {
+            return Ok(Self(name));
+        };
+        Err(InvalidNodeName { name, why })
+    }
+
+    /// A name for a node that was given none: 64 random bits in hex.
+    pub fn random() -> Self {
+        use std::hash::{BuildHasher, RandomState};
+        Self(format!("{:016x}", RandomState::new().hash_one(std::time::SystemTime::now())))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for NodeName {
+    type Err = InvalidNodeName;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::new(s)
+    }
+}
+
+impl std::fmt::Display for NodeName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_name_is_one_word_of_visible_ascii() {
+        for good in ["a", "node-1", "eu-west.b:2", &"x".repeat(NodeName::MAX_LEN)] {
+            assert_eq!(NodeName::new(good).map(|n| n.to_string()), Ok(good.to_owned()));
+        }
+        for bad in ["", "a b", "a\tb", "caf\u{e9}", &"x".repeat(NodeName::MAX_LEN + 1)] {
+            assert!(NodeName::new(bad).is_err(), "{bad:?} is refused");
+        }
+        let random = NodeName::random();
+        assert_eq!(NodeName::new(random.as_str()), Ok(random));
+    }
 }

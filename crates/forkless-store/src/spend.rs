@@ -30,7 +30,7 @@ pub enum Spent {
 }
 
 /// The keys spent in this process, each kept until its time passes; a store of one process
-/// holds one and answers [`crate::Store::spend`] from it.
+/// holds one and answers [`crate::Spending::spend`] from it.
 #[derive(Debug)]
 pub struct Ledger {
     used: Mutex<HashMap<SpendKey, Timestamp>>,

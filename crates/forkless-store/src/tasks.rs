@@ -16,9 +16,10 @@ use std::sync::{Mutex, PoisonError};
 
 use forkless_core::{TaskError, TaskId, TaskRecord, Timestamp};
 
-use crate::{Error, MAX_CAS_ATTEMPTS, Result, Version, Versioned};
+use crate::{Error, MAX_CAS_ATTEMPTS, NodeName, Result, Version, Versioned};
 
-/// The tasks a store keeps. Every store implements it (a supertrait of [`crate::Store`]).
+/// The tasks a store keeps: a capability ([`crate::Store::tasks`]); the process keeps them in a
+/// [`TaskMap`] for a store without it.
 pub trait TaskStore: Send + Sync + 'static {
     /// Insert a new task at [`Version::INITIAL`], durable when this returns;
     /// [`Error::TaskExists`] if the id is taken.
@@ -38,22 +39,10 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Ids of the tasks not yet ended whose owner is `node` (`None`: a store of one process,
     /// whose tasks name no node). Called before a process serves, these are the tasks its
     /// previous process left.
-    fn open_tasks(&self, node: Option<&str>) -> impl Future<Output = Result<Vec<TaskId>>> + Send;
-
-    /// Tasks not yet ended whose owner node's lease lapsed, with that node (a store shared by
-    /// many nodes; a store of one process has none).
-    fn lapsed_tasks(&self) -> impl Future<Output = Result<Vec<(TaskId, String)>>> + Send {
-        async { Ok(Vec::new()) }
-    }
+    fn open_tasks(&self, node: Option<&NodeName>) -> impl Future<Output = Result<Vec<TaskId>>> + Send;
 
     /// Remove every task whose time to live ended before `now`; how many.
     fn expire_tasks(&self, now: Timestamp) -> impl Future<Output = Result<u64>> + Send;
-
-    /// The node the tasks this process creates are owned by: its node lease's id on a store
-    /// shared by many nodes, `None` on a store of one process.
-    fn task_node(&self) -> Option<String> {
-        None
-    }
 }
 
 /// Load task `id`, apply `f` to it and write it back by compare-and-set, retrying on conflict
@@ -162,5 +151,28 @@ impl TaskMap {
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The tasks of one process, as a [`TaskStore`] (nothing journaled).
+impl TaskStore for TaskMap {
+    async fn create_task(&self, task: &TaskRecord) -> Result<()> {
+        self.create(task, |_| {})
+    }
+
+    async fn load_task(&self, id: TaskId) -> Result<Option<Versioned<TaskRecord>>> {
+        Ok(self.load(id))
+    }
+
+    async fn replace_task(&self, expected: Version, task: &TaskRecord) -> Result<Option<Version>> {
+        Ok(self.replace(expected, task, |_| {}))
+    }
+
+    async fn open_tasks(&self, node: Option<&NodeName>) -> Result<Vec<TaskId>> {
+        Ok(self.open(node.map(NodeName::as_str)))
+    }
+
+    async fn expire_tasks(&self, now: Timestamp) -> Result<u64> {
+        Ok(self.expire(now, |_| {}))
     }
 }

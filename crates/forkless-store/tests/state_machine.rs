@@ -99,8 +99,8 @@ fn tasks_written_by_stale_nodes_keep_their_rules_on_the_memory_store() {
     forkless_store::conformance::model::run_tasks::<Memory>((cases() / 20).max(1));
 }
 
-/// A store that ignores the version a task is written at (last writer wins).
-struct LastWriterWins(MemoryStore);
+/// Tasks kept so that the version a task is written at is ignored (last writer wins).
+struct LastWriterWins(forkless_store::TaskMap);
 
 impl forkless_store::TaskStore for LastWriterWins {
     async fn create_task(&self, task: &forkless_core::TaskRecord) -> forkless_store::Result<()> {
@@ -123,7 +123,10 @@ impl forkless_store::TaskStore for LastWriterWins {
             None => Ok(None),
         }
     }
-    async fn open_tasks(&self, node: Option<&str>) -> forkless_store::Result<Vec<forkless_core::TaskId>> {
+    async fn open_tasks(
+        &self,
+        node: Option<&forkless_store::NodeName>,
+    ) -> forkless_store::Result<Vec<forkless_core::TaskId>> {
         self.0.open_tasks(node).await
     }
     async fn expire_tasks(&self, now: Timestamp) -> forkless_store::Result<u64> {
@@ -135,7 +138,8 @@ impl forkless_store::TaskStore for LastWriterWins {
 /// caught (a stale node's write lands over a newer state).
 #[test]
 fn negative_control_a_store_whose_task_writes_ignore_the_version_is_caught() {
-    let outcome =
-        forkless_store::conformance::model::run_tasks_against(500, |_| LastWriterWins(MemoryStore::new()));
+    let outcome = forkless_store::conformance::model::run_tasks_against(500, |_| {
+        LastWriterWins(forkless_store::TaskMap::default())
+    });
     assert!(outcome.is_err(), "last writer wins must be caught");
 }

@@ -8,7 +8,7 @@
 //! | [`Attachments`] | who serves each attached stream here; "the displaced writer has stopped"; stalled connections (liveness per node) | [`LocalAttachments`] |
 //! | [`Inbox`] | client responses and cancellations reaching the session's owner | the live-session registry |
 //! | [`forkless_store::Store::due`] | which sessions a sweep must visit | the store engine's wake index |
-//! | [`forkless_store::Store::owner`] | which node a session's handler runs on (`route` sends its POSTs and DELETEs there, `forward` carries them) | always this one |
+//! | [`forkless_store::Ownership::owner`] | which node a session's handler runs on (`route` sends its POSTs and DELETEs there, `forward` carries them) | always this one |
 //!
 //! Each interface's docs say what a multi-node implementation must promise. What stays
 //! process-local by nature (a session's handler-side state, its pending server-to-client

@@ -6,7 +6,7 @@
 //! This module owns the one decision ([`decide`]: serve here, send to the owner, take a
 //! lapsed owner's session over, or refuse with a typed error) and a small cache of where
 //! sessions owned elsewhere live. It does not move bytes ([`super::forward`]) and does not
-//! keep ownership (the store's [`Store::owner`]). GET is never routed: any node can tail a
+//! keep ownership (the store's [`forkless_store::Ownership::owner`]). GET is never routed: any node can tail a
 //! stream from the shared log under a fresh epoch.
 
 use std::collections::HashMap;
@@ -58,15 +58,19 @@ pub(crate) fn decide(owner: Owner, arrival: Arrival, restorable: Restorable) -> 
         (Owner::Lapsed { .. }, _) => Ok(Step::Adopt),
         // The owner we were sent to says another node owns it: one hop only, never a loop.
         (Owner::Node { node, .. }, Arrival::Forwarded) => {
-            Err(Error::OwnerUnavailable { node, why: OwnerUnavailable::Moved })
+            Err(Error::OwnerUnavailable { node: node.to_string(), why: OwnerUnavailable::Moved })
         }
-        (Owner::Node { node, advertise: Some(base) }, Arrival::Direct) => Ok(Step::Forward { node, base }),
+        (Owner::Node { node, advertise: Some(base) }, Arrival::Direct) => {
+            Ok(Step::Forward { node: node.to_string(), base })
+        }
         // No address to send it to. A restorable session's state is all in the store, so it
         // is served here (its handler's in-process state, such as a cancellation's target,
         // stays on its owner); any other would lose its owner's state.
         (Owner::Node { node, advertise: None }, Arrival::Direct) => match restorable {
             Restorable::Yes => Ok(Step::Serve),
-            Restorable::No => Err(Error::OwnerUnavailable { node, why: OwnerUnavailable::NotAdvertised }),
+            Restorable::No => {
+                Err(Error::OwnerUnavailable { node: node.to_string(), why: OwnerUnavailable::NotAdvertised })
+            }
         },
     }
 }
@@ -204,8 +208,12 @@ impl<S: Store, H: Handler> App<S, H> {
 mod tests {
     use super::*;
 
+    fn b() -> forkless_store::NodeName {
+        forkless_store::NodeName::new("b").expect("a name")
+    }
+
     fn node(advertise: Option<&str>) -> Owner {
-        Owner::Node { node: "b".into(), advertise: advertise.map(str::to_owned) }
+        Owner::Node { node: b(), advertise: advertise.map(str::to_owned) }
     }
 
     #[test]
@@ -220,7 +228,7 @@ mod tests {
     fn here_serves_and_a_lapsed_owner_is_adopted() {
         for arrival in [Arrival::Direct, Arrival::Forwarded] {
             assert_eq!(decide(Owner::Here, arrival, Restorable::No).unwrap(), Step::Serve);
-            let lapsed = Owner::Lapsed { node: "b".into() };
+            let lapsed = Owner::Lapsed { node: b() };
             assert_eq!(decide(lapsed, arrival, Restorable::No).unwrap(), Step::Adopt);
         }
     }

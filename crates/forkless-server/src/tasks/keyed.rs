@@ -202,7 +202,7 @@ impl TaskTable {
             id: key.id,
             kind: TaskKind::Request { fingerprint: key.fingerprint },
             principal: principal.map(str::to_owned),
-            owner: TaskOwner { node: self.records.node(), epoch: Epoch::new(1) },
+            owner: TaskOwner { node: self.records.node().map(|n| n.to_string()), epoch: Epoch::new(1) },
             on_owner_lost: OnOwnerLost::Fail,
             inputs: None,
             ttl: self.keys.ttl,

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use forkless_core::{Epoch, Settlement, TaskId, TaskKind, TaskRecord, Timestamp};
+use forkless_store::NodeName;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -352,7 +353,7 @@ impl TaskTable {
         crate::metrics::Metrics::inc(&self.metrics.task_settle_passes);
         let mut settled = 0;
         for id in ids {
-            settled += usize::from(self.settle(id, node.as_deref(), now).await?);
+            settled += usize::from(self.settle(id, node.as_ref(), now).await?);
         }
         Ok(settled)
     }
@@ -374,12 +375,12 @@ impl TaskTable {
     async fn settle(
         self: &Arc<Self>,
         id: TaskId,
-        lost: Option<&str>,
+        lost: Option<&NodeName>,
         now: Timestamp,
     ) -> Result<bool, forkless_store::Error> {
-        let me = self.records.node();
+        let me = self.records.node().map(|n| n.to_string());
         let outcome = transact(&*self.records, id, |t| {
-            if t.owner().node.as_deref() != lost || self.live().contains_key(&id) {
+            if t.owner().node.as_deref() != lost.map(NodeName::as_str) || self.live().contains_key(&id) {
                 return Ok(Settlement::NotLost);
             }
             let owner = t.owner().clone();

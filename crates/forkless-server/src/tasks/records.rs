@@ -1,4 +1,5 @@
-//! The task records of the server's one concrete store, reached without its type (the task
+//! The task records of the server's one concrete store (as [`Equipped`]: the process keeps
+//! them for a store without tasks), reached without its type (the task
 //! table and the handler's handles are not generic), and the compare-and-set loop that applies
 //! one transition of the core's [`TaskRecord`] to a stored task.
 //!
@@ -8,11 +9,13 @@
 use std::sync::Arc;
 
 use forkless_core::{TaskError, TaskId, TaskRecord, Timestamp};
-use forkless_store::{Error, MAX_CAS_ATTEMPTS, Result, TaskStore, Version, Versioned};
+use forkless_store::{
+    Equipped, Error, MAX_CAS_ATTEMPTS, NodeName, Result, Store, TaskStore, Version, Versioned,
+};
 
 use crate::session::BoxFuture;
 
-/// [`TaskStore`], object-safe.
+/// [`TaskStore`] and the node's part of [`forkless_store::Ownership`], object-safe.
 pub(crate) trait Records: Send + Sync + 'static {
     fn create<'a>(&'a self, task: &'a TaskRecord) -> BoxFuture<'a, Result<()>>;
     fn load(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Versioned<TaskRecord>>>>;
@@ -21,13 +24,14 @@ pub(crate) trait Records: Send + Sync + 'static {
         expected: Version,
         task: &'a TaskRecord,
     ) -> BoxFuture<'a, Result<Option<Version>>>;
-    fn open(&self, node: Option<String>) -> BoxFuture<'_, Result<Vec<TaskId>>>;
-    fn lapsed(&self) -> BoxFuture<'_, Result<Vec<(TaskId, String)>>>;
+    fn open(&self, node: Option<NodeName>) -> BoxFuture<'_, Result<Vec<TaskId>>>;
+    fn lapsed(&self) -> BoxFuture<'_, Result<Vec<(TaskId, NodeName)>>>;
     fn expire(&self, now: Timestamp) -> BoxFuture<'_, Result<u64>>;
-    fn node(&self) -> Option<String>;
+    /// This node's name, the owner of the tasks it creates (`None` in one process).
+    fn node(&self) -> Option<NodeName>;
 }
 
-impl<S: TaskStore> Records for Arc<S> {
+impl<S: Store> Records for Arc<Equipped<S>> {
     fn create<'a>(&'a self, task: &'a TaskRecord) -> BoxFuture<'a, Result<()>> {
         Box::pin(self.create_task(task))
     }
@@ -41,17 +45,17 @@ impl<S: TaskStore> Records for Arc<S> {
     ) -> BoxFuture<'a, Result<Option<Version>>> {
         Box::pin(self.replace_task(expected, task))
     }
-    fn open(&self, node: Option<String>) -> BoxFuture<'_, Result<Vec<TaskId>>> {
-        Box::pin(async move { self.open_tasks(node.as_deref()).await })
+    fn open(&self, node: Option<NodeName>) -> BoxFuture<'_, Result<Vec<TaskId>>> {
+        Box::pin(async move { self.open_tasks(node.as_ref()).await })
     }
-    fn lapsed(&self) -> BoxFuture<'_, Result<Vec<(TaskId, String)>>> {
-        Box::pin(self.lapsed_tasks())
+    fn lapsed(&self) -> BoxFuture<'_, Result<Vec<(TaskId, NodeName)>>> {
+        Box::pin(Equipped::lapsed_tasks(self))
     }
     fn expire(&self, now: Timestamp) -> BoxFuture<'_, Result<u64>> {
         Box::pin(self.expire_tasks(now))
     }
-    fn node(&self) -> Option<String> {
-        self.task_node()
+    fn node(&self) -> Option<NodeName> {
+        Equipped::node(self)
     }
 }
 

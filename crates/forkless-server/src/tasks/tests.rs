@@ -4,13 +4,24 @@
 
 use super::*;
 use crate::tasks::work::TaskStarter;
-use forkless_store::{MemoryStore, TaskStore as _};
+use forkless_store::{Equipped, MemoryStore, NodeName, TaskMap, TaskStore as _};
 use serde_json::Map;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 const NOW: Timestamp = Timestamp::from_millis(10_000);
 
-fn table_on(store: &Arc<MemoryStore>, limits: TaskLimits) -> Arc<TaskTable> {
+/// A memory store as the server holds it: its tasks kept by the process.
+type Memory = Arc<Equipped<MemoryStore>>;
+
+fn memory() -> Memory {
+    Arc::new(Equipped::new(MemoryStore::new()))
+}
+
+fn gone() -> NodeName {
+    NodeName::new("gone").expect("a name")
+}
+
+fn table_on(store: &Memory, limits: TaskLimits) -> Arc<TaskTable> {
     Arc::new(TaskTable::new(
         Box::new(store.clone()),
         limits,
@@ -21,7 +32,7 @@ fn table_on(store: &Arc<MemoryStore>, limits: TaskLimits) -> Arc<TaskTable> {
 }
 
 fn table(limits: TaskLimits) -> Arc<TaskTable> {
-    table_on(&Arc::new(MemoryStore::new()), limits)
+    table_on(&memory(), limits)
 }
 
 fn starter(table: &Arc<TaskTable>, principal: Option<&str>) -> TaskStarter {
@@ -208,7 +219,7 @@ fn counting_runner(starts: Arc<AtomicUsize>) -> Runner {
 }
 
 /// A task a lost node `gone` ran, stored as it left it.
-async fn left_by_gone(store: &MemoryStore, seed: u64, policy: forkless_core::OnOwnerLost) -> TaskId {
+async fn left_by_gone(store: &Memory, seed: u64, policy: forkless_core::OnOwnerLost) -> TaskId {
     let task = TaskRecord::new(forkless_core::NewTask {
         id: TaskId::generate(&mut forkless_core::SeededEntropy::new(seed)),
         kind: TaskKind::Task,
@@ -226,7 +237,7 @@ async fn left_by_gone(store: &MemoryStore, seed: u64, policy: forkless_core::OnO
 
 #[tokio::test]
 async fn of_two_successors_one_fails_a_fragile_task_and_one_restarts_a_restartable_one_once() {
-    let store = Arc::new(MemoryStore::new());
+    let store = memory();
     let fragile = left_by_gone(&store, 1, forkless_core::OnOwnerLost::Fail).await;
     let restartable = left_by_gone(&store, 2, forkless_core::OnOwnerLost::Restart).await;
     let starts = Arc::new(AtomicUsize::new(0));
@@ -235,9 +246,9 @@ async fn of_two_successors_one_fails_a_fragile_task_and_one_restarts_a_restartab
         s.set_runner(counting_runner(starts.clone()));
     }
     let mut settled = 0;
+    let gone = gone();
     for id in [fragile, restartable] {
-        let both =
-            futures::future::join_all(successors.iter().map(|s| s.settle(id, Some("gone"), NOW))).await;
+        let both = futures::future::join_all(successors.iter().map(|s| s.settle(id, Some(&gone), NOW))).await;
         settled += both.into_iter().map(|n| usize::from(n.expect("settles"))).sum::<usize>();
     }
     assert_eq!(settled, 2, "each lost task settled once, by one successor");
@@ -253,14 +264,14 @@ async fn of_two_successors_one_fails_a_fragile_task_and_one_restarts_a_restartab
     // Settling again finds nothing of the lost node's: the new attempt is not the lost one.
     for s in &successors {
         for id in [fragile, restartable] {
-            assert!(!s.settle(id, Some("gone"), NOW).await.expect("settles"));
+            assert!(!s.settle(id, Some(&gone), NOW).await.expect("settles"));
         }
     }
 }
 
 #[tokio::test]
 async fn a_restarted_process_settles_what_its_previous_one_left() {
-    let store = Arc::new(MemoryStore::new());
+    let store = memory();
     let first = table_on(&store, TaskLimits::default());
     first.set_runner(counting_runner(Arc::new(AtomicUsize::new(0))));
     let fragile = starter(&first, None).start(|_| std::future::pending()).await.expect("fragile");
@@ -279,7 +290,7 @@ async fn a_restarted_process_settles_what_its_previous_one_left() {
 
 #[tokio::test]
 async fn a_restarted_task_waiting_for_input_keeps_its_request_and_completes_once_answered() {
-    let store = Arc::new(MemoryStore::new());
+    let store = memory();
     let first = table_on(&store, TaskLimits::default());
     first.set_runner(counting_runner(Arc::new(AtomicUsize::new(0))));
     let created = starter(&first, None).start_restartable(json!({ "ask": true })).await.expect("created");
@@ -302,41 +313,44 @@ async fn a_restarted_task_waiting_for_input_keeps_its_request_and_completes_once
 }
 
 /// A memory store that says it is node `name`'s on a shared store (its tasks name the node).
-struct Named(MemoryStore, &'static str);
+struct Named(Memory, &'static str);
 
-impl forkless_store::TaskStore for Named {
-    async fn create_task(&self, task: &TaskRecord) -> forkless_store::Result<()> {
-        self.0.create_task(task).await
+impl Records for Named {
+    fn create<'a>(&'a self, task: &'a TaskRecord) -> BoxFuture<'a, forkless_store::Result<()>> {
+        self.0.create(task)
     }
-    async fn load_task(
+    fn load(
         &self,
         id: TaskId,
-    ) -> forkless_store::Result<Option<forkless_store::Versioned<TaskRecord>>> {
-        self.0.load_task(id).await
+    ) -> BoxFuture<'_, forkless_store::Result<Option<forkless_store::Versioned<TaskRecord>>>> {
+        Records::load(&self.0, id)
     }
-    async fn replace_task(
-        &self,
+    fn replace<'a>(
+        &'a self,
         expected: forkless_store::Version,
-        task: &TaskRecord,
-    ) -> forkless_store::Result<Option<forkless_store::Version>> {
-        self.0.replace_task(expected, task).await
+        task: &'a TaskRecord,
+    ) -> BoxFuture<'a, forkless_store::Result<Option<forkless_store::Version>>> {
+        self.0.replace(expected, task)
     }
-    async fn open_tasks(&self, node: Option<&str>) -> forkless_store::Result<Vec<TaskId>> {
-        self.0.open_tasks(node).await
+    fn open(&self, node: Option<NodeName>) -> BoxFuture<'_, forkless_store::Result<Vec<TaskId>>> {
+        self.0.open(node)
     }
-    async fn expire_tasks(&self, now: Timestamp) -> forkless_store::Result<u64> {
-        self.0.expire_tasks(now).await
+    fn lapsed(&self) -> BoxFuture<'_, forkless_store::Result<Vec<(TaskId, NodeName)>>> {
+        self.0.lapsed()
     }
-    fn task_node(&self) -> Option<String> {
-        Some(self.1.to_owned())
+    fn expire(&self, now: Timestamp) -> BoxFuture<'_, forkless_store::Result<u64>> {
+        self.0.expire(now)
+    }
+    fn node(&self) -> Option<NodeName> {
+        Some(NodeName::new(self.1).expect("a name"))
     }
 }
 
 #[tokio::test]
 async fn a_cancel_on_another_node_stops_the_work_at_the_owners_next_recheck() {
-    let store = MemoryStore::new();
+    let store = memory();
     let on = |name| {
-        let records: Box<dyn Records> = Box::new(Arc::new(Named(store.clone(), name)));
+        let records: Box<dyn Records> = Box::new(Named(store.clone(), name));
         Arc::new(TaskTable::new(
             records,
             TaskLimits::default(),
@@ -365,40 +379,46 @@ async fn a_cancel_on_another_node_stops_the_work_at_the_owners_next_recheck() {
     assert_eq!(a.running(), 0);
 }
 
-/// A memory store counting the task operations it serves.
+/// The tasks of one process, counting the operations it serves.
 #[derive(Default)]
 struct Counted {
-    store: MemoryStore,
+    tasks: TaskMap,
     creates: AtomicUsize,
     loads: AtomicUsize,
     replaces: AtomicUsize,
 }
 
-impl forkless_store::TaskStore for Counted {
-    async fn create_task(&self, task: &TaskRecord) -> forkless_store::Result<()> {
+impl Records for Arc<Counted> {
+    fn create<'a>(&'a self, task: &'a TaskRecord) -> BoxFuture<'a, forkless_store::Result<()>> {
         self.creates.fetch_add(1, Ordering::SeqCst);
-        self.store.create_task(task).await
+        Box::pin(self.tasks.create_task(task))
     }
-    async fn load_task(
+    fn load(
         &self,
         id: TaskId,
-    ) -> forkless_store::Result<Option<forkless_store::Versioned<TaskRecord>>> {
+    ) -> BoxFuture<'_, forkless_store::Result<Option<forkless_store::Versioned<TaskRecord>>>> {
         self.loads.fetch_add(1, Ordering::SeqCst);
-        self.store.load_task(id).await
+        Box::pin(self.tasks.load_task(id))
     }
-    async fn replace_task(
-        &self,
+    fn replace<'a>(
+        &'a self,
         expected: forkless_store::Version,
-        task: &TaskRecord,
-    ) -> forkless_store::Result<Option<forkless_store::Version>> {
+        task: &'a TaskRecord,
+    ) -> BoxFuture<'a, forkless_store::Result<Option<forkless_store::Version>>> {
         self.replaces.fetch_add(1, Ordering::SeqCst);
-        self.store.replace_task(expected, task).await
+        Box::pin(self.tasks.replace_task(expected, task))
     }
-    async fn open_tasks(&self, node: Option<&str>) -> forkless_store::Result<Vec<TaskId>> {
-        self.store.open_tasks(node).await
+    fn open(&self, node: Option<NodeName>) -> BoxFuture<'_, forkless_store::Result<Vec<TaskId>>> {
+        Box::pin(async move { self.tasks.open_tasks(node.as_ref()).await })
     }
-    async fn expire_tasks(&self, now: Timestamp) -> forkless_store::Result<u64> {
-        self.store.expire_tasks(now).await
+    fn lapsed(&self) -> BoxFuture<'_, forkless_store::Result<Vec<(TaskId, NodeName)>>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+    fn expire(&self, now: Timestamp) -> BoxFuture<'_, forkless_store::Result<u64>> {
+        Box::pin(self.tasks.expire_tasks(now))
+    }
+    fn node(&self) -> Option<NodeName> {
+        None
     }
 }
 

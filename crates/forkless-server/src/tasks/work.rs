@@ -93,7 +93,7 @@ impl TaskStarter {
             id: TaskId::generate(&mut OsEntropy),
             kind: forkless_core::TaskKind::Task,
             principal: self.principal.clone(),
-            owner: TaskOwner { node: table.records.node(), epoch: Epoch::new(1) },
+            owner: TaskOwner { node: table.records.node().map(|n| n.to_string()), epoch: Epoch::new(1) },
             on_owner_lost: policy,
             inputs,
             ttl: table.limits.ttl,

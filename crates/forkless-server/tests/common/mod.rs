@@ -70,10 +70,22 @@ impl TestServer {
 
     /// A server on `store` (another server may share it: a clone shares its state).
     pub async fn start_on(store: MemoryStore, config: ServerConfig) -> Self {
+        Self::serving(store.clone(), store, config).await
+    }
+
+    /// A server on `store`'s sessions and logs only: the process keeps its tasks, spent keys
+    /// and listen notifications (a store with nothing but the core).
+    pub async fn start_core_only(config: ServerConfig) -> Self {
+        let store = MemoryStore::new();
+        Self::serving(forkless_store::testing::CoreOnly(store.clone()), store, config).await
+    }
+
+    /// A server on `served`, whose records `store` reads.
+    async fn serving<S: Store>(served: S, store: MemoryStore, config: ServerConfig) -> Self {
         let controls = Controls::new();
         let handler = TestHandler { controls: controls.clone() };
         let path = config.path.clone();
-        let server = Server::new(store.clone(), handler, config).expect("valid config");
+        let server = Server::new(served, handler, config).expect("valid config");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();

@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use super::{GUARD, listener_connected, new_record, until_delivered};
 use crate::shared::{Database, SharedStore};
-use crate::{Store, StreamWatch};
+use crate::{Publishing, Store, StreamWatch};
 
 /// Whether the two nodes hold leases (`na`, `nb`) during a check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +29,7 @@ fn counter<S: Store>(store: &S, name: &str) -> u64 {
 
 /// Every hint `from` sent before now has reached `to`: `from` publishes a marker, which
 /// travels on the hints' channel after them (in the order they were sent).
-async fn settled<S: Store>(from: &S, to: &S, marker: u64) {
+async fn settled<S: Publishing>(from: &S, to: &S, marker: u64) {
     let mut bulletins = to.subscribe();
     let text = format!("{{\"marker\":{marker}}}");
     from.publish(Bytes::from(text.clone())).await.expect("publish");

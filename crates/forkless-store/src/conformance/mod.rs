@@ -16,7 +16,7 @@ use forkless_core::{
     StreamId, Timestamp,
 };
 
-use crate::{Error, Store, transact};
+use crate::{Equipped, Error, Store, transact};
 
 pub(super) const GUARD: Duration = Duration::from_secs(10);
 pub(super) const T0: Timestamp = Timestamp::from_millis(1_000_000);
@@ -50,8 +50,11 @@ pub const CHECKS: &[&str] = &[
 ];
 
 /// Run one check by name against a fresh store.
+///
+/// The store is checked as a server uses it, [`Equipped`]: a capability it lacks is the
+/// process's stand-in, which must keep the same promise.
 pub async fn run<S: Store>(name: &str, store: S) {
-    let store = Arc::new(store);
+    let store = Arc::new(Equipped::new(store));
     match name {
         "create_and_load" => checks::create_and_load(store).await,
         "compare_and_set_detects_conflicts" => checks::compare_and_set_detects_conflicts(store).await,

@@ -12,7 +12,7 @@ use forkless_core::{GetOutcome, GetRequest, SeededEntropy, Seq, SessionRecord};
 
 use super::{GUARD, T0, cfg, created, emit_standalone as emit, leases, payload};
 use crate::shared::{Database, Loaded, SharedStore, Takeover};
-use crate::{Error, Owner, Store};
+use crate::{Error, NodeName, Owner, Ownership, Publishing, Spending, Store};
 use crate::{Reader, StreamEnd, transact};
 
 /// Every check of two nodes, by name.
@@ -241,7 +241,7 @@ async fn owners_named<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let record = created(&a, 69).await;
     let id = record.id();
     assert_eq!(a.owner(id).await.unwrap(), Owner::Here, "the creating node owns it");
-    let named = Owner::Node { node: "oa".into(), advertise: Some("http://127.0.0.1:9001".into()) };
+    let named = Owner::Node { node: name("oa"), advertise: Some("http://127.0.0.1:9001".into()) };
     assert_eq!(b.owner(id).await.unwrap(), named, "another node is told who owns it and where");
     assert_eq!(
         b.adopt(id, Takeover::Restore, T0).await.unwrap(),
@@ -249,11 +249,11 @@ async fn owners_named<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
         "a live owner's session is not taken"
     );
     let theirs = created(&b, 70).await;
-    assert_eq!(a.owner(theirs.id()).await.unwrap(), Owner::Node { node: "ob".into(), advertise: None });
+    assert_eq!(a.owner(theirs.id()).await.unwrap(), Owner::Node { node: name("ob"), advertise: None });
     // Node a is lost: its session is named lapsed until a node adopts it, then that node's.
     drop(lease_a);
     tokio::time::timeout(GUARD, async {
-        while b.owner(id).await.unwrap() != (Owner::Lapsed { node: "oa".into() }) {
+        while b.owner(id).await.unwrap() != (Owner::Lapsed { node: name("oa") }) {
             tokio::time::sleep(ttl / 10).await;
         }
     })
@@ -372,4 +372,8 @@ async fn unchanged_loads<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
         other => panic!("a moved session reads as {other:?}"),
     }
     assert_eq!(a.load(id).await.unwrap().expect("the session").version, moved, "node a reads b's write");
+}
+
+fn name(node: &str) -> NodeName {
+    NodeName::new(node).expect("a valid node name")
 }

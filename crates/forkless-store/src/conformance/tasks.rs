@@ -14,7 +14,7 @@ use forkless_core::{
 
 use super::{T0, wall_clock};
 use crate::codec::encode_task;
-use crate::{Error, Store, Version, transact_task};
+use crate::{Error, NodeName, TaskStore, Version, transact_task};
 
 /// A new working task, its id from `seed`, owned by `node` at epoch 1, created `now`.
 pub fn new_task(
@@ -39,7 +39,7 @@ pub fn new_task(
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-pub(super) async fn a_task_reads_back_and_replaces_by_compare_and_set<S: Store>(store: Arc<S>) {
+pub(super) async fn a_task_reads_back_and_replaces_by_compare_and_set<S: TaskStore>(store: Arc<S>) {
     let task = new_task(1, None, OnOwnerLost::Fail, HOUR, T0);
     let id = task.id();
     assert!(store.load_task(id).await.expect("load").is_none(), "unknown before it is created");
@@ -68,7 +68,7 @@ pub(super) async fn a_task_reads_back_and_replaces_by_compare_and_set<S: Store>(
     ));
 }
 
-pub(super) async fn of_many_settlers_of_a_lost_owner_one_restarts_the_task<S: Store>(store: Arc<S>) {
+pub(super) async fn of_many_settlers_of_a_lost_owner_one_restarts_the_task<S: TaskStore>(store: Arc<S>) {
     let task = new_task(2, None, OnOwnerLost::Restart, HOUR, T0);
     let (id, lost) = (task.id(), task.owner().clone());
     store.create_task(&task).await.expect("create");
@@ -96,7 +96,7 @@ pub(super) async fn of_many_settlers_of_a_lost_owner_one_restarts_the_task<S: St
     assert!(matches!(stale, Err(Error::Task(forkless_core::TaskError::Superseded { .. }))), "{stale:?}");
 }
 
-pub(super) async fn open_tasks_are_found_by_node_and_expiry_removes_only_what_expired<S: Store>(
+pub(super) async fn open_tasks_are_found_by_node_and_expiry_removes_only_what_expired<S: TaskStore>(
     store: Arc<S>,
 ) {
     // A database expires on the real clock's scale: the tasks are created "now".
@@ -114,7 +114,11 @@ pub(super) async fn open_tasks_are_found_by_node_and_expiry_removes_only_what_ex
         ids.sort();
         ids
     };
-    assert_eq!(store.open_tasks(Some("node-a")).await.expect("open"), vec![mine.id()], "not the ended one");
+    assert_eq!(
+        store.open_tasks(Some(&NodeName::new("node-a").expect("a name"))).await.expect("open"),
+        vec![mine.id()],
+        "not the ended one"
+    );
     assert_eq!(sorted(store.open_tasks(None).await.expect("open")), sorted(vec![local.id(), short.id()]));
 
     let later = now.saturating_add(Duration::from_secs(1));
@@ -130,7 +134,7 @@ pub(super) async fn open_tasks_are_found_by_node_and_expiry_removes_only_what_ex
 /// creation returns, and changed on `b` and read on `a` the same way: every read finds the
 /// write (the creation's acknowledgement is what a client is given its id with). The first
 /// violation, if any.
-pub async fn resolves_on_the_other_node<S: Store>(a: &S, b: &S) -> Result<(), String> {
+pub async fn resolves_on_the_other_node<S: TaskStore>(a: &S, b: &S) -> Result<(), String> {
     for seed in 0..200u64 {
         let task = new_task(500 + seed, Some("node-a"), OnOwnerLost::Fail, HOUR, T0);
         a.create_task(&task).await.map_err(|e| format!("create: {e}"))?;
@@ -177,7 +181,7 @@ pub async fn crash_keeps_every_acknowledged_task<S, F, Fut>(
     crash: F,
 ) -> Result<TaskCrashReport, String>
 where
-    S: Store,
+    S: TaskStore,
     F: FnOnce(S) -> Fut,
     Fut: Future<Output = S>,
 {

@@ -1,14 +1,14 @@
 //! The checks of what a store counts and remembers beside sessions: [`Store::usage`] (retained
 //! bytes follow appends, evictions and removals, every eviction counted under the limit that
-//! made it), [`Store::spend`] (a one-time key is spent once, even by racing callers) and
-//! [`Store::publish`] (a subscriber of this process receives what it publishes, once).
+//! made it), [`crate::Spending::spend`] (a one-time key is spent once, even by racing callers) and
+//! [`crate::Publishing::publish`] (a subscriber of this process receives what it publishes, once).
 
 use std::sync::Arc;
 
 use forkless_core::{AppendTarget, Limits};
 
 use super::{T0, created, delivered, payload};
-use crate::{Append, EventKind, Store};
+use crate::{Append, EventKind, Publishing, Spending, Store};
 
 pub(super) async fn usage_counts_retained_bytes_and_evictions<S: Store>(store: Arc<S>) {
     let before = store.usage();
@@ -63,7 +63,7 @@ pub(super) async fn usage_counts_retained_bytes_and_evictions<S: Store>(store: A
     assert_eq!(store.usage().retained_bytes, before.retained_bytes, "a removed session retains nothing");
 }
 
-pub(super) async fn a_one_time_key_is_spent_once<S: Store>(store: Arc<S>) {
+pub(super) async fn a_one_time_key_is_spent_once<S: Spending + 'static>(store: Arc<S>) {
     use crate::{SpendKey, Spent};
     let now = crate::conformance::wall_clock();
     let until = now.saturating_add(std::time::Duration::from_secs(60));
@@ -85,7 +85,7 @@ pub(super) async fn a_one_time_key_is_spent_once<S: Store>(store: Arc<S>) {
     assert_eq!(store.spend(other, now, until, now).await.expect("spend"), Spent::Now, "keys are independent");
 }
 
-pub(super) async fn a_published_notice_reaches_each_subscriber_once<S: Store>(store: Arc<S>) {
+pub(super) async fn a_published_notice_reaches_each_subscriber_once<S: Publishing>(store: Arc<S>) {
     let (mut one, mut two) = (store.subscribe(), store.subscribe());
     let notice =
         bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);

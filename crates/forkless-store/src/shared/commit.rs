@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 
 use super::hint::Said;
 use super::{Batch, Committed, Database, Hint, HintFilter, Hints, Inner, SessionWrite, Validated};
-use crate::{Error, MAX_CAS_ATTEMPTS, Result, Version};
+use crate::{Error, MAX_CAS_ATTEMPTS, NodeName, Result, Version};
 use bytes::Bytes;
 use forkless_core::{
     AppendTarget, EventId, EventKind, IdHashBuilder, Limits, SessionId, StreamId, Timestamp,
@@ -252,7 +252,7 @@ impl<D: Database> Inner<D> {
         // Only the sessions another node tails or owns are hinted (see `interest`).
         let filter = self
             .keeps_interest()
-            .then(|| HintFilter { node: &self.node, owner: self.node_id.get().map(String::as_str) });
+            .then(|| HintFilter { node: &self.node, owner: self.node_id.get().map(NodeName::as_str) });
         let rows: Vec<SessionWrite<'_>> = writes
             .iter()
             .map(|(_, w)| SessionWrite {

@@ -280,7 +280,7 @@ pub trait Database: Send + Sync + 'static {
     /// A node lease operation on the database's clock (see [`NodeLease`](super::NodeLease)); whether it took.
     fn lease(&self, op: LeaseOp<'_>) -> impl Future<Output = Result<bool>> + Send;
     /// Store one-time `key` (kept at least until `until`) unless it is stored already, in one
-    /// atomic step (see [`Store::spend`](crate::Store::spend)). Keys whose time passed before
+    /// atomic step (see [`crate::Spending::spend`](crate::Spending::spend)). Keys whose time passed before
     /// `now` may be deleted on the way.
     fn spend(
         &self,

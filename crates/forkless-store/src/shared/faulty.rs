@@ -42,7 +42,7 @@ struct Deferred {
     expected: Option<Version>,
 }
 
-/// Any [`Database`], with failures injected by [`FaultyDatabase::inject`].
+/// Any [`Database`], with failures injected by `FaultyDatabase::inject`.
 #[derive(Debug)]
 pub struct FaultyDatabase<D> {
     inner: D,

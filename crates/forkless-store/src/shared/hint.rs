@@ -97,66 +97,6 @@ impl<'p> Hinted<'p> {
     }
 }
 
-/// A node's name: its lease's id when it holds one, its name in hints and in tail interest.
-/// At most [`NodeName::MAX_LEN`] bytes of visible ASCII without spaces, since a hint is
-/// `FROM …` (a name with a space sent hints no other node could read: its writes woke no
-/// watcher elsewhere, silently).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct NodeName(String);
-
-/// Why a node name was refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid node name {name:?}: {why}")]
-pub struct InvalidNodeName {
-    name: String,
-    why: &'static str,
-}
-
-impl NodeName {
-    /// The longest name.
-    pub const MAX_LEN: usize = 128;
-
-    /// `name`, checked.
-    pub fn new(name: impl Into<String>) -> Result<Self, InvalidNodeName> {
-        let name = name.into();
-        let why = if name.is_empty() {
-            "it is empty"
-        } else if name.len() > Self::MAX_LEN {
-            "it is longer than 128 bytes"
-        } else if !name.bytes().all(|b| b.is_ascii_graphic()) {
-            "only visible ASCII without spaces may name a node"
-        } else {
-            return Ok(Self(name));
-        };
-        Err(InvalidNodeName { name, why })
-    }
-
-    /// A name for a node that was given none: 64 random bits in hex.
-    pub fn random() -> Self {
-        use std::hash::{BuildHasher, RandomState};
-        Self(format!("{:016x}", RandomState::new().hash_one(std::time::SystemTime::now())))
-    }
-
-    /// The name.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::str::FromStr for NodeName {
-    type Err = InvalidNodeName;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::new(s)
-    }
-}
-
-impl std::fmt::Display for NodeName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 fn hex(bytes: &[u8], out: &mut String) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for b in bytes {
@@ -211,17 +151,5 @@ mod tests {
         for bad in ["n1 zz:", "n1", "n1 0707:*", ""] {
             assert_eq!(Hinted::decode(bad), None, "{bad:?} is malformed");
         }
-    }
-
-    #[test]
-    fn a_node_name_is_one_word_of_visible_ascii() {
-        for good in ["a", "node-1", "eu-west.b:2", &"x".repeat(NodeName::MAX_LEN)] {
-            assert_eq!(NodeName::new(good).map(|n| n.to_string()), Ok(good.to_owned()));
-        }
-        for bad in ["", "a b", "a\tb", "caf\u{e9}", &"x".repeat(NodeName::MAX_LEN + 1)] {
-            assert!(NodeName::new(bad).is_err(), "{bad:?} is refused");
-        }
-        let random = NodeName::random();
-        assert_eq!(NodeName::new(random.as_str()), Ok(random));
     }
 }

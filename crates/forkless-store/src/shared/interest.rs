@@ -29,7 +29,7 @@ use std::time::Duration;
 use forkless_core::{IdHashBuilder, SessionId};
 
 use super::{Database, Declared, Hints, Inner, SharedStore};
-use crate::Result;
+use crate::{NodeName, Result};
 
 /// How often a node withdraws the interest it declared in sessions it no longer watches.
 pub const INTEREST_SWEEP: Duration = Duration::from_secs(2);
@@ -58,7 +58,7 @@ impl<D: Database> Inner<D> {
         if declared.contains_key(&session) {
             return Ok(());
         }
-        let owner = self.node_id.get().map(String::as_str);
+        let owner = self.node_id.get().map(NodeName::as_str);
         // An unknown session declares nothing: the stream's read says it is unknown.
         if let Some(found) = self.db.declare(session, &self.node, owner).await? {
             declared.insert(session, found);

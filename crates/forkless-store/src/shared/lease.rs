@@ -32,7 +32,7 @@ impl<D: Database> SharedStore<D> {
         advertise: Option<&str>,
     ) -> Result<NodeLease<D>> {
         // A name other nodes could not read back is refused before anything is leased.
-        super::NodeName::new(node).map_err(|e| Error::Backend(e.to_string()))?;
+        let name = crate::NodeName::new(node).map_err(|e| Error::Backend(e.to_string()))?;
         let token = format!("{:016x}", {
             use std::hash::{BuildHasher, RandomState};
             RandomState::new().hash_one((std::process::id(), std::time::SystemTime::now()))
@@ -46,7 +46,7 @@ impl<D: Database> SharedStore<D> {
         if self.inner.lease.set(Arc::clone(&state)).is_err() {
             return Err(Error::LeaseLost("this store already holds a node lease".into()));
         }
-        let _ = self.inner.node_id.set(node.to_owned());
+        let _ = self.inner.node_id.set(name);
         let keeper = tokio::spawn(keep(
             Arc::downgrade(&self.inner),
             Arc::clone(&state),

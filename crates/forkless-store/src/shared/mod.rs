@@ -10,13 +10,13 @@
 //!   record is re-checked on the database's own.
 //! - **Group commit, pipelined.** One committer per node (per shard of a database that can
 //!   write only a shard's sessions at once: [`Database::shards`]) stores every append waiting,
-//!   across sessions and streams, as one batch ([`commit`]), computing the next while one is written;
+//!   across sessions and streams, as one batch (`commit`), computing the next while one is written;
 //!   an event is delivered once its batch is stored (promise 3), and the database's commit is
 //!   what a crash cannot take back. A final event's append returns then; a notification's
 //!   once computed (with [`Pipeline::On`]), and a load or compare-and-set on this node waits
 //!   for the session's appends that returned before it.
 //! - **Wake-ups.** Watchers on the writing node are woken after its write; watchers on other
-//!   nodes by a hint the database carries ([`hub`]), which makes them re-read: a hint may be
+//!   nodes by a hint the database carries (`hub`), which makes them re-read: a hint may be
 //!   lost, so a backend's listener re-reads everything watched whenever it (re)connects.
 //!
 //! It owns the cache, the committer, the watchers, the read fence and the hints' format, not
@@ -49,6 +49,7 @@ mod tasks;
 mod unstored;
 
 pub use crate::Takeover;
+pub use crate::{InvalidNodeName, NodeName};
 use cache::Cache;
 pub use commit::{Pipeline, RETRY_FIRST, SETTLE_RETRIES};
 pub use database::{
@@ -57,7 +58,7 @@ pub use database::{
 };
 pub use faulty::{DbFault, DbFaults, FaultyDatabase};
 use hint::Said;
-pub use hint::{InvalidNodeName, NodeName, unhex};
+pub use hint::unhex;
 use hub::Hub;
 pub use hub::{HintSink, Hints};
 pub use interest::INTEREST_SWEEP;
@@ -122,7 +123,7 @@ struct Inner<D> {
     /// This node's lease, once it holds one: every operation checks it first.
     lease: std::sync::OnceLock<Arc<lease::LeaseState>>,
     /// The node id of that lease: the owner of the sessions this store creates.
-    node_id: std::sync::OnceLock<String>,
+    node_id: std::sync::OnceLock<NodeName>,
 }
 
 impl<D> Drop for Inner<D> {
@@ -261,7 +262,7 @@ impl<D: Database> Store for SharedStore<D> {
     async fn create(&self, record: SessionRecord) -> Result<Version> {
         self.inner.fence()?;
         let sent = Validated::now();
-        self.inner.db.insert(&record, self.inner.node_id.get().map(String::as_str)).await?;
+        self.inner.db.insert(&record, self.inner.node_id.get().map(NodeName::as_str)).await?;
         self.inner.retain(0, record.retained_bytes());
         self.inner.cache.put(Version::INITIAL, &record, sent);
         Ok(Version::INITIAL)
@@ -395,24 +396,28 @@ impl<D: Database> Store for SharedStore<D> {
         self.inner.db.health().await
     }
 
-    fn handover(&self) -> std::time::Duration {
-        self.inner.tails.lease()
+    fn metrics(&self) -> Vec<StoreMetric> {
+        metrics::of(&self.inner)
     }
 
-    async fn owner(&self, session: SessionId) -> Result<crate::Owner> {
-        self.inner.fence()?;
-        self.owner_of(session).await
+    fn tasks(&self) -> Option<&impl crate::TaskStore> {
+        Some(self)
     }
 
-    async fn adopt(
-        &self,
-        session: SessionId,
-        what: Takeover,
-        now: Timestamp,
-    ) -> Result<Option<Vec<forkless_core::Orphan>>> {
-        self.adopt_now(session, what, now).await
+    fn spending(&self) -> Option<&impl crate::Spending> {
+        Some(self)
     }
 
+    fn publishing(&self) -> Option<&impl crate::Publishing> {
+        Some(self)
+    }
+
+    fn ownership(&self) -> Option<&impl crate::Ownership> {
+        Some(self)
+    }
+}
+
+impl<D: Database> crate::Spending for SharedStore<D> {
     async fn spend(
         &self,
         key: crate::SpendKey,
@@ -422,7 +427,9 @@ impl<D: Database> Store for SharedStore<D> {
     ) -> Result<crate::Spent> {
         self.inner.db.spend(key, issued, until, now).await
     }
+}
 
+impl<D: Database> crate::Publishing for SharedStore<D> {
     /// This node's subscribers at once; the other nodes' through a hint (with hints on).
     async fn publish(&self, message: bytes::Bytes) -> Result<()> {
         self.inner.bulletin.publish(message.clone());
@@ -435,9 +442,5 @@ impl<D: Database> Store for SharedStore<D> {
 
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<bytes::Bytes> {
         self.inner.bulletin.subscribe()
-    }
-
-    fn metrics(&self) -> Vec<StoreMetric> {
-        metrics::of(&self.inner)
     }
 }

@@ -10,12 +10,42 @@
 //! re-creation under the old id.
 //!
 //! It owns these procedures, not the leases (`lease`) or the routing of requests to owners
-//! (the server's `node::route`; this module answers its [`Store::owner`] and [`Store::adopt`]).
+//! (the server's `node::route`; this module is the shared store's [`Ownership`]).
 
-use forkless_core::{EndReason, SessionId, Timestamp};
+use forkless_core::{EndReason, SessionId, TaskId, Timestamp};
 
 use super::{Database, SharedStore};
-use crate::{Error, Orphan, Owner, Result, Store, Takeover, transact};
+use crate::{Error, NodeName, Orphan, Owner, Ownership, Result, Store, Takeover, transact};
+
+impl<D: Database> Ownership for SharedStore<D> {
+    fn node(&self) -> Option<NodeName> {
+        self.inner.node_id.get().cloned()
+    }
+
+    fn handover(&self) -> std::time::Duration {
+        self.inner.tails.lease()
+    }
+
+    async fn owner(&self, session: SessionId) -> Result<Owner> {
+        self.inner.fence()?;
+        self.owner_of(session).await
+    }
+
+    async fn adopt(&self, session: SessionId, what: Takeover, now: Timestamp) -> Result<Option<Vec<Orphan>>> {
+        self.adopt_now(session, what, now).await
+    }
+
+    async fn lapsed_tasks(&self) -> Result<Vec<(TaskId, NodeName)>> {
+        self.inner.fence()?;
+        let lapsed = self.inner.db.lapsed_tasks().await?;
+        lapsed.into_iter().map(|(id, node)| Ok((id, named(node)?))).collect()
+    }
+}
+
+/// A node name the database returned: one the store wrote, or the row is corrupt.
+fn named(node: String) -> Result<NodeName> {
+    NodeName::new(node).map_err(|e| Error::Corrupt(format!("a stored owner: {e}")))
+}
 
 impl<D: Database> SharedStore<D> {
     /// Start after this node's previous process ended: every attachment of its sessions is
@@ -25,7 +55,7 @@ impl<D: Database> SharedStore<D> {
     /// be this node's alone, and every session is.
     pub async fn restart(&self, now: Timestamp) -> Result<Vec<Orphan>> {
         let ids = match self.inner.node_id.get() {
-            Some(node) => self.inner.db.owned(node).await?,
+            Some(node) => self.inner.db.owned(node.as_str()).await?,
             None => self.sessions().await?,
         };
         let mut orphans = Vec::new();
@@ -48,7 +78,7 @@ impl<D: Database> SharedStore<D> {
         self.inner.fence()?;
         let mut orphans = Vec::new();
         for (id, owner) in self.inner.db.ownerless().await? {
-            if owner != *me
+            if owner != me.as_str()
                 && let Some(found) = self.take(id, &owner, me, what, now).await?
             {
                 orphans.extend(found);
@@ -57,19 +87,19 @@ impl<D: Database> SharedStore<D> {
         Ok(orphans)
     }
 
-    /// Which node serves `session` (see [`Store::owner`]): without a node lease this store is
+    /// Which node serves `session` (see [`crate::Ownership::owner`]): without a node lease this store is
     /// the database's only node, and owns everything.
     pub(super) async fn owner_of(&self, session: SessionId) -> Result<Owner> {
         let Some(me) = self.inner.node_id.get() else { return Ok(Owner::Here) };
         Ok(match self.inner.db.owner(session).await? {
             None => Owner::Here,
-            Some(facts) if facts.node == *me => Owner::Here,
-            Some(facts) if facts.live => Owner::Node { node: facts.node, advertise: facts.advertise },
-            Some(facts) => Owner::Lapsed { node: facts.node },
+            Some(facts) if facts.node == me.as_str() => Owner::Here,
+            Some(facts) if facts.live => Owner::Node { node: named(facts.node)?, advertise: facts.advertise },
+            Some(facts) => Owner::Lapsed { node: named(facts.node)? },
         })
     }
 
-    /// Take `session` over now if its owner's lease lapsed (see [`Store::adopt`]).
+    /// Take `session` over now if its owner's lease lapsed (see [`crate::Ownership::adopt`]).
     pub(super) async fn adopt_now(
         &self,
         session: SessionId,
@@ -79,7 +109,7 @@ impl<D: Database> SharedStore<D> {
         let Some(me) = self.inner.node_id.get() else { return Ok(None) };
         self.inner.fence()?;
         match self.inner.db.owner(session).await? {
-            Some(facts) if !facts.live && facts.node != *me => {
+            Some(facts) if !facts.live && facts.node != me.as_str() => {
                 self.take(session, &facts.node, me, what, now).await
             }
             _ => Ok(None),
@@ -92,11 +122,11 @@ impl<D: Database> SharedStore<D> {
         &self,
         id: SessionId,
         owner: &str,
-        me: &str,
+        me: &NodeName,
         what: Takeover,
         now: Timestamp,
     ) -> Result<Option<Vec<Orphan>>> {
-        if !self.inner.db.claim(id, owner, me).await? {
+        if !self.inner.db.claim(id, owner, me.as_str()).await? {
             return Ok(None);
         }
         tracing::warn!(session = %id, from = %owner, ?what, "took over a session of a lost node");

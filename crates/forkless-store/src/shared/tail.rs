@@ -13,7 +13,7 @@
 //!   node hearing of it (a hint is only a hint). So a tail read is served only within
 //!   [`TailConfig::lease`] of that instant, and a node that takes over a stream that had a
 //!   live attachment lets its new writer start only once that lease has passed
-//!   ([`crate::Store::handover`]): a displaced writer on another node stops reading its tail
+//!   ([`crate::Ownership::handover`]): a displaced writer on another node stops reading its tail
 //!   before the new one writes, so at most one writer delivers at any time. On the node that
 //!   moved the epoch, the refusal is immediate (its cache moved with its own write).
 //!

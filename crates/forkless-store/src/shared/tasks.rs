@@ -12,7 +12,7 @@ use forkless_core::{TaskId, TaskRecord, Timestamp};
 
 use super::{Database, SharedStore, TaskRow};
 use crate::codec::{decode_task, encode_task};
-use crate::{Error, Result, TaskStore, Version, Versioned};
+use crate::{Error, NodeName, Result, TaskStore, Version, Versioned};
 
 fn row<'a>(task: &'a TaskRecord, record: &'a [u8]) -> TaskRow<'a> {
     let open = !task.status().is_terminal();
@@ -49,21 +49,12 @@ impl<D: Database> TaskStore for SharedStore<D> {
         Ok(stored.then(|| expected.next()))
     }
 
-    async fn open_tasks(&self, node: Option<&str>) -> Result<Vec<TaskId>> {
-        self.inner.db.open_tasks(node).await
-    }
-
-    async fn lapsed_tasks(&self) -> Result<Vec<(TaskId, String)>> {
-        self.inner.fence()?;
-        self.inner.db.lapsed_tasks().await
+    async fn open_tasks(&self, node: Option<&NodeName>) -> Result<Vec<TaskId>> {
+        self.inner.db.open_tasks(node.map(NodeName::as_str)).await
     }
 
     async fn expire_tasks(&self, now: Timestamp) -> Result<u64> {
         self.inner.fence()?;
         self.inner.db.expire_tasks(now).await
-    }
-
-    fn task_node(&self) -> Option<String> {
-        self.inner.node_id.get().cloned()
     }
 }

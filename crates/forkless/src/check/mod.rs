@@ -40,10 +40,10 @@
 //! `start-background-stream`), called with `{"interval": ms, "count": n}` merged with `--args`.
 //! Scenarios that need a tool the server lacks are UNSUPPORTED.
 //!
-//! Five task scenarios (2026-07-28) follow, see [`tasks`].
+//! Five task scenarios (2026-07-28) follow, see `tasks`.
 //!
-//! This module owns the command, its report and its exit status. [`probe`] owns the raw HTTP,
-//! [`tape`] the reading and comparing of numbered events, [`scenarios`] the scripts.
+//! This module owns the command, its report and its exit status. `probe` owns the raw HTTP,
+//! `tape` the reading and comparing of numbered events, `scenarios` the scripts.
 
 mod probe;
 mod scenarios;

@@ -4,7 +4,7 @@
 //! `state-machine`).
 //!
 //! The system under test drives `forkless-core` through the store exactly as the server does
-//! (every decision through [`transact`], appends through [`Store::append`], delivery through
+//! (every decision through [`transact`](crate::transact), appends through [`Store::append`], delivery through
 //! [`Store::read`]) on a tokio current-thread runtime. Simulated connections play the server's
 //! writer (deliver from the cursor only while their epoch is current and the stream attached;
 //! stop when fenced), and one simulated client per session plays PROTOCOL section 7: it keeps a
@@ -38,7 +38,7 @@
 //!   fails, not only one that renumbers;
 //! - nothing is delivered from a fenced stream, a stale epoch or another session, and a fenced
 //!   stream's log reads as empty or evicted;
-//! - every rejection is one of [`RejectReason::ALL`] and is the one the model predicts.
+//! - every rejection is one of [`RejectReason::ALL`](forkless_core::RejectReason::ALL) and is the one the model predicts.
 //!
 //! Cases: [`cases`] (10,000 by default; `PROPTEST_CASES` or `FORKLESS_PROPTEST_CASES`, which
 //! wins, override); a slower store runs a fraction of them. Steps aimed at the rarest rows keep

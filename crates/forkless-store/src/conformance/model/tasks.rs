@@ -209,10 +209,11 @@ pub fn run_tasks_against<S: TaskStore>(
         .map_err(|e| e.to_string())
 }
 
-/// Run the task histories against `B`'s stores (a fresh one per case).
+/// Run the task histories against `B`'s stores (a fresh one per case), as a server uses them
+/// ([`crate::Equipped`]: the process keeps the tasks of a store that does not).
 pub fn run_tasks<B: Backend>(cases: u32) {
     let now = Timestamp::from_millis(1_000_000_000);
-    if let Err(e) = run_tasks_against(cases, |rt| B::open(rt, now)) {
+    if let Err(e) = run_tasks_against(cases, |rt| crate::Equipped::new(B::open(rt, now))) {
         panic!("{}: task histories: {e}", B::NAME);
     }
 }
