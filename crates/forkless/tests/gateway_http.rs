@@ -98,7 +98,8 @@ async fn to_answer(sse: &mut SseReader, numbered: &mut u64) -> Value {
 async fn an_upstream_killed_mid_answer_answers_the_call_with_its_id_and_a_restart_ends_the_session() {
     let upstream = Serve::start(&["--store", "memory"]).await;
     let addr = upstream.addr();
-    let gw = Serve::gateway_upstream(&upstream.url, &["--store", "memory"]).await;
+    // The gateway tries to resume the cut answer for --upstream-timeout: the upstream is gone.
+    let gw = Serve::gateway_upstream(&upstream.url, &["--store", "memory", "--upstream-timeout", "2s"]).await;
     let (mut s, _) = Session::open(&gw.url).await;
     let call = json!({ "name": "start-notification-stream", "arguments": { "interval": 20, "count": 500 } });
     let (id, response) = s.send("tools/call", call).await;
@@ -325,4 +326,193 @@ async fn the_clients_token_never_reaches_the_upstream_only_the_gateways_own_head
         "only the gateway's own credentials: {seen:?}"
     );
     assert!(!seen.iter().any(|a| a.contains(&token)), "the client's token never went upstream");
+}
+
+/// The number `#N` a demo log notification ends with.
+fn number(message: &Value) -> Option<u64> {
+    message["params"]["data"].as_str()?.rsplit_once('#')?.1.parse().ok()
+}
+
+/// Read `sse` to the answer, checking that the numbered notifications arrive each once, in
+/// order from 1: their count, and the answer.
+async fn numbered_to_answer(sse: &mut SseReader, mut numbered: u64) -> (u64, Value) {
+    loop {
+        let (_, message) =
+            guard("the answer", sse.next_message()).await.expect("an answer, not a silent end");
+        if message.get("id").is_some() {
+            return (numbered, message);
+        }
+        if let Some(n) = number(&message) {
+            assert_eq!(n, numbered + 1, "each notification once, in order: {message}");
+            numbered = n;
+        }
+    }
+}
+
+/// An upstream answer cut mid-stream, by a link that resets (`reset`) or goes silent
+/// (`stall`), is resumed upstream: the upstream is `forkless serve`, which numbers its
+/// streams, so the gateway proves the continuation and the client reads every notification
+/// once, in order, then the result; the upstream ran the call once.
+async fn a_cut_upstream_answer_is_resumed(cut: fn(&support::relay::Relay)) {
+    let upstream = Serve::start(&["--store", "memory"]).await;
+    let port: u16 = upstream.addr().rsplit_once(':').and_then(|(_, p)| p.parse().ok()).expect("a port");
+    let relay = support::relay::Relay::start(port).await;
+    let through = format!("http://127.0.0.1:{}/mcp", relay.port);
+    let gw = Serve::gateway_upstream(&through, &["--store", "memory", "--upstream-timeout", "5s"]).await;
+    let (mut s, _) = Session::open(&gw.url).await;
+    let count = 60;
+    let call =
+        json!({ "name": "start-notification-stream", "arguments": { "interval": 20, "count": count } });
+    let (id, response) = s.send("tools/call", call).await;
+    let mut sse = SseReader::new(response);
+    let mut numbered = 0;
+    while numbered < 5 {
+        let (_, message) = guard("a notification", sse.next_message()).await.expect("the call runs");
+        if let Some(n) = number(&message) {
+            assert_eq!(n, numbered + 1, "{message}");
+            numbered = n;
+        }
+    }
+    cut(&relay);
+    let (numbered, answer) = numbered_to_answer(&mut sse, numbered).await;
+    assert_eq!(answer["id"], id, "{answer}");
+    assert!(answer.get("error").is_none(), "the call's own result, not an error: {answer}");
+    assert_eq!(numbered, count, "every notification reached the client once");
+    let text = metrics(&gw.url).await;
+    assert!(counter(&text, "forkless_upstream_resumed_total") >= 1, "{text}");
+    assert_eq!(counter(&text, "forkless_upstream_lost_total"), 0, "{text}");
+    assert_eq!(counter(&text, "forkless_upstream_forks_refused_total"), 0, "{text}");
+}
+
+#[tokio::test]
+async fn an_upstream_answer_cut_by_a_reset_is_resumed_and_every_notification_arrives_once() {
+    a_cut_upstream_answer_is_resumed(support::relay::Relay::reset).await;
+}
+
+#[tokio::test]
+async fn an_upstream_answer_gone_silent_is_resumed_after_the_upstream_timeout() {
+    a_cut_upstream_answer_is_resumed(support::relay::Relay::stall).await;
+}
+
+/// How a fault-injecting upstream answers the resume of the call it cut.
+#[derive(Clone, Copy, Debug)]
+enum Forks {
+    /// A stream marked as continuing, whose next event skips ahead (a gap).
+    WithAGap,
+    /// A new stream, not marked as continuing the cut one.
+    WithANewStream,
+}
+
+/// An upstream that numbers its streams, answers `tools/call` with two notifications and
+/// cuts the stream, then answers the resume with a fork (and a result the client must never
+/// see). Its URL.
+async fn forking_upstream(forks: Forks) -> String {
+    use axum::http::{HeaderMap, StatusCode};
+    let sse = |stream: &str, resumed: bool, events: Vec<(String, Value)>| {
+        let mut head = HeaderMap::new();
+        head.insert("content-type", "text/event-stream".parse().unwrap());
+        head.insert("mcp-stream-id", stream.parse().unwrap());
+        head.insert("mcp-stream-resumed", if resumed { "true" } else { "false" }.parse().unwrap());
+        let body: String = events.iter().map(|(id, m)| format!("id: {id}\ndata: {m}\n\n")).collect();
+        (StatusCode::OK, head, body)
+    };
+    let note = |n: u64, text: &str| {
+        json!({ "jsonrpc": "2.0", "method": "notifications/message",
+            "params": { "level": "info", "data": format!("{text} #{n}") } })
+    };
+    // The call's id upstream (the gateway rewrites ids), for the forked result.
+    let call: std::sync::Arc<std::sync::Mutex<Value>> = std::sync::Arc::default();
+    let (posted, resumed) = (call.clone(), call);
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |body: String| async move {
+            let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let Some(id) = message.get("id").cloned() else {
+                return (StatusCode::ACCEPTED, HeaderMap::new(), String::new());
+            };
+            if message["method"] == "initialize" {
+                let mut head = HeaderMap::new();
+                head.insert("content-type", "application/json".parse().unwrap());
+                head.insert("mcp-session-id", "upstream-1".parse().unwrap());
+                let result = json!({ "protocolVersion": "2025-06-18", "capabilities": { "tools": {} },
+                    "serverInfo": { "name": "forking", "version": "1" } });
+                return (
+                    StatusCode::OK,
+                    head,
+                    json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string(),
+                );
+            }
+            // The call's stream: two notifications, then the stream ends without the result.
+            *posted.lock().unwrap() = id;
+            sse("s1", false, vec![("s1.1".into(), note(1, "call")), ("s1.2".into(), note(2, "call"))])
+        })
+        .get(move |headers: HeaderMap| async move {
+            let cursor = headers.get("last-event-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+            if cursor != "s1.2" {
+                return (StatusCode::METHOD_NOT_ALLOWED, HeaderMap::new(), String::new());
+            }
+            let id = resumed.lock().unwrap().clone();
+            let forked = json!({ "jsonrpc": "2.0", "id": id, "result": { "forked": true } });
+            match forks {
+                Forks::WithAGap => {
+                    sse("s1", true, vec![("s1.5".into(), note(5, "forked")), ("s1.6".into(), forked)])
+                }
+                Forks::WithANewStream => {
+                    sse("s9", false, vec![("s9.1".into(), note(3, "forked")), ("s9.2".into(), forked)])
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+/// Through a gateway in front of a forking upstream, a call cut and resumed: the client must
+/// see the two notifications before the cut, never the fork, and the call's error with its
+/// id (`upstream_lost`). `Err` with what it saw otherwise.
+async fn a_forked_resume_is_never_passed_on(forks: Forks, env: &[(&str, &str)]) -> Result<(), String> {
+    let upstream = forking_upstream(forks).await;
+    let gw = Serve::gateway_upstream_env(&upstream, &["--store", "memory"], env).await;
+    let (mut s, _) = Session::open(&gw.url).await;
+    let (id, response) = s.send("tools/call", json!({ "name": "any", "arguments": {} })).await;
+    let mut sse = SseReader::new(response);
+    let mut seen = Vec::new();
+    let answer = loop {
+        let (_, message) = guard("the answer", sse.next_message()).await.expect("an answer");
+        if message.get("id").is_some() {
+            break message;
+        }
+        seen.push(message["params"]["data"].as_str().unwrap_or_default().to_owned());
+    };
+    if seen != ["call #1", "call #2"] {
+        return Err(format!("the client saw {seen:?}, not exactly the two notifications before the cut"));
+    }
+    if answer["id"] != id || answer["error"]["data"]["reason"] != "upstream_lost" {
+        return Err(format!("the call was answered {answer}, not upstream_lost with its id"));
+    }
+    let text = metrics(&gw.url).await;
+    if counter(&text, "forkless_upstream_forks_refused_total") != 1 {
+        return Err(format!("the refused fork is not counted: {text}"));
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_upstream_that_answers_a_resume_with_a_gap_or_a_new_stream_is_never_passed_on() {
+    for forks in [Forks::WithAGap, Forks::WithANewStream] {
+        a_forked_resume_is_never_passed_on(forks, &[]).await.unwrap_or_else(|e| panic!("{forks:?}: {e}"));
+    }
+}
+
+/// Negative control: a gateway that trusts the upstream's resume (the rule broken on purpose,
+/// a test hook) passes the fork on, and the oracle above says so.
+#[tokio::test]
+async fn negative_control_trusting_the_upstreams_resume_passes_the_fork_on_and_is_caught() {
+    let trusting = [("FORKLESS_TEST_TRUST_UPSTREAM_RESUME", "1")];
+    for forks in [Forks::WithAGap, Forks::WithANewStream] {
+        let caught = a_forked_resume_is_never_passed_on(forks, &trusting).await;
+        assert!(caught.is_err(), "{forks:?}: a fork passed on must be caught");
+    }
 }

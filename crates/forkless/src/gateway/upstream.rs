@@ -6,9 +6,10 @@
 //! requests and notifications; the upstream session is DELETEd when the forkless session
 //! ends.
 //!
-//! It never passes an upstream fork on: an answer cut before its response is never resumed
-//! upstream (continuity could not be proven from it): the request gets an error carrying its
-//! id, `data.reason: "upstream_lost"`. An upstream that answers 404 for its session (it
+//! It never passes an upstream fork on: an answer cut before its response is resumed
+//! upstream only when the upstream numbers its streams and the resume provably continues it
+//! (`resume`); otherwise, or when what comes does not continue it, the request gets an error
+//! carrying its id, `data.reason: "upstream_lost"`. An upstream that answers 404 for its session (it
 //! restarted, or forgot it) ends the forkless session with reason `upstream_session_lost`;
 //! it is never re-initialized under the client's session id. The client's credentials never
 //! go upstream: only the headers given with `--upstream-header`.
@@ -17,6 +18,7 @@
 //! tokens, streams) is `forkless_server::backend`'s, and the transport is `serve`'s.
 
 mod answer;
+mod resume;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -88,8 +90,13 @@ pub(crate) struct UpstreamStats {
     pub(crate) sessions: AtomicU64,
     /// Times the upstream's GET stream was opened again after it ended.
     pub(crate) standalone_reopened: AtomicU64,
-    /// Events of a reopened GET stream dropped as already delivered.
+    /// Events of a reopened GET stream or a resumed answer dropped as already delivered.
     pub(crate) duplicates_dropped: AtomicU64,
+    /// Answers resumed upstream, their continuation proven.
+    pub(crate) resumed: AtomicU64,
+    /// Upstream streams that did not continue (a gap, another stream, a resume not marked
+    /// as one): their requests answered `upstream_lost`, nothing of the fork passed on.
+    pub(crate) forks_refused: AtomicU64,
 }
 
 /// Starts one upstream session per forkless session.
@@ -203,8 +210,18 @@ impl Connector for HttpConnector {
             ),
             counter(
                 "forkless_upstream_duplicates_dropped_total",
-                "Events of a reopened upstream GET stream dropped as already delivered.",
+                "Events of a reopened upstream GET stream or resumed answer dropped as already delivered.",
                 &s.duplicates_dropped,
+            ),
+            counter(
+                "forkless_upstream_resumed_total",
+                "Upstream answers resumed after a break, their continuation proven.",
+                &s.resumed,
+            ),
+            counter(
+                "forkless_upstream_forks_refused_total",
+                "Upstream streams that did not continue: their requests answered upstream_lost.",
+                &s.forks_refused,
             ),
         ]
     }

@@ -137,6 +137,13 @@ impl Serve {
         Self::spawn(command, extra, &[]).await
     }
 
+    /// Like [`Self::gateway_upstream`], with `env` set (test hooks).
+    pub async fn gateway_upstream_env(upstream: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_forkless"));
+        command.arg("gateway").args(["--listen", "127.0.0.1:0", "--upstream", upstream]).args(extra);
+        Self::spawn(command, extra, env).await
+    }
+
     /// The process ids of its children now (from `/proc`).
     pub fn children(&self) -> Vec<u32> {
         children_of(self.child.id().expect("process still running"))

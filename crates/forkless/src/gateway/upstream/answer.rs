@@ -1,5 +1,6 @@
-//! Reading the upstream's answers: a POST's JSON body or SSE stream, read to its end, and
-//! the upstream's GET stream, opened again when it ends.
+//! Reading the upstream's answers: a POST's JSON body or SSE stream, read to its end (and
+//! resumed when it breaks, where the continuation is provable: [`resume`]), and the
+//! upstream's GET stream, opened again when it ends.
 //!
 //! It owns what counts as an answer and what happens when one breaks; which upstream
 //! session and what it counted are [`super`]'s.
@@ -18,6 +19,7 @@ use sse_stream::SseByteStream;
 use forkless_server::backend::FromBackend;
 
 use super::Upstream;
+use super::resume::{self, Cursor, Fork, STREAM_ID, Step};
 
 /// Event ids of the GET stream remembered to drop a reopened stream's repeats.
 const SEEN: usize = 4096;
@@ -41,26 +43,73 @@ fn is_sse(response: &reqwest::Response) -> bool {
         .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
 }
 
-/// The messages of an SSE stream's data fields, until it ends or breaks (`Err` with why).
+/// One SSE event of the upstream: its id, and its message if it carries one (a priming
+/// event carries only an id).
+struct Event {
+    id: Option<String>,
+    message: Option<Value>,
+}
+
+/// The events of an SSE stream, until it ends or breaks (`Err` with why). With `idle`, a
+/// stream that sends nothing (not even a keep-alive) for that long is broken.
 fn events(
     response: reqwest::Response,
-) -> impl futures::Stream<Item = Result<(Option<String>, Value), String>> {
-    let bytes = response.bytes_stream().map(|r| r.map_err(std::io::Error::other));
+    idle: Option<Duration>,
+) -> impl futures::Stream<Item = Result<Event, String>> {
+    let bytes = futures::stream::unfold(response.bytes_stream(), move |mut body| async move {
+        let next: Option<Result<bytes::Bytes, std::io::Error>> = match idle {
+            None => body.next().await.map(|r| r.map_err(std::io::Error::other)),
+            Some(idle) => match tokio::time::timeout(idle, body.next()).await {
+                Ok(next) => next.map(|r| r.map_err(std::io::Error::other)),
+                Err(_) => Some(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "silent for longer than --upstream-timeout",
+                ))),
+            },
+        };
+        Some((next?, body))
+    });
     SseByteStream::new(bytes).filter_map(|event| async move {
-        match event {
-            Err(e) => Some(Err(format!("the stream broke: {e}"))),
-            Ok(sse) => {
-                let data = sse.data.filter(|d| !d.trim().is_empty())?;
-                match serde_json::from_str::<Value>(&data) {
-                    Ok(message) => Some(Ok((sse.id, message))),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "upstream SSE event that is not JSON, skipped");
-                        None
-                    }
+        let sse = match event {
+            Err(e) => return Some(Err(format!("the stream broke: {e}"))),
+            Ok(sse) => sse,
+        };
+        let message = match sse.data.filter(|d| !d.trim().is_empty()) {
+            None => None,
+            Some(data) => match serde_json::from_str::<Value>(&data) {
+                Ok(message) => Some(message),
+                Err(e) => {
+                    tracing::warn!(error = %e, "upstream SSE event that is not JSON, skipped");
+                    None
                 }
-            }
-        }
+            },
+        };
+        (sse.id.is_some() || message.is_some()).then_some(Ok(Event { id: sse.id, message }))
     })
+}
+
+/// How reading one upstream response of an answer ended.
+enum Read {
+    /// The response to the request came (and was handed on).
+    Answered,
+    /// The stream ended before it.
+    Ended,
+    /// The stream broke before it (why).
+    Broke(String),
+    /// The stream sent something that does not continue it.
+    Forked(Fork),
+}
+
+/// What a resume of a numbered upstream stream got.
+enum Resumed {
+    /// A response that continues the stream.
+    Stream(reqwest::Response),
+    /// The upstream forgot the session (404).
+    Forgotten,
+    /// A response that does not continue it.
+    Forked(Fork),
+    /// No continuation within `--upstream-timeout` (why).
+    Failed(String),
 }
 
 impl Upstream {
@@ -158,40 +207,152 @@ impl Upstream {
         Ok(answered)
     }
 
-    /// An SSE answer, read until the response to `id` (or its end). Whether it came. A
-    /// stream cut before it is not resumed: nothing proves a resumed stream continues it.
+    /// An SSE answer, read until the response to `id` (or its end). Whether it came, or the
+    /// request was answered: a stream that breaks or ends before the response is resumed
+    /// upstream when the upstream numbers its streams and the resume provably continues it
+    /// ([`resume`]); when it does not, or cannot be resumed, the request is answered
+    /// `upstream_lost` and nothing past the cursor is passed on.
     async fn read_stream(
         &self,
         response: reqwest::Response,
         id: &Value,
         initialize: Option<&reqwest::header::HeaderMap>,
     ) -> Result<bool, Cancelled> {
-        let events = events(response);
+        let mut cursor = Cursor::of(response.headers());
+        let mut response = response;
+        loop {
+            let broke = match self.read_events(response, id, initialize, cursor.as_mut()).await? {
+                Read::Answered => return Ok(true),
+                Read::Forked(fork) => return self.forked(id, fork).await,
+                Read::Broke(why) => why,
+                Read::Ended if cursor.is_some() => "its answer ended without the response".to_owned(),
+                Read::Ended => return Ok(false),
+            };
+            let Some(at) = &cursor else {
+                self.lost(id, &broke).await;
+                return Ok(true);
+            };
+            response = match self.resume(at).await? {
+                Resumed::Stream(next) => {
+                    self.stats.resumed.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(session = ?self.forkless, %id, from = %at.last_event_id(), why = %broke, "resumed an upstream answer");
+                    next
+                }
+                Resumed::Forked(fork) => return self.forked(id, fork).await,
+                Resumed::Forgotten => {
+                    self.forgotten();
+                    return Ok(true);
+                }
+                Resumed::Failed(why) => {
+                    self.lost(id, &format!("{broke}; resuming it failed: {why}")).await;
+                    return Ok(true);
+                }
+            };
+        }
+    }
+
+    /// Read one response of an answer, its events taken by `cursor` when it is numbered.
+    async fn read_events(
+        &self,
+        response: reqwest::Response,
+        id: &Value,
+        initialize: Option<&reqwest::header::HeaderMap>,
+        mut cursor: Option<&mut Cursor>,
+    ) -> Result<Read, Cancelled> {
+        // A numbered stream's upstream sends keep-alives: silence means a dead link.
+        let idle = cursor.is_some().then_some(self.spec.timeout);
+        let events = events(response, idle);
         tokio::pin!(events);
         loop {
             let next = tokio::select! {
                 () = self.cancel.cancelled() => return Err(Cancelled),
                 next = events.next() => next,
             };
-            match next {
-                None => return Ok(false),
-                Some(Err(why)) => {
-                    self.lost(id, &why).await;
-                    return Ok(true);
-                }
-                Some(Ok((_, message))) if answers(&message, id) => {
-                    if let Some(head) = initialize {
-                        self.initialized(head, &message);
+            let event = match next {
+                None => return Ok(Read::Ended),
+                Some(Err(why)) => return Ok(Read::Broke(why)),
+                Some(Ok(event)) => event,
+            };
+            if let Some(cursor) = cursor.as_deref_mut()
+                && !resume::trusting()
+            {
+                match cursor.admit(event.id.as_deref()) {
+                    Ok(Step::Next) => {}
+                    Ok(Step::Repeat) => {
+                        if event.message.is_some() {
+                            self.stats.duplicates_dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                        continue;
                     }
-                    self.deliver(message).await;
-                    return Ok(true);
-                }
-                Some(Ok((_, message))) => {
-                    // On this request's stream: it goes on the client's request stream too.
-                    self.deliver(FromBackend::Related { message, request: id.clone() }).await;
+                    Err(fork) => return Ok(Read::Forked(fork)),
                 }
             }
+            let Some(message) = event.message else { continue };
+            if answers(&message, id) {
+                if let Some(head) = initialize {
+                    self.initialized(head, &message);
+                }
+                self.deliver(message).await;
+                return Ok(Read::Answered);
+            }
+            // On this request's stream: it goes on the client's request stream too.
+            self.deliver(FromBackend::Related { message, request: id.clone() }).await;
         }
+    }
+
+    /// Resume the numbered stream at `cursor`: a GET with `Last-Event-ID`, again with backoff
+    /// while the upstream cannot be reached, until `--upstream-timeout`.
+    async fn resume(&self, cursor: &Cursor) -> Result<Resumed, Cancelled> {
+        let deadline = tokio::time::Instant::now() + self.spec.timeout;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let send = self
+                .request(reqwest::Method::GET)
+                .header(ACCEPT, "text/event-stream")
+                .header("last-event-id", cursor.last_event_id())
+                .header(STREAM_ID, cursor.stream())
+                .send();
+            let sent = tokio::select! {
+                () = self.cancel.cancelled() => return Err(Cancelled),
+                sent = tokio::time::timeout_at(deadline, send) => sent,
+            };
+            let why = match sent {
+                Err(_) => return Ok(Resumed::Failed("no answer within --upstream-timeout".into())),
+                Ok(Ok(r)) if r.status() == StatusCode::NOT_FOUND => return Ok(Resumed::Forgotten),
+                Ok(Ok(r)) if r.status().is_success() && is_sse(&r) => {
+                    return Ok(match cursor.continued_by(r.headers()) {
+                        Err(fork) if !resume::trusting() => Resumed::Forked(fork),
+                        _ => Resumed::Stream(r),
+                    });
+                }
+                Ok(Ok(r)) if r.status().is_server_error() || r.status() == StatusCode::TOO_MANY_REQUESTS => {
+                    format!("the upstream answered HTTP {}", r.status())
+                }
+                Ok(Ok(r)) => {
+                    return Ok(Resumed::Failed(format!(
+                        "the upstream answered the resume with HTTP {}",
+                        r.status()
+                    )));
+                }
+                Ok(Err(e)) => format!("reaching the upstream failed: {e}"),
+            };
+            if tokio::time::Instant::now() + backoff >= deadline {
+                return Ok(Resumed::Failed(why));
+            }
+            tokio::select! {
+                () = self.cancel.cancelled() => return Err(Cancelled),
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// The upstream sent what does not continue the answer: it is not passed on, and the
+    /// request is answered `upstream_lost`.
+    async fn forked(&self, id: &Value, fork: Fork) -> Result<bool, Cancelled> {
+        self.stats.forks_refused.fetch_add(1, Ordering::Relaxed);
+        self.lost(id, &format!("the upstream's stream did not continue: {}", fork.0)).await;
+        Ok(true)
     }
 
     /// The upstream's GET stream (its requests and notifications outside any request),
@@ -220,14 +381,14 @@ impl Upstream {
                     }
                     opened_before = true;
                     backoff = Duration::from_millis(100);
-                    let events = events(r);
+                    let events = events(r, None);
                     tokio::pin!(events);
                     loop {
                         let next = tokio::select! {
                             () = self.cancel.cancelled() => return,
                             next = events.next() => next,
                         };
-                        let Some(Ok((event_id, message))) = next else { break };
+                        let Some(Ok(Event { id: event_id, message })) = next else { break };
                         if let Some(event_id) = event_id {
                             if !seen.0.insert(event_id.clone()) {
                                 self.stats.duplicates_dropped.fetch_add(1, Ordering::Relaxed);
@@ -241,7 +402,9 @@ impl Upstream {
                             }
                             last = Some(event_id);
                         }
-                        self.deliver(message).await;
+                        if let Some(message) = message {
+                            self.deliver(message).await;
+                        }
                     }
                 }
                 Ok(r) => {
