@@ -176,6 +176,56 @@ async fn sdk_clients_resume_cut_streams_through_the_gateway() {
     support::peer_passes(Path::new("node"), "tests/interop/ts/client_resume.mjs", &gw.url, &[]).await;
 }
 
+/// `@modelcontextprotocol/server-everything` over Streamable HTTP on a free port: the process
+/// and its URL; `None` when it is not installed (a failure under `CI=true`).
+async fn everything_http() -> Option<(tokio::process::Child, String)> {
+    let script = peer(".peers/stdio/node_modules/@modelcontextprotocol/server-everything/dist/index.js")?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+    let mut child = tokio::process::Command::new("node")
+        .arg(script)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .current_dir(root())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start server-everything");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    loop {
+        let line = guard("server-everything listening", lines.next_line()).await.expect("stderr");
+        if line.expect("a listening line").contains("listening on port") {
+            break;
+        }
+    }
+    // Drain the rest of its log, so a full pipe never stalls it.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Some((child, format!("http://127.0.0.1:{port}/mcp")))
+}
+
+/// The official SDK clients, v1 and v2 (auto mode: falling back to a session revision), through
+/// the gateway in front of `server-everything` over Streamable HTTP, a server neither side
+/// wrote: tools, progress in order, a sampling round trip answered by the client (the
+/// upstream's request on the call's stream, the client's answer POSTed back up), and a log
+/// message from the upstream's GET stream on the client's standalone stream.
+#[tokio::test]
+async fn sdk_clients_v1_and_v2_use_server_everything_over_http_through_the_gateway() {
+    let Some((_upstream, url)) = everything_http().await else { return };
+    let gw = Serve::gateway_upstream(&url, &["--store", "memory"]).await;
+    if let Some(py) = peer(".peers/py/bin/python") {
+        support::peer_passes(&py, "tests/interop/gateway/everything.py", &gw.url, &[]).await;
+    }
+    if let Some(py2) = peer(".peers/py2/bin/python") {
+        support::peer_passes(&py2, "tests/interop/gateway/everything_v2.py", &gw.url, &[]).await;
+    }
+    if peer(".peers/node/node_modules/@modelcontextprotocol/sdk").is_some() {
+        support::peer_passes(Path::new("node"), "tests/interop/gateway/everything.mjs", &gw.url, &[]).await;
+    }
+    if peer(".peers/node2/node_modules/@modelcontextprotocol/client").is_some() {
+        support::peer_passes(Path::new("node"), "tests/interop/gateway/everything_v2.mjs", &gw.url, &[])
+            .await;
+    }
+}
+
 /// Two gateway nodes on one PostgreSQL database in front of one upstream, the session's
 /// owner killed `-9` mid-call: the other node takes the session over, the client resumes
 /// the call's stream there and reads every event it had not seen once, then the lost call's
