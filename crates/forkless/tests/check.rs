@@ -7,6 +7,7 @@ mod support;
 use std::process::Stdio;
 
 use serde_json::Value;
+use support::restartable::Restartable;
 use support::{GUARD, Serve};
 
 /// Run `forkless check <args>`; its exit code and stdout.
@@ -43,82 +44,6 @@ async fn every_scenario_passes_against_forkless_serve_with_the_memory_store() {
     for scenario in report["scenarios"].as_array().expect("scenarios") {
         assert!(scenario["evidence"].as_array().is_some_and(|e| !e.is_empty()), "no evidence: {scenario}");
         assert!(scenario["pass_if"].as_str().is_some_and(|p| !p.is_empty()));
-    }
-}
-
-/// Shell, after `kill -9 "$old"`: wait until that process is gone (or a zombie, whose files
-/// and sockets are closed), at most 10 s, so the restarted server never races the killed one
-/// for its port and its data files.
-const WAIT_GONE: &str = "for _ in $(seq 1000); do if [ ! -e /proc/$old ] || grep -q ') Z' /proc/$old/stat 2>/dev/null; then break; fi; sleep 0.01; done";
-
-/// A `forkless serve` on the durable default that a shell command can `kill -9` and start
-/// again on the same address and data: what `--restart-cmd` needs. Dropping it kills the
-/// server the command last started.
-struct Restartable {
-    dir: std::path::PathBuf,
-    url: String,
-    command: String,
-}
-
-impl Restartable {
-    async fn start(durability: &str) -> Self {
-        let dir = support::fresh_data_dir();
-        Self::start_on(
-            dir.clone(),
-            &format!("--data-dir \"{}/data\" --durability {durability}", dir.display()),
-        )
-        .await
-    }
-
-    /// Started with these store flags (a shell fragment).
-    async fn start_on(dir: std::path::PathBuf, store: &str) -> Self {
-        let port =
-            std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-        let script = dir.join("restart.sh");
-        std::fs::write(
-            &script,
-            format!(
-                r#"#!/usr/bin/env bash
-# kill -9 the running server (if any), then start it again on the same address and data.
-set -u
-cd "{dir}"
-if [ -f pid ]; then
-  old="$(cat pid)"
-  kill -9 "$old" 2>/dev/null || true
-  {WAIT_GONE}
-fi
-RUST_LOG=warn "{bin}" serve --listen 127.0.0.1:{port} --revisions all {store} >>out 2>>err </dev/null &
-echo $! > pid
-"#,
-                dir = dir.display(),
-                bin = env!("CARGO_BIN_EXE_forkless"),
-            ),
-        )
-        .expect("write restart script");
-        let command = format!("bash {}", script.display());
-        let status = std::process::Command::new("bash").arg(&script).status().expect("run restart script");
-        assert!(status.success());
-        let this = Self { dir, url: format!("http://127.0.0.1:{port}/mcp"), command };
-        this.wait_until_up().await;
-        this
-    }
-
-    async fn wait_until_up(&self) {
-        let out = self.dir.join("out");
-        support::guard("server start-up line", async {
-            while !std::fs::read_to_string(&out).is_ok_and(|s| s.contains("listening on")) {
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-        })
-        .await;
-    }
-}
-
-impl Drop for Restartable {
-    fn drop(&mut self) {
-        if let Ok(pid) = std::fs::read_to_string(self.dir.join("pid")) {
-            let _ = std::process::Command::new("kill").args(["-9", pid.trim()]).status();
-        }
     }
 }
 

@@ -17,6 +17,7 @@ pub mod haproxy;
 mod peers;
 mod procs;
 pub mod relay;
+pub mod restartable;
 mod session;
 pub mod shared;
 mod sse;
