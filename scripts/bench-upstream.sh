@@ -2,15 +2,18 @@
 # What `forkless gateway --upstream` costs (issue 40): the `tools/call` echo against an HTTP
 # MCP server called directly, and through the gateway in front of it, one after the other in
 # one run. The upstream is the bare hyper echo of `forkless-bench` (SSE answers; it answers
-# `initialize` too), so the figures are the gateway's own cost, not an SDK's. The gateway
+# `initialize` too), so the figures are the gateway's own cost, not an SDK's; or, with
+# UPSTREAM `ts` or `python`, the official SDK's reference server of `tests/interop/` (its
+# `echo` tool; SSE answers; needs scripts/peers/install.sh), what a user fronts. The gateway
 # runs on the memory store and on the durable default. For each: requests/s and latency at
 # 1 and 16 connections (one session shared by the connections), from `forkless-bench load`.
 # Servers on CPU 0, the load on CPU 1 (set FORKLESS_BENCH_NO_PIN=1 to not pin).
 #
-#   scripts/bench-upstream.sh [SECONDS]      (default 5)
+#   scripts/bench-upstream.sh [SECONDS [UPSTREAM]]      (default 5 hyper; UPSTREAM hyper|ts|python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-5}
+kind=${2:-hyper}
 cargo build --release -q -p forkless -p forkless-bench
 bench=target/release/forkless-bench
 server_cpu=(taskset -c 0)
@@ -22,9 +25,23 @@ cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm 
 trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-"${server_cpu[@]}" "$bench" serve --target hyper --answer sse --listen 127.0.0.1:0 >"$work/upstream.log" 2>&1 &
-pids+=($!)
-until upstream=$(awk '/listening on/ { print $3 }' "$work/upstream.log") && [[ -n "$upstream" ]]; do sleep 0.05; done
+case "$kind" in
+  hyper)
+    "${server_cpu[@]}" "$bench" serve --target hyper --answer sse --listen 127.0.0.1:0 >"$work/upstream.log" 2>&1 &
+    pids+=($!)
+    until upstream=$(awk '/listening on/ { print $3 }' "$work/upstream.log") && [[ -n "$upstream" ]]; do sleep 0.05; done
+    name="upstream (hyper echo)"
+    ;;
+  ts | python)
+    if [[ $kind == ts ]]; then program=(node tests/interop/ts/reference_server.mjs); else program=(.peers/py/bin/python tests/interop/python/reference_server.py); fi
+    [[ -e ${program[1]} && ( $kind == ts || -x ${program[0]} ) ]] || { echo "the $kind SDK is not installed: run scripts/peers/install.sh" >&2; exit 1; }
+    "${server_cpu[@]}" "${program[@]}" --port 0 >"$work/upstream.log" 2>&1 &
+    pids+=($!)
+    until upstream=$(awk '/^READY/ { print $2 }' "$work/upstream.log") && [[ -n "$upstream" ]]; do sleep 0.05; done
+    name="upstream ($kind SDK reference server)"
+    ;;
+  *) echo "UPSTREAM is hyper, ts or python, not $kind" >&2; exit 2 ;;
+esac
 
 # Start a gateway in front of the upstream on STORE; sets $url.
 gateway() {
@@ -46,7 +63,7 @@ run() { # name, url, clients
 echo "| server | connections | forkless-bench load |"
 echo "|---|---:|---|"
 for clients in 1 16; do
-  run "upstream (hyper echo) directly" "$upstream" "$clients"
+  run "$name directly" "$upstream" "$clients"
 done
 gateway memory
 for clients in 1 16; do run "gateway --upstream, memory store" "$url" "$clients"; done
