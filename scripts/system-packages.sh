@@ -6,6 +6,8 @@
 #                  (crates/forkless-store-redis/tests/lost_suffix.rs)
 #   haproxy        the many-node tests put forkless serve processes behind a real load
 #                  balancer (crates/forkless/tests/cluster.rs)
+#   chromium       the report tests render `check --report` and `chaos --report` pages in a
+#                  real headless browser (crates/forkless/tests/report.rs)
 #
 # PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) themselves are the machine's.
 set -euo pipefail
@@ -13,6 +15,7 @@ set -euo pipefail
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v haproxy >/dev/null || need+=(haproxy)
+command -v chromium >/dev/null || need+=(chromium)
 [[ ${#need[@]} -eq 0 ]] && exit 0
 
 sudo=()

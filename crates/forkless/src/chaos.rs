@@ -67,6 +67,10 @@ pub struct ChaosArgs {
     /// Print one JSON object instead of the summary table.
     #[arg(long)]
     pub json: bool,
+    /// Also write a self-contained HTML page of the run (figures, a histogram of resume
+    /// latencies, rejections by reason) to this file.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<std::path::PathBuf>,
     /// For `https://`: also trust the certificates of this PEM file (beside the system's roots
     /// and `SSL_CERT_FILE`'s).
     #[arg(long, value_name = "FILE")]
@@ -135,6 +139,9 @@ pub fn run(args: &ChaosArgs) -> Result<(), Error> {
         write!(out, "{}", render(&summary))
     };
     written.map_err(Error::Startup)?;
+    if let Some(path) = &args.report {
+        crate::report::write(path, &crate::report::chaos_page(&summary))?;
+    }
     if summary.duplicates + summary.gaps + summary.forks + summary.reordered + summary.foreign > 0 {
         return Err(Error::Verdict(format!(
             "{} duplicates, {} gaps, {} forks, {} reordered, {} foreign",
@@ -211,22 +218,9 @@ pub async fn chaos(args: &ChaosArgs) -> Result<Summary, Error> {
         let why: Vec<_> = summary.rejections.keys().cloned().collect();
         return Err(Error::Probe(format!("no session delivered anything ({})", why.join(", "))));
     }
+    summary.resume_latency_histogram = histogram(&latencies);
     summary.resume_latency_ms = percentiles(&mut latencies);
     Ok(summary)
-}
-
-/// Nearest-rank percentiles.
-fn percentiles(samples: &mut [Duration]) -> LatencyMs {
-    if samples.is_empty() {
-        return LatencyMs::default();
-    }
-    samples.sort_unstable();
-    let at = |p: f64| {
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
-        let rank = ((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len());
-        samples[rank - 1].as_secs_f64() * 1000.0
-    };
-    LatencyMs { p50: at(0.50), p99: at(0.99), max: at(1.0), count: samples.len() }
 }
 
 /// One session: call the tool, cut its stream at random, judge what arrives.
@@ -419,7 +413,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 mod summary;
-pub use summary::{LatencyMs, Summary, render};
+use summary::percentiles;
+pub use summary::{Bucket, LatencyMs, Summary, histogram, render, rows};
 
 #[cfg(test)]
 mod tests;

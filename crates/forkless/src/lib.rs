@@ -43,6 +43,7 @@ pub mod check;
 pub mod demo;
 mod error;
 pub mod gateway;
+pub mod report;
 pub mod serve;
 
 pub use error::Error;

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use std::time::Duration;
+
 use serde::Serialize;
 
 /// Resume latency percentiles in milliseconds.
@@ -15,6 +17,45 @@ pub struct LatencyMs {
     pub max: f64,
     /// Samples.
     pub count: usize,
+}
+
+/// Resume latencies up to `le_ms` (and above the bucket before); `None`: above the last bound.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Bucket {
+    /// The bucket's upper bound in milliseconds, inclusive.
+    pub le_ms: Option<u64>,
+    /// Samples in it.
+    pub count: u64,
+}
+
+/// The histogram's bucket bounds, in milliseconds.
+const BOUNDS: [u64; 10] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
+
+/// `samples` in [`BOUNDS`] buckets and one above them.
+pub fn histogram(samples: &[Duration]) -> Vec<Bucket> {
+    let mut buckets: Vec<Bucket> = BOUNDS.iter().map(|&b| Bucket { le_ms: Some(b), count: 0 }).collect();
+    buckets.push(Bucket { le_ms: None, count: 0 });
+    for s in samples {
+        let ms = s.as_secs_f64() * 1000.0;
+        #[allow(clippy::cast_precision_loss)]
+        let i = BOUNDS.iter().position(|&b| ms <= b as f64).unwrap_or(BOUNDS.len());
+        buckets[i].count += 1;
+    }
+    buckets
+}
+
+/// Nearest-rank percentiles.
+pub(crate) fn percentiles(samples: &mut [Duration]) -> LatencyMs {
+    if samples.is_empty() {
+        return LatencyMs::default();
+    }
+    samples.sort_unstable();
+    let at = |p: f64| {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+        let rank = ((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len());
+        samples[rank - 1].as_secs_f64() * 1000.0
+    };
+    LatencyMs { p50: at(0.50), p99: at(0.99), max: at(1.0), count: samples.len() }
 }
 
 /// The summary of a run (`--json` prints it as is).
@@ -52,18 +93,15 @@ pub struct Summary {
     pub rejections: BTreeMap<String, u64>,
     /// From a cut to the client's accepted reconnect.
     pub resume_latency_ms: LatencyMs,
+    /// The same, counted in buckets (for the report's histogram).
+    pub resume_latency_histogram: Vec<Bucket>,
     /// Wall-clock time of the whole run.
     pub elapsed_s: f64,
 }
 
-/// Live counters for the progress bar.
-/// The human summary.
-pub fn render(s: &Summary) -> String {
-    let mut out = format!(
-        "forkless chaos {}: {} sessions × {} events, {:.1} s\n\n",
-        s.target, s.sessions, s.events_per_session, s.elapsed_s
-    );
-    let rows: Vec<(&str, String)> = vec![
+/// The run's figures, one labelled row each (the text summary's and the report page's).
+pub fn rows(s: &Summary) -> Vec<(&'static str, String)> {
+    vec![
         ("sessions completed", format!("{} of {}", s.sessions_completed, s.sessions)),
         ("events delivered", s.events_delivered.to_string()),
         ("duplicates", s.duplicates.to_string()),
@@ -83,8 +121,16 @@ pub fn render(s: &Summary) -> String {
                 s.resume_latency_ms.count
             ),
         ),
-    ];
-    for (k, v) in rows {
+    ]
+}
+
+/// The human summary.
+pub fn render(s: &Summary) -> String {
+    let mut out = format!(
+        "forkless chaos {}: {} sessions × {} events, {:.1} s\n\n",
+        s.target, s.sessions, s.events_per_session, s.elapsed_s
+    );
+    for (k, v) in rows(s) {
         out.push_str(&format!("{k:<20} {v}\n"));
     }
     if s.rejections.is_empty() {

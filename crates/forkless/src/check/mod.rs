@@ -46,6 +46,8 @@
 //! `tape` the reading and comparing of numbered events, `scenarios` the scripts.
 
 mod probe;
+mod record;
+mod report;
 mod scenarios;
 mod steps;
 mod tape;
@@ -59,6 +61,8 @@ use serde_json::Value;
 
 use crate::Error;
 use probe::Target;
+pub use record::{Carried, Ending, How, Lane, Mark};
+pub use report::{Report, ScenarioReport, render};
 use steps::{Ctx, Progress, ToolSpec};
 pub(crate) use tape::payload_number;
 
@@ -97,6 +101,10 @@ pub struct CheckArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also write a self-contained HTML page of the run (each scenario's timeline, a lane
+    /// per connection, and its evidence) to this file.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<std::path::PathBuf>,
     /// A shell command that restarts the target server (for example one that kills it with
     /// `kill -9` and starts it again on the same address and data): enables `crash-restart`,
     /// `task-crash-working` and `task-crash-input`.
@@ -138,6 +146,7 @@ impl CheckArgs {
             only: Vec::new(),
             seed: 1,
             json: false,
+            report: None,
             restart_cmd: None,
             also_urls: Vec::new(),
             task_tool: "slow_compute".into(),
@@ -162,7 +171,8 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    const fn as_str(self) -> &'static str {
+    /// `PASS`, `FAIL` or `UNSUPPORTED`.
+    pub const fn as_str(self) -> &'static str {
         match self {
             Self::Pass => "PASS",
             Self::Fail => "FAIL",
@@ -248,44 +258,6 @@ pub const SCENARIOS: [Scenario; 11] = [
     },
 ];
 
-/// One scenario's result in the report.
-#[derive(Clone, Debug, Serialize)]
-pub struct ScenarioReport {
-    /// Its name.
-    pub name: &'static str,
-    /// What it does.
-    pub title: &'static str,
-    /// PASS, FAIL or UNSUPPORTED.
-    pub verdict: Verdict,
-    /// When it passes.
-    pub pass_if: &'static str,
-    /// What was sent and observed, step by step.
-    pub evidence: Vec<String>,
-    /// How long it took.
-    pub millis: u64,
-}
-
-/// The whole report (`--json` prints it as is).
-#[derive(Clone, Debug, Serialize)]
-pub struct Report {
-    /// The endpoint probed.
-    pub target: String,
-    /// The server's `serverInfo`, if it sent one.
-    pub server: Option<Value>,
-    /// The tool emitting on request streams, if any.
-    pub tool: Option<String>,
-    /// The tool emitting on the standalone stream, if any.
-    pub background_tool: Option<String>,
-    /// Each scenario, in order.
-    pub scenarios: Vec<ScenarioReport>,
-    /// How many passed.
-    pub passed: usize,
-    /// How many failed.
-    pub failed: usize,
-    /// How many could not run against this server.
-    pub unsupported: usize,
-}
-
 /// Run `forkless check`. Exit status: 0 when no scenario failed, 1 when one did, 3 when the
 /// target cannot be probed at all.
 pub fn run(args: &CheckArgs) -> Result<(), Error> {
@@ -304,6 +276,9 @@ pub fn run(args: &CheckArgs) -> Result<(), Error> {
         write!(out, "{}", render(&report))
     };
     written.map_err(Error::Startup)?;
+    if let Some(path) = &args.report {
+        crate::report::write(path, &crate::report::check_page(&report))?;
+    }
     if report.failed > 0 {
         return Err(Error::Verdict(format!(
             "{} of {} scenarios failed",
@@ -347,24 +322,27 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
             continue;
         }
         let started = tokio::time::Instant::now();
-        let outcome = match scenario.name {
-            "resume-after-8" => scenarios::resume_after_8(&mut ctx).await,
-            "cursor-lost" => scenarios::cursor_lost(&mut ctx).await,
-            "bare-numeric-cursor" => scenarios::bare_numeric_cursor(&mut ctx).await,
-            "foreign-cursor" => scenarios::foreign_cursor(&mut ctx).await,
-            "cursor-ahead" => scenarios::cursor_ahead(&mut ctx).await,
-            "racing-resumes" => scenarios::racing_resumes(&mut ctx).await,
-            "two-plain-gets" => scenarios::two_plain_gets(&mut ctx).await,
-            "idempotent-replay" => scenarios::idempotent_replay(&mut ctx).await,
-            "emit-while-detached" => scenarios::emit_while_detached(&mut ctx).await,
-            "crash-restart" => scenarios::crash_restart(&mut ctx).await,
-            "task-read-twice" => tasks::read_twice(&tasks).await,
-            "task-every-node" => tasks::every_node(&tasks).await,
-            "task-crash-working" => tasks::crash_working(&mut ctx, &tasks).await,
-            "task-crash-input" => tasks::crash_input(&mut ctx, &tasks).await,
-            "task-node-loss" => tasks::node_loss(&tasks).await,
-            _ => scenarios::churn(&mut ctx).await,
-        };
+        let (outcome, lanes) = record::recording(async {
+            match scenario.name {
+                "resume-after-8" => scenarios::resume_after_8(&mut ctx).await,
+                "cursor-lost" => scenarios::cursor_lost(&mut ctx).await,
+                "bare-numeric-cursor" => scenarios::bare_numeric_cursor(&mut ctx).await,
+                "foreign-cursor" => scenarios::foreign_cursor(&mut ctx).await,
+                "cursor-ahead" => scenarios::cursor_ahead(&mut ctx).await,
+                "racing-resumes" => scenarios::racing_resumes(&mut ctx).await,
+                "two-plain-gets" => scenarios::two_plain_gets(&mut ctx).await,
+                "idempotent-replay" => scenarios::idempotent_replay(&mut ctx).await,
+                "emit-while-detached" => scenarios::emit_while_detached(&mut ctx).await,
+                "crash-restart" => scenarios::crash_restart(&mut ctx).await,
+                "task-read-twice" => tasks::read_twice(&tasks).await,
+                "task-every-node" => tasks::every_node(&tasks).await,
+                "task-crash-working" => tasks::crash_working(&mut ctx, &tasks).await,
+                "task-crash-input" => tasks::crash_input(&mut ctx, &tasks).await,
+                "task-node-loss" => tasks::node_loss(&tasks).await,
+                _ => scenarios::churn(&mut ctx).await,
+            }
+        })
+        .await;
         let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if !args.json {
             eprintln!("{:<20} {}", scenario.name, outcome.verdict.as_str());
@@ -376,6 +354,7 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
             pass_if: scenario.pass_if,
             evidence: outcome.evidence,
             millis,
+            lanes,
         });
         // Let the server notice the connections this scenario dropped before the next starts.
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -412,40 +391,6 @@ pub async fn probe(args: &CheckArgs) -> Result<Report, Error> {
         }
     }
     probe_all(args, extra).await
-}
-
-/// The human report: one row per scenario, its criterion and evidence indented below.
-pub fn render(report: &Report) -> String {
-    let mut s = format!("forkless check {}\n", report.target);
-    if let Some(info) = &report.server {
-        s.push_str(&format!(
-            "server: {} {}\n",
-            info["name"].as_str().unwrap_or("?"),
-            info["version"].as_str().unwrap_or("")
-        ));
-    }
-    let tool = |t: &Option<String>| t.clone().unwrap_or_else(|| "(none)".to_owned());
-    s.push_str(&format!(
-        "tools: {} (request stream), {} (standalone stream)\n\n",
-        tool(&report.tool),
-        tool(&report.background_tool)
-    ));
-    s.push_str(&format!("{:<20} {:<12} {}\n", "SCENARIO", "RESULT", "WHAT"));
-    for r in &report.scenarios {
-        s.push_str(&format!("{:<20} {:<12} {}\n", r.name, r.verdict.as_str(), r.title));
-        s.push_str(&format!("{:<33} pass if: {}\n", "", r.pass_if));
-        for line in &r.evidence {
-            s.push_str(&format!("{:<33} - {line}\n", ""));
-        }
-    }
-    s.push_str(&format!(
-        "\n{} scenarios: {} PASS, {} FAIL, {} UNSUPPORTED\n",
-        report.scenarios.len(),
-        report.passed,
-        report.failed,
-        report.unsupported
-    ));
-    s
 }
 
 #[cfg(test)]

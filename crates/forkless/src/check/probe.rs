@@ -13,6 +13,8 @@ use futures::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::record;
+
 /// The newest revision with sessions and resumption; the server may negotiate an older one.
 const REVISION: &str = "2025-11-25";
 
@@ -80,7 +82,7 @@ impl Target {
             return Err(err(format!("initialize answered {status}")));
         }
         let id = header(&response, "mcp-session-id");
-        let answer = read_answer(response, &json!(0), Duration::from_secs(10)).await?;
+        let answer = read_answer(response, &json!(0), "initialize", Duration::from_secs(10)).await?;
         let result = answer.get("result").ok_or_else(|| err(format!("initialize failed: {answer}")))?;
         let revision = result["protocolVersion"].as_str().unwrap_or(REVISION).to_owned();
         let server_info = result.get("serverInfo").cloned();
@@ -146,7 +148,7 @@ impl Session {
         if head.status != 200 {
             return Err(err(format!("{method} answered {}", head.status)));
         }
-        read_answer(response, &id, Duration::from_secs(15)).await
+        read_answer(response, &id, method, Duration::from_secs(15)).await
     }
 
     /// `tools/list`: the tool names.
@@ -164,7 +166,9 @@ impl Session {
             request = request.header("last-event-id", lei);
         }
         let response = request.send().await.map_err(|e| err(format!("GET: {e}")))?;
-        Ok(Conn::new(response))
+        let label =
+            last_event_id.map_or_else(|| "GET".to_owned(), |lei| format!("GET (Last-Event-ID: {lei})"));
+        Ok(Conn::new(response, &label))
     }
 
     /// End the session (DELETE); failures do not matter to the check.
@@ -249,6 +253,8 @@ pub(crate) struct Conn {
     response: Option<reqwest::Response>,
     body: Option<BoxStream<'static, reqwest::Result<Bytes>>>,
     buf: Vec<u8>,
+    /// Its lane in the scenario's timeline, when one is recorded.
+    lane: Option<record::LaneRef>,
 }
 
 impl core::fmt::Debug for Conn {
@@ -258,12 +264,15 @@ impl core::fmt::Debug for Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(response: reqwest::Response) -> Self {
+    /// The connection of `response`, sent as `label` says (`POST tools/call`, `GET …`).
+    pub(crate) fn new(response: reqwest::Response, label: &str) -> Self {
         let head = Head::of(&response);
+        let lane = record::open(label, &head);
         if head.is_stream() {
-            Self { head, response: None, body: Some(response.bytes_stream().boxed()), buf: Vec::new() }
+            let body = Some(response.bytes_stream().boxed());
+            Self { head, response: None, body, buf: Vec::new(), lane }
         } else {
-            Self { head, response: Some(response), body: None, buf: Vec::new() }
+            Self { head, response: Some(response), body: None, buf: Vec::new(), lane }
         }
     }
 
@@ -273,7 +282,11 @@ impl Conn {
         let text = tokio::time::timeout(Duration::from_secs(2), response.text()).await.ok()?.ok()?;
         let v: Value = serde_json::from_str(&text).ok()?;
         let e = &v["error"];
-        e["data"]["reason"].as_str().or_else(|| e["message"].as_str()).map(str::to_owned)
+        let reason = e["data"]["reason"].as_str().or_else(|| e["message"].as_str()).map(str::to_owned);
+        if let (Some(lane), Some(reason)) = (&self.lane, &reason) {
+            lane.refused(reason);
+        }
+        reason
     }
 
     /// `head.describe()` plus the error reason of a refusal.
@@ -288,6 +301,19 @@ impl Conn {
 
     /// The next event, `Err(stop)` when none comes before `deadline`.
     pub(crate) async fn next_event(&mut self, deadline: Instant) -> Result<Event, Stop> {
+        let next = self.read_event(deadline).await;
+        if let Some(lane) = &self.lane {
+            match &next {
+                Ok(event) => lane.event(&event.data),
+                Err(Stop::Ended) => lane.end(record::How::Closed),
+                Err(Stop::Failed) => lane.end(record::How::Failed),
+                Err(Stop::Met | Stop::Timeout) => {}
+            }
+        }
+        next
+    }
+
+    async fn read_event(&mut self, deadline: Instant) -> Result<Event, Stop> {
         let Some(body) = self.body.as_mut() else { return Err(Stop::Failed) };
         let mut event = Event::default();
         let mut has_field = false;
@@ -333,7 +359,12 @@ impl Conn {
 }
 
 /// Read a POST answer (JSON or SSE) up to the JSON-RPC response with `id`.
-async fn read_answer(response: reqwest::Response, id: &Value, limit: Duration) -> Result<Value, ProbeError> {
+async fn read_answer(
+    response: reqwest::Response,
+    id: &Value,
+    method: &str,
+    limit: Duration,
+) -> Result<Value, ProbeError> {
     let head = Head::of(&response);
     if !head.sse {
         let text = tokio::time::timeout(limit, response.text())
@@ -342,7 +373,7 @@ async fn read_answer(response: reqwest::Response, id: &Value, limit: Duration) -
             .map_err(|e| err(format!("reading a JSON answer: {e}")))?;
         return serde_json::from_str(&text).map_err(|e| err(format!("answer is not JSON ({e}): {text}")));
     }
-    let mut conn = Conn::new(response);
+    let mut conn = Conn::new(response, &format!("POST {method}"));
     let deadline = Instant::now() + limit;
     loop {
         let event = conn.next_event(deadline).await.map_err(|stop| err(format!("SSE answer: {stop:?}")))?;

@@ -259,7 +259,7 @@ pub(crate) async fn start(ctx: &Ctx, kind: Kind, count: u64, interval: u64, ev: 
         Kind::Request => {
             let (id, head, response) =
                 session.send("tools/call", params).await.map_err(|e| ev.fail(e.to_string()))?;
-            let mut conn = Conn::new(response);
+            let mut conn = Conn::new(response, "POST tools/call");
             if !head.is_stream() {
                 let d = conn.describe().await;
                 return Err(if head.status == 200 {
