@@ -238,10 +238,24 @@ async fn sdk_clients_v1_and_v2_use_server_everything_over_http_through_the_gatew
 /// upstream saw one `initialize`: its session id was in the record, never re-initialized).
 #[tokio::test]
 async fn an_owner_killed_mid_call_hands_the_session_and_its_upstream_session_to_another_node() {
+    owner_killed_mid_call(&["--store", "memory"], 1).await;
+}
+
+/// The same in front of a 2026-07-28 upstream, called statelessly: the node that takes the
+/// session over speaks for its client from the record (its info and capabilities), and the
+/// upstream never saw a session.
+#[tokio::test]
+async fn an_owner_killed_mid_call_hands_a_stateless_upstreams_session_to_another_node() {
+    owner_killed_mid_call(&["--store", "memory", "--revisions", "2026-07-28"], 0).await;
+}
+
+/// Two gateway nodes on PostgreSQL in front of an upstream started with `upstream_args`, the
+/// owner of a session killed mid-call; the upstream then counts `sessions` sessions created.
+async fn owner_killed_mid_call(upstream_args: &[&str], sessions: u64) {
     use support::shared::{Backend, SharedStore};
     use support::view::{Streaming, read_to_5, resume_to_orphan_answer};
     let Some(db) = SharedStore::fresh(Backend::Postgres).await else { return };
-    let upstream = Serve::start(&["--store", "memory"]).await;
+    let upstream = Serve::start(upstream_args).await;
     let mut nodes = Vec::new();
     for name in ["a", "b"] {
         let addr = support::free_addr();
@@ -263,7 +277,7 @@ async fn an_owner_killed_mid_call_hands_the_session_and_its_upstream_session_to_
     let called = session.call_tool("start-notification-stream", json!({ "interval": 1, "count": 3 })).await;
     assert_eq!(called.log_data().len(), 3, "the upstream session goes on: {:?}", called.before);
     let seen_upstream = metrics(&upstream.url).await;
-    assert_eq!(counter(&seen_upstream, "forkless_sessions_created_total"), 1, "{seen_upstream}");
+    assert_eq!(counter(&seen_upstream, "forkless_sessions_created_total"), sessions, "{seen_upstream}");
     assert_eq!(counter(&metrics(&b.url).await, "forkless_takeovers_total"), 1);
 }
 
@@ -570,4 +584,38 @@ async fn negative_control_trusting_the_upstreams_resume_passes_the_fork_on_and_i
         let caught = a_forked_resume_is_never_passed_on(forks, &trusting).await;
         assert!(caught.is_err(), "{forks:?}: a fork passed on must be caught");
     }
+}
+
+/// A 2026-07-28 upstream (`forkless serve --revisions 2026-07-28`: no `initialize`, no
+/// sessions, no resumption) called statelessly: session clients get resumable sessions in
+/// front of it. A numbered call's notifications come on its stream, then its result (without
+/// the revision's `resultType`); `forkless check` through the gateway passes every scenario
+/// but those needing a standalone stream the upstream fills, a restart or the tasks
+/// extension; the upstream saw no session.
+#[tokio::test]
+async fn a_current_upstream_is_called_statelessly_behind_resumable_sessions() {
+    let upstream = Serve::start(&["--store", "memory", "--revisions", "2026-07-28"]).await;
+    let gw = Serve::gateway_upstream(&upstream.url, &["--store", "memory"]).await;
+    let (mut s, init) = Session::open(&gw.url).await;
+    assert_eq!(init["serverInfo"]["name"], "forkless-demo", "{init}");
+    let call = json!({ "name": "start-notification-stream", "arguments": { "interval": 5, "count": 12 } });
+    let (id, response) = s.send("tools/call", call).await;
+    let mut sse = SseReader::new(response);
+    let (numbered, answer) = numbered_to_answer(&mut sse, 0).await;
+    assert_eq!((answer["id"].clone(), numbered), (id, 12), "{answer}");
+    assert!(answer.get("error").is_none() && answer["result"].get("resultType").is_none(), "{answer}");
+
+    let through = verdicts(&gw.url, &[]).await;
+    for (name, verdict) in &through {
+        // `cursor-lost` reads the background tool's numbers on the standalone stream, which
+        // this upstream has none of to fill.
+        let standalone = name == "cursor-lost";
+        let needs_more = name == "crash-restart" || name.starts_with("task-");
+        let want = if standalone || needs_more { "UNSUPPORTED" } else { "PASS" };
+        assert_eq!(verdict, want, "{name}: {through:?}");
+    }
+    let text = metrics(&gw.url).await;
+    assert_eq!(counter(&text, "forkless_upstream_lost_total"), 0, "{text}");
+    let upstream_text = metrics(&upstream.url).await;
+    assert_eq!(counter(&upstream_text, "forkless_sessions_created_total"), 0, "{upstream_text}");
 }

@@ -18,7 +18,9 @@
 //! tokens, streams) is `forkless_server::backend`'s, and the transport is `serve`'s.
 
 mod answer;
+mod current;
 mod resume;
+mod sse;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,20 +122,25 @@ impl HttpConnector {
 }
 
 impl HttpConnector {
-    /// A link to an upstream session: a new one (`known` empty), or one the upstream knows.
-    fn link(&self, session: Option<SessionId>, known: Option<(HeaderValue, Option<HeaderValue>)>) -> Link {
+    /// A link to an upstream session: a new one (`known` empty), or one already reached.
+    fn link(&self, session: Option<SessionId>, known: Option<Known>) -> Link {
         let (to_backend, to_rx) = mpsc::channel(64);
         let (from_tx, from_backend) = mpsc::channel(256);
         let exit = ExitReason::default();
         let facts = LinkFacts::default();
-        let reached = known.is_some();
-        let (id, version) = known.map_or((None, None), |(id, v)| (Some(id), v));
+        let reached = matches!(known, Some(Known::Session { .. }));
+        let (id, version, stateless) = match known {
+            None => (None, None, std::sync::OnceLock::new()),
+            Some(Known::Session { id, version }) => (Some(id), version, std::sync::OnceLock::new()),
+            Some(Known::Stateless(s)) => (None, None, std::sync::OnceLock::from(s)),
+        };
         let upstream = Arc::new(Upstream {
             spec: self.spec.clone(),
             http: self.http.clone(),
             forkless: session,
             session: Mutex::new(id),
             version: Mutex::new(version),
+            stateless,
             from: Mutex::new(Some(from_tx)),
             exit: exit.clone(),
             facts: facts.clone(),
@@ -149,16 +156,28 @@ impl HttpConnector {
     }
 }
 
+/// An upstream session already reached, as a node taking a session over finds it.
+enum Known {
+    /// A session of the upstream, its id and revision.
+    Session { id: HeaderValue, version: Option<HeaderValue> },
+    /// A 2026-07-28 upstream, called statelessly for this client.
+    Stateless(current::Stateless),
+}
+
 /// What a session's record keeps of its upstream session: enough for any node to reach it.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Facts {
     /// The upstream it is on (another one never gets its id).
     upstream: String,
-    /// The upstream's `Mcp-Session-Id`.
-    session: String,
+    /// The upstream's `Mcp-Session-Id` (none for a 2026-07-28 upstream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    session: Option<String>,
     /// The revision the upstream answered `initialize` with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     version: Option<String>,
+    /// For a 2026-07-28 upstream: the client's info and capabilities, sent with each request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stateless: Option<Value>,
 }
 
 impl Connector for HttpConnector {
@@ -175,12 +194,21 @@ impl Connector for HttpConnector {
                 facts.upstream
             )));
         }
+        if let Some(client) = facts.stateless {
+            tracing::info!(%session, "speaking for the session's client to its 2026-07-28 upstream again");
+            return Ok(
+                self.link(Some(session), Some(Known::Stateless(current::Stateless::of(Some(&client)))))
+            );
+        }
         let bad =
             |e: reqwest::header::InvalidHeaderValue| RpcError::internal(format!("upstream session id: {e}"));
-        let id = HeaderValue::try_from(facts.session).map_err(bad)?;
+        let id = facts
+            .session
+            .ok_or_else(|| RpcError::internal("the session's upstream facts name no session"))?;
+        let id = HeaderValue::try_from(id).map_err(bad)?;
         let version = facts.version.map(HeaderValue::try_from).transpose().map_err(bad)?;
         tracing::info!(%session, "reaching the session's upstream session again");
-        Ok(self.link(Some(session), Some((id, version))))
+        Ok(self.link(Some(session), Some(Known::Session { id, version })))
     }
 
     fn metrics(&self) -> Vec<StoreMetric> {
@@ -252,6 +280,8 @@ pub(crate) struct Upstream {
     session: Mutex<Option<HeaderValue>>,
     /// The revision the upstream answered `initialize` with.
     version: Mutex<Option<HeaderValue>>,
+    /// Set when the upstream speaks 2026-07-28: every request is a stateless POST.
+    stateless: std::sync::OnceLock<current::Stateless>,
     /// To the forkless session; taken (closing it) when the upstream session is over.
     from: Mutex<Option<mpsc::Sender<FromBackend>>>,
     exit: ExitReason,
@@ -279,7 +309,9 @@ impl Upstream {
                 Some("initialize") => self.clone().post(message).await,
                 Some("notifications/initialized") => {
                     self.clone().post(message).await;
-                    tokio::spawn(self.clone().standalone());
+                    if self.stateless.get().is_none() {
+                        tokio::spawn(self.clone().standalone());
+                    }
                 }
                 _ => {
                     tokio::spawn(self.clone().post(message));
@@ -320,6 +352,9 @@ impl Upstream {
     /// A request upstream with the spec's headers and the upstream session's.
     pub(crate) fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
         let mut b = self.http.request(method, self.spec.url.clone()).headers(self.spec.headers.clone());
+        if self.stateless.get().is_some() {
+            return b.header(PROTOCOL_VERSION, current::REVISION);
+        }
         if let Some(id) = lock(&self.session).clone() {
             b = b.header(SESSION_ID, id);
         }
@@ -343,8 +378,9 @@ impl Upstream {
         if let Some(id) = head.get(SESSION_ID).and_then(|v| v.to_str().ok()) {
             let facts = Facts {
                 upstream: self.spec.url.to_string(),
-                session: id.to_owned(),
+                session: Some(id.to_owned()),
                 version: version.map(str::to_owned),
+                stateless: None,
             };
             if let Ok(text) = serde_json::to_string(&facts) {
                 self.facts.set(text);

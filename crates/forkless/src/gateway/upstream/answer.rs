@@ -12,14 +12,15 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use reqwest::StatusCode;
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::header::ACCEPT;
 use serde_json::Value;
-use sse_stream::SseByteStream;
 
 use forkless_server::backend::FromBackend;
 
 use super::Upstream;
+use super::current::{self, Relay};
 use super::resume::{self, Cursor, Fork, STREAM_ID, Step};
+use super::sse::{Event, events, is_sse};
 
 /// Event ids of the GET stream remembered to drop a reopened stream's repeats.
 const SEEN: usize = 4096;
@@ -33,59 +34,6 @@ fn request_id(message: &Value) -> Option<Value> {
 /// Whether `message` is the response to the request `id`.
 fn answers(message: &Value, id: &Value) -> bool {
     message.get("method").is_none() && message.get("id") == Some(id)
-}
-
-fn is_sse(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
-}
-
-/// One SSE event of the upstream: its id, and its message if it carries one (a priming
-/// event carries only an id).
-struct Event {
-    id: Option<String>,
-    message: Option<Value>,
-}
-
-/// The events of an SSE stream, until it ends or breaks (`Err` with why). With `idle`, a
-/// stream that sends nothing (not even a keep-alive) for that long is broken.
-fn events(
-    response: reqwest::Response,
-    idle: Option<Duration>,
-) -> impl futures::Stream<Item = Result<Event, String>> {
-    let bytes = futures::stream::unfold(response.bytes_stream(), move |mut body| async move {
-        let next: Option<Result<bytes::Bytes, std::io::Error>> = match idle {
-            None => body.next().await.map(|r| r.map_err(std::io::Error::other)),
-            Some(idle) => match tokio::time::timeout(idle, body.next()).await {
-                Ok(next) => next.map(|r| r.map_err(std::io::Error::other)),
-                Err(_) => Some(Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "silent for longer than --upstream-timeout",
-                ))),
-            },
-        };
-        Some((next?, body))
-    });
-    SseByteStream::new(bytes).filter_map(|event| async move {
-        let sse = match event {
-            Err(e) => return Some(Err(format!("the stream broke: {e}"))),
-            Ok(sse) => sse,
-        };
-        let message = match sse.data.filter(|d| !d.trim().is_empty()) {
-            None => None,
-            Some(data) => match serde_json::from_str::<Value>(&data) {
-                Ok(message) => Some(message),
-                Err(e) => {
-                    tracing::warn!(error = %e, "upstream SSE event that is not JSON, skipped");
-                    None
-                }
-            },
-        };
-        (sse.id.is_some() || message.is_some()).then_some(Ok(Event { id: sse.id, message }))
-    })
 }
 
 /// How reading one upstream response of an answer ended.
@@ -115,11 +63,25 @@ enum Resumed {
 impl Upstream {
     /// POST `message` upstream and hand what answers it to the session; a request whose
     /// response does not come gets an error with its id.
-    pub(crate) async fn post(self: Arc<Self>, message: Value) {
+    pub(crate) async fn post(self: Arc<Self>, mut message: Value) {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(stateless) = self.stateless.get() {
+            match stateless.relay(&mut message) {
+                Relay::Drop => return,
+                Relay::Answer(result) => {
+                    let id = message.get("id").cloned().unwrap_or(Value::Null);
+                    return self
+                        .deliver(serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+                        .await;
+                }
+                Relay::Post(h) => headers = h,
+            }
+        }
         let id = request_id(&message);
         let initialize = message.get("method").and_then(Value::as_str) == Some("initialize");
         let send = self
             .request(reqwest::Method::POST)
+            .headers(headers)
             .header(ACCEPT, "application/json, text/event-stream")
             .json(&message)
             .send();
@@ -133,7 +95,11 @@ impl Upstream {
             Err(_) => return self.unanswered(id.as_ref(), "no answer within --upstream-timeout").await,
         };
         let status = response.status();
-        if status == StatusCode::NOT_FOUND && !initialize {
+        if initialize && matches!(status, StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND) {
+            // A 2026-07-28 upstream has no `initialize`: it may be called statelessly.
+            return self.initialize_statelessly(&message, response).await;
+        }
+        if status == StatusCode::NOT_FOUND && !initialize && self.stateless.get().is_none() {
             return self.forgotten();
         }
         let Some(id) = id else {
@@ -166,6 +132,11 @@ impl Upstream {
         }
     }
 
+    /// The upstream's response as the client takes it (a 2026-07-28 result translated).
+    fn as_answer(&self, message: Value) -> Value {
+        if self.stateless.get().is_some() { current::answered(message) } else { message }
+    }
+
     async fn unanswered(&self, id: Option<&Value>, why: &str) {
         match id {
             Some(id) => self.lost(id, why).await,
@@ -195,6 +166,7 @@ impl Upstream {
         let mut answered = false;
         for message in messages {
             if answers(&message, id) {
+                let message = self.as_answer(message);
                 answered = true;
                 if let Some(head) = initialize {
                     self.initialized(head, &message);
@@ -289,6 +261,7 @@ impl Upstream {
             }
             let Some(message) = event.message else { continue };
             if answers(&message, id) {
+                let message = self.as_answer(message);
                 if let Some(head) = initialize {
                     self.initialized(head, &message);
                 }
