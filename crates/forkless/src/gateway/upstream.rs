@@ -4,7 +4,8 @@
 //! POSTed with it, each request's answer (a JSON body or an SSE stream) read to its end and
 //! handed to the session message by message; the upstream's GET stream carries its own
 //! requests and notifications; the upstream session is DELETEd when the forkless session
-//! ends.
+//! ends. A 2026-07-28 upstream, which has no sessions, is called statelessly instead
+//! (`current`).
 //!
 //! It never passes an upstream fork on: an answer cut before its response is resumed
 //! upstream only when the upstream numbers its streams and the resume provably continues it
