@@ -85,6 +85,32 @@ async fn python_sdk_v2_falls_back_and_uses_mcp_server_time_through_the_gateway()
     peer_passes(&py, "tests/interop/gateway/time_v2.py", &gw.url, &[]).await;
 }
 
+/// With `--revisions all` the gateway serves 2026-07-28 too: the Python SDK v2 client in auto
+/// mode takes it, and each of its requests is served statelessly on a child of its own
+/// (tools, a call, progress in order); the discover result names the child, not the gateway.
+#[tokio::test]
+async fn python_sdk_v2_takes_2026_07_28_through_a_gateway_that_offers_it() {
+    let (Some(child), Some(py)) = (everything(), peer(".peers/py2/bin/python")) else { return };
+    let gw = Serve::gateway(&["--revisions", "all"], &child).await;
+    peer_passes_with(&py, "tests/interop/gateway/everything_v2.py", &gw.url, &["--current"], &[]).await;
+    let discover = reqwest::Client::new()
+        .post(&gw.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "server/discover")
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": { "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {} } } }))
+        .send()
+        .await
+        .expect("discover");
+    let body: Value = discover.json().await.expect("a JSON body");
+    let name = body.pointer("/result/_meta/io.modelcontextprotocol~1serverInfo/name").and_then(Value::as_str);
+    assert!(name.is_some_and(|n| n.starts_with("mcp-servers/everything")), "{body}");
+    assert!(body.pointer("/result/capabilities/tools").is_some(), "{body}");
+}
+
 #[tokio::test]
 async fn a_cut_stream_resumes_exactly_after_its_cursor_through_the_gateway() {
     let Some(child) = everything() else { return };

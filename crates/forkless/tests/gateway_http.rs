@@ -229,6 +229,13 @@ async fn sdk_clients_v1_and_v2_use_server_everything_over_http_through_the_gatew
         support::peer_passes(Path::new("node"), "tests/interop/gateway/everything_v2.mjs", &gw.url, &[])
             .await;
     }
+    // Offering 2026-07-28 too, the v2 client in auto mode takes it: each request is served
+    // statelessly on an upstream session of its own.
+    let current = Serve::gateway_upstream(&url, &["--store", "memory", "--revisions", "all"]).await;
+    if let Some(py2) = peer(".peers/py2/bin/python") {
+        let script = "tests/interop/gateway/everything_v2.py";
+        support::peer_passes_with(&py2, script, &current.url, &["--current"], &[]).await;
+    }
 }
 
 /// Two gateway nodes on one PostgreSQL database in front of one upstream, the session's

@@ -3,14 +3,19 @@
 against `forkless gateway` fronting `@modelcontextprotocol/server-everything`, a server
 neither side wrote (over stdio, or over Streamable HTTP with `--upstream`).
 
-A gateway serves the session revisions only, so the client's 2026-07-28 probe is refused and
-it falls back to `initialize`. Then, as `everything.py` does with v1: `tools/list`; `echo`;
+A gateway serves the session revisions by default, so the client's 2026-07-28 probe is
+refused and it falls back to `initialize`. Then, as `everything.py` does with v1: `tools/list`; `echo`;
 `trigger-long-running-operation` {duration: 1, steps: 5} with a progress callback (progress
 1..5 in order before the result); `trigger-sampling-request`, answered by this client's
 sampling callback; `toggle-simulated-logging`, then one log message (the server's log
 messages name no request: they come on the standalone stream).
 
-Usage: .peers/py2/bin/python tests/interop/gateway/everything_v2.py URL
+With `--current` (a gateway run with `--revisions all`), the client must take 2026-07-28,
+each request served statelessly on a backend of its own: `tools/list`, `echo` and the
+progress of the long-running operation (a backend's own requests and its log messages
+outside a request have no stream in that revision, so sampling and logging are not asked).
+
+Usage: .peers/py2/bin/python tests/interop/gateway/everything_v2.py URL [--current]
 Prints `PASS everything (python v2) ...` or `FAIL everything (python v2): reason`; exit 0/1.
 """
 
@@ -33,7 +38,7 @@ def texts(result: types.CallToolResult) -> list[str]:
     return [c.text for c in result.content if isinstance(c, types.TextContent)]
 
 
-async def main(url: str) -> None:
+async def main(url: str, current: bool) -> None:
     progress: list[float] = []
     logs: list[types.LoggingMessageNotificationParams] = []
     got_log = anyio.Event()
@@ -55,7 +60,9 @@ async def main(url: str) -> None:
             url, mode="auto", read_timeout_seconds=30, sampling_callback=on_sampling, logging_callback=on_log
         ) as client:
             version = client.protocol_version
-            if version == "2026-07-28":
+            if current and version != "2026-07-28":
+                fail(f"negotiated {version} through a gateway that offers 2026-07-28")
+            if not current and version == "2026-07-28":
                 fail("negotiated 2026-07-28 through a gateway that serves the session revisions only")
             names = [t.name for t in (await client.list_tools()).tools]
             for want in ("echo", "trigger-long-running-operation", "trigger-sampling-request"):
@@ -69,6 +76,9 @@ async def main(url: str) -> None:
             )
             if r.is_error or progress != [1, 2, 3, 4, 5]:
                 fail(f"long-running operation: error {r.is_error}, progress {progress}, expected 1..5")
+            if current:
+                print(f"PASS {NAME}: protocol {version}, {len(names)} tools, progress {progress}", flush=True)
+                return
             r = await client.call_tool("trigger-sampling-request", {"prompt": "hi", "maxTokens": 5})
             if r.is_error or not any(SAMPLED in t for t in texts(r)):
                 fail(f"sampling result {texts(r)}")
@@ -84,11 +94,11 @@ async def main(url: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print(f"usage: {sys.argv[0]} URL", file=sys.stderr)
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] != "--current"):
+        print(f"usage: {sys.argv[0]} URL [--current]", file=sys.stderr)
         sys.exit(2)
     try:
-        anyio.run(main, sys.argv[1])
+        anyio.run(main, sys.argv[1], len(sys.argv) == 3)
     except SystemExit:
         raise
     except BaseException as e:  # noqa: BLE001 - report anything as a failure

@@ -13,6 +13,7 @@
 //! pipes or framing: a connector does.
 
 mod peer;
+mod stateless;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -163,6 +164,11 @@ pub struct BackendConfig {
     /// in-process service over shared state): a new backend is started for such a session
     /// on its next request and initialized with what its client said at `initialize`.
     pub restorable: Restorable,
+    /// The revisions its sessions may speak. Default [`Revisions::SessionsOnly`]: a
+    /// 2026-07-28 client falls back to a session. [`Revisions::All`] serves that revision
+    /// too, each request on a backend of its own (`stateless`), for backends whose state
+    /// does not live in a session (the CLI gateway's `--revisions all`).
+    pub revisions: Revisions,
 }
 
 impl Default for BackendConfig {
@@ -171,6 +177,7 @@ impl Default for BackendConfig {
             sharing: Sharing::PerSession,
             initialize_timeout: Duration::from_secs(60),
             restorable: Restorable::No,
+            revisions: Revisions::SessionsOnly,
         }
     }
 }
@@ -207,6 +214,8 @@ pub struct MessageBackend<C> {
     /// Held while a session is restored, so that two requests do not start two backends.
     restoring: tokio::sync::Mutex<()>,
     stats: Arc<BackendStats>,
+    /// What the backend said of itself at its first `initialize` (for `server/discover`).
+    discovered: std::sync::OnceLock<ServerInfo>,
 }
 
 impl<C: Connector> MessageBackend<C> {
@@ -219,6 +228,7 @@ impl<C: Connector> MessageBackend<C> {
             shared: tokio::sync::Mutex::new(None),
             restoring: tokio::sync::Mutex::new(()),
             stats: Arc::default(),
+            discovered: std::sync::OnceLock::new(),
         }
     }
 
@@ -274,24 +284,30 @@ impl<C: Connector> MessageBackend<C> {
             tracing::info!(session = %session.id(), "session restored: its backend reached again");
             return Ok(peer);
         }
-        let params = json!({
-            "protocolVersion": session.revision().as_str(),
-            "capabilities": session.client_capabilities(),
-            "clientInfo": session.client_info(),
-        });
-        let peer = match self.cfg.sharing {
-            Sharing::Shared => self.shared_peer(&params).await?,
-            Sharing::PerSession => {
-                let peer = self.start(Some(session.id())).await?;
-                let result = self.handshake(&peer, params).await.inspect_err(|_| peer.stop())?;
-                peer.set_initialized(result);
-                peer
-            }
-        };
+        let peer = self.initialized_for(session, session.revision().as_str()).await?;
         peer.attach(session.clone());
         lock(&self.peers).insert(session.id(), peer.clone());
         tracing::info!(session = %session.id(), "session restored on a new backend");
         Ok(peer)
+    }
+
+    /// A backend for `session`, initialized in `version` with what its client said of itself
+    /// (the shared one in [`Sharing::Shared`]).
+    async fn initialized_for(&self, session: &SessionHandle, version: &str) -> Result<Arc<Peer>, RpcError> {
+        let params = json!({
+            "protocolVersion": version,
+            "capabilities": session.client_capabilities(),
+            "clientInfo": session.client_info(),
+        });
+        match self.cfg.sharing {
+            Sharing::Shared => self.shared_peer(&params).await,
+            Sharing::PerSession => {
+                let peer = self.start(Some(session.id())).await?;
+                let result = self.handshake(&peer, params).await.inspect_err(|_| peer.stop())?;
+                peer.set_initialized(result);
+                Ok(peer)
+            }
+        }
     }
 
     /// `initialize` to the backend, then `notifications/initialized`; its result. On an error
@@ -338,12 +354,12 @@ fn server_info(result: &Value, asked: Option<&Value>) -> ServerInfo {
 
 impl<C: Connector> Handler for MessageBackend<C> {
     fn info(&self) -> ServerInfo {
-        ServerInfo {
+        self.discovered.get().cloned().unwrap_or_else(|| ServerInfo {
             name: "forkless-gateway".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             capabilities: json!({}),
             instructions: None,
-        }
+        })
     }
 
     fn restorable(&self) -> Restorable {
@@ -355,7 +371,7 @@ impl<C: Connector> Handler for MessageBackend<C> {
     }
 
     fn revisions(&self) -> Revisions {
-        Revisions::SessionsOnly
+        self.cfg.revisions
     }
 
     async fn initialize(&self, params: &Value, session: SessionHandle) -> Result<ServerInfo, RpcError> {
@@ -390,6 +406,7 @@ impl<C: Connector> Handler for MessageBackend<C> {
             }
         };
         let info = server_info(&peer.initialized().unwrap_or(Value::Null), asked);
+        let _ = self.discovered.set(info.clone());
         lock(&self.peers).insert(session.id(), peer);
         Ok(info)
     }
@@ -409,6 +426,9 @@ impl<C: Connector> Handler for MessageBackend<C> {
         params: Option<Value>,
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
+        if ctx.session().revision().is_stateless() {
+            return self.answer_statelessly(method, params, ctx).await;
+        }
         let peer = match self.peer(ctx.session().id()) {
             Some(peer) => peer,
             None if self.cfg.restorable == Restorable::Yes => self.restore(ctx.session()).await?,

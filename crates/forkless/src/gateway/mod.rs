@@ -150,11 +150,14 @@ pub fn run(args: &GatewayArgs) -> Result<(), Error> {
             BackendConfig {
                 initialize_timeout: args.initialize_timeout,
                 restorable: forkless_server::Restorable::Yes,
+                // 2026-07-28 where the operator offers it (`--revisions`).
+                revisions: forkless_server::Revisions::All,
                 ..BackendConfig::default()
             },
         );
         let runtime =
             tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Error::Startup)?;
+        runtime.block_on(discover(&handler, &config));
         return runtime.block_on(serve(
             &args.serve,
             config,
@@ -177,7 +180,13 @@ pub fn run(args: &GatewayArgs) -> Result<(), Error> {
     };
     let handler = MessageBackend::new(
         connector,
-        BackendConfig { sharing, initialize_timeout: args.initialize_timeout, ..BackendConfig::default() },
+        BackendConfig {
+            sharing,
+            initialize_timeout: args.initialize_timeout,
+            // 2026-07-28 where the operator offers it (`--revisions`).
+            revisions: forkless_server::Revisions::All,
+            ..BackendConfig::default()
+        },
     );
     let grace = args.stop_grace;
     // Once the server has stopped, no child outlives the gateway.
@@ -187,5 +196,21 @@ pub fn run(args: &GatewayArgs) -> Result<(), Error> {
         tracing::info!(stopped = running, "every MCP server child stopped");
     });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Error::Startup)?;
+    runtime.block_on(discover(&handler, &config));
     runtime.block_on(serve(&args.serve, config, Served { command: "gateway", handler, after: Some(after) }))
+}
+
+/// Where 2026-07-28 is offered, ask the MCP server what it is before serving: `server/discover`
+/// has no session to learn it from. A server that does not answer is served all the same
+/// (discover then names the gateway, until a session's `initialize` says more).
+async fn discover<C: forkless_server::backend::Connector>(
+    handler: &MessageBackend<C>,
+    config: &forkless_server::ServerConfig,
+) {
+    if !config.revisions.contains(forkless_core::Revision::V2026_07_28) {
+        return;
+    }
+    if let Err(e) = handler.discover().await {
+        tracing::warn!(error = %e.message, "the MCP server did not say what it is: server/discover names the gateway");
+    }
 }
