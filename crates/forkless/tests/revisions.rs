@@ -57,7 +57,14 @@ impl Cutter {
 async fn auto_mode_cut(serve_args: &[&str]) -> Option<(String, String)> {
     let py = peer(".peers/py2/bin/python")?;
     let server = Serve::start(serve_args).await;
-    let cutter = Cutter::start(&server).await;
+    let outcome = auto_mode_cut_on(&py, &server).await;
+    server.terminate();
+    Some(outcome)
+}
+
+/// Run the auto-mode script through a cutter in front of `server`.
+async fn auto_mode_cut_on(py: &std::path::Path, server: &Serve) -> (String, String) {
+    let cutter = Cutter::start(server).await;
     let mut child = tokio::process::Command::new(py)
         .arg(root().join("tests/interop/python2/client_auto_cut.py"))
         .arg(&cutter.url)
@@ -80,8 +87,20 @@ async fn auto_mode_cut(serve_args: &[&str]) -> Option<(String, String)> {
         }
     }
     let _ = guard("the peer's exit", child.wait()).await;
-    server.terminate();
-    Some((revision, verdict))
+    (revision, verdict)
+}
+
+/// The same client through a gateway in front of an HTTP MCP server (`forkless serve`), the
+/// cut between the client and the gateway: the SDK v2 client resumes the call's stream with
+/// its own API and gets every progress once, then the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_auto_mode_client_keeps_a_cut_call_through_a_gateway_with_an_http_upstream() {
+    let Some(py) = peer(".peers/py2/bin/python") else { return };
+    let upstream = Serve::start(&["--store", "memory"]).await;
+    let gateway = Serve::gateway_upstream(&upstream.url, &["--store", "memory"]).await;
+    let (revision, verdict) = auto_mode_cut_on(&py, &gateway).await;
+    assert_eq!(revision, "2025-11-25", "a gateway serves sessions by default");
+    assert!(verdict.starts_with("PASS"), "{verdict}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
