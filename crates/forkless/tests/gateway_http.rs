@@ -626,3 +626,78 @@ async fn a_current_upstream_is_called_statelessly_behind_resumable_sessions() {
     let upstream_text = metrics(&upstream.url).await;
     assert_eq!(counter(&upstream_text, "forkless_sessions_created_total"), 0, "{upstream_text}");
 }
+
+/// The client's canned answer to a request the server sent it: every field of an
+/// elicitation's schema filled with `ada`, a sampling answered `Paris`, no roots.
+fn client_answer(request: &Value) -> Value {
+    match request["method"].as_str() {
+        Some("elicitation/create") => {
+            let fields =
+                request["params"]["requestedSchema"]["properties"].as_object().cloned().unwrap_or_default();
+            let content: serde_json::Map<String, Value> = fields
+                .iter()
+                .map(|(k, schema)| {
+                    (k.clone(), if schema["type"] == "boolean" { json!(true) } else { json!("ada") })
+                })
+                .collect();
+            json!({ "action": "accept", "content": content })
+        }
+        Some("sampling/createMessage") => {
+            json!({ "role": "assistant", "content": { "type": "text", "text": "Paris" }, "model": "m" })
+        }
+        _ => json!({ "roots": [] }),
+    }
+}
+
+/// Call `tool` in session `s`, answering every request the server sends on the call's stream
+/// with [`client_answer`]: the call's answer, and how many requests were answered.
+async fn call_answering(s: &mut Session, tool: &str) -> (Value, usize) {
+    let (id, response) = s.send("tools/call", json!({ "name": tool, "arguments": {} })).await;
+    let mut sse = SseReader::new(response);
+    let mut asked = 0;
+    loop {
+        let (_, message) = guard("the call's stream", sse.next_message()).await.expect("an answer");
+        if message.get("method").is_some() && message.get("id").is_some() {
+            asked += 1;
+            let answer = json!({ "jsonrpc": "2.0", "id": message["id"], "result": client_answer(&message) });
+            let status = reqwest::Client::new()
+                .post(&s.url)
+                .header("mcp-session-id", &s.id)
+                .header("mcp-protocol-version", "2025-11-25")
+                .header("accept", "application/json, text/event-stream")
+                .json(&answer)
+                .send()
+                .await
+                .expect("POST the client's answer")
+                .status();
+            assert_eq!(status, 202, "the client's answer is accepted");
+        } else if message.get("id") == Some(&id) {
+            return (message, asked);
+        }
+    }
+}
+
+/// A 2026-07-28 upstream that answers `input_required` (its multi-round trip): the gateway asks
+/// the session client itself, on the call's stream, and sends the call again with the answers
+/// and the upstream's `requestState`, round after round.
+#[tokio::test]
+async fn a_current_upstreams_input_requests_are_asked_of_the_session_client() {
+    let upstream = Serve::start(&["--store", "memory", "--revisions", "2026-07-28"]).await;
+    let gw = Serve::gateway_upstream(&upstream.url, &["--store", "memory"]).await;
+    let caps = json!({ "elicitation": {}, "sampling": {}, "roots": {} });
+    let (mut s, _) = Session::open_with(&gw.url, caps).await;
+    let text =
+        |answer: &Value| answer["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    let (answer, asked) = call_answering(&mut s, "test_input_required_result_multi_round").await;
+    assert_eq!(
+        (text(&answer), asked),
+        ("ada likes ada".to_owned(), 2),
+        "two rounds, the state carried: {answer}"
+    );
+    let (answer, asked) = call_answering(&mut s, "test_input_required_result_multiple_inputs").await;
+    assert_eq!(
+        (text(&answer), asked),
+        ("Paris, ada: 0 root(s)".to_owned(), 3),
+        "three requests at once: {answer}"
+    );
+}

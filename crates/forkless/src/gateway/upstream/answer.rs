@@ -66,6 +66,9 @@ impl Upstream {
     pub(crate) async fn post(self: Arc<Self>, mut message: Value) {
         let mut headers = reqwest::header::HeaderMap::new();
         if let Some(stateless) = self.stateless.get() {
+            if stateless.answered_by_client(&message) {
+                return;
+            }
             match stateless.relay(&mut message) {
                 Relay::Drop => return,
                 Relay::Answer(result) => {
@@ -117,6 +120,9 @@ impl Upstream {
         } else {
             self.read_body(response, &id, initialize.then_some(&head)).await
         };
+        if self.clone().input_round(&message).await {
+            return;
+        }
         match answered {
             Ok(true) | Err(Cancelled) => {}
             Ok(false) if !status.is_success() => {
@@ -132,9 +138,18 @@ impl Upstream {
         }
     }
 
-    /// The upstream's response as the client takes it (a 2026-07-28 result translated).
-    fn as_answer(&self, message: Value) -> Value {
-        if self.stateless.get().is_some() { current::answered(message) } else { message }
+    /// The upstream's response as the client takes it: a 2026-07-28 result translated, or
+    /// `None` for an `input_required` one, kept for its round ([`Self::input_round`]).
+    fn as_answer(&self, message: Value) -> Option<Value> {
+        let Some(stateless) = self.stateless.get() else { return Some(message) };
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        match message.get("result") {
+            Some(result) if stateless.keep_asked(&id, result) => None,
+            _ => {
+                stateless.done(&id);
+                Some(current::answered(message))
+            }
+        }
     }
 
     async fn unanswered(&self, id: Option<&Value>, why: &str) {
@@ -166,8 +181,8 @@ impl Upstream {
         let mut answered = false;
         for message in messages {
             if answers(&message, id) {
-                let message = self.as_answer(message);
                 answered = true;
+                let Some(message) = self.as_answer(message) else { continue };
                 if let Some(head) = initialize {
                     self.initialized(head, &message);
                 }
@@ -261,7 +276,7 @@ impl Upstream {
             }
             let Some(message) = event.message else { continue };
             if answers(&message, id) {
-                let message = self.as_answer(message);
+                let Some(message) = self.as_answer(message) else { return Ok(Read::Answered) };
                 if let Some(head) = initialize {
                     self.initialized(head, &message);
                 }

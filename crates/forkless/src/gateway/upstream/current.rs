@@ -12,24 +12,34 @@
 //! otherwise, so the level defaults to `debug`); client notifications have nowhere to go.
 //! There is no upstream session to forget, no GET stream and nothing to DELETE.
 //!
-//! Not relayed yet: an upstream's `input_required` result (the revision's multi-round
-//! trip) is answered with an error naming it, not turned into the session's own
-//! elicitation or sampling requests.
+//! An upstream's `input_required` result (the revision's multi-round trip) is turned into
+//! the session's own requests: each input request goes to the client on the call's stream
+//! (elicitation, sampling, roots, as a session revision asks), and once every one is answered
+//! the call is sent again with the answers (`inputResponses`) and the upstream's
+//! `requestState`, at most [`MAX_ROUNDS`] times; a client's refusal (a JSON-RPC error) ends
+//! the call with that error.
 //!
 //! It owns the translation and the discovery; the posting and reading are `answer`'s.
 
-use std::sync::Mutex;
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt as _;
 use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
+
+use forkless_server::backend::FromBackend;
+use tokio::sync::oneshot;
 
 use super::Upstream;
 use super::sse::{Event, events, is_sse};
 
 /// The revision spoken to the upstream.
 pub(crate) const REVISION: &str = "2026-07-28";
+
+/// Rounds of input one call may ask for before it is answered with an error.
+pub(crate) const MAX_ROUNDS: u32 = 10;
 
 /// What the gateway keeps of the client to speak for it, statelessly.
 #[derive(Debug)]
@@ -40,6 +50,17 @@ pub(crate) struct Stateless {
     pub(crate) capabilities: Value,
     /// The log level asked with `logging/setLevel`, sent with every request.
     log_level: Mutex<String>,
+    /// Calls answered `input_required`, by request id: the result, until its round runs.
+    asked: Mutex<HashMap<String, Value>>,
+    /// Rounds each call has had.
+    rounds: Mutex<HashMap<String, u32>>,
+    /// The client's answers awaited, by the id of the request sent to it.
+    awaited: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    next_ask: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn debug() -> Mutex<String> {
@@ -61,7 +82,45 @@ impl Stateless {
     /// Speaking for the client whose `initialize` params are `params`.
     pub(crate) fn of(params: Option<&Value>) -> Self {
         let field = |name| params.and_then(|p| p.get(name)).cloned().unwrap_or_else(|| json!({}));
-        Self { client_info: field("clientInfo"), capabilities: field("capabilities"), log_level: debug() }
+        Self {
+            client_info: field("clientInfo"),
+            capabilities: field("capabilities"),
+            log_level: debug(),
+            asked: Mutex::default(),
+            rounds: Mutex::default(),
+            awaited: Mutex::default(),
+            next_ask: AtomicU64::new(1),
+        }
+    }
+
+    /// Keep an `input_required` `result` of request `id` for its round; whether it was one.
+    pub(crate) fn keep_asked(&self, id: &Value, result: &Value) -> bool {
+        let asked = result.get("resultType").and_then(Value::as_str) == Some("input_required");
+        if asked {
+            lock(&self.asked).insert(id.to_string(), result.clone());
+        }
+        asked
+    }
+
+    /// Request `id` has its final answer: its rounds are over.
+    pub(crate) fn done(&self, id: &Value) {
+        lock(&self.rounds).remove(&id.to_string());
+    }
+
+    /// The client's response `message` to a request the gateway sent it, handed to its round;
+    /// whether it was one.
+    pub(crate) fn answered_by_client(&self, message: &Value) -> bool {
+        if message.get("method").is_some() {
+            return false;
+        }
+        let Some(id) = message.get("id").and_then(Value::as_str) else { return false };
+        match lock(&self.awaited).remove(id) {
+            Some(tx) => {
+                let _ = tx.send(message.clone());
+                true
+            }
+            None => false,
+        }
     }
 
     /// What a session's record keeps of it: enough for another node to speak for the client.
@@ -129,27 +188,14 @@ fn header_text(text: &str) -> String {
     }
 }
 
-/// The upstream's answer to a request, as a session client may take it: an
-/// `input_required` result (the revision's multi-round trip, not relayed) becomes an error
-/// naming it; `resultType: "complete"` is dropped.
+/// The upstream's final answer to a request, as a session client takes it:
+/// `resultType: "complete"` is dropped.
 pub(crate) fn answered(mut message: Value) -> Value {
-    let kind = message.pointer("/result/resultType").and_then(Value::as_str).map(str::to_owned);
-    match kind.as_deref() {
-        Some("input_required") => {
-            let error = forkless_server::RpcError::internal(
-                "the upstream (2026-07-28) asked for input, which this gateway does not relay to a session client yet",
-            )
-            .with_data(json!({ "reason": "upstream_input_required" }));
-            json!({ "jsonrpc": "2.0", "id": message.get("id").cloned().unwrap_or(Value::Null), "error": error.to_json() })
-        }
-        Some("complete") => {
-            if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
-                result.remove("resultType");
-            }
-            message
-        }
-        _ => message,
+    let complete = message.pointer("/result/resultType").and_then(Value::as_str) == Some("complete");
+    if complete && let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
+        result.remove("resultType");
     }
+    message
 }
 
 /// The `server/discover` request of the gateway (its own, not a client's).
@@ -187,6 +233,65 @@ pub(crate) fn initialize_result(discovered: &Value, asked: Option<&Value>) -> Op
 }
 
 impl Upstream {
+    /// If the upstream answered request `message` with `input_required`, run the round: ask
+    /// the client each input request on the call's stream, then send the call again with the
+    /// answers and the upstream's `requestState`. Whether there was a round to run.
+    pub(super) async fn input_round(self: Arc<Self>, message: &Value) -> bool {
+        let Some(stateless) = self.stateless.get() else { return false };
+        let Some(id) = message.get("id").cloned() else { return false };
+        let Some(asked) = lock(&stateless.asked).remove(&id.to_string()) else { return false };
+        let round = {
+            let mut rounds = lock(&stateless.rounds);
+            let n = rounds.entry(id.to_string()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        if round > MAX_ROUNDS {
+            lock(&stateless.rounds).remove(&id.to_string());
+            let why = format!("the upstream asked for input more than {MAX_ROUNDS} times");
+            self.lost(&id, &why).await;
+            return true;
+        }
+        let requests = asked.get("inputRequests").and_then(Value::as_object).cloned().unwrap_or_default();
+        let mut answers = serde_json::Map::new();
+        for (key, request) in requests {
+            let ask = format!("forkless-input-{}", stateless.next_ask.fetch_add(1, Ordering::Relaxed));
+            let (tx, rx) = oneshot::channel();
+            lock(&stateless.awaited).insert(ask.clone(), tx);
+            let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+            let to_client =
+                json!({ "jsonrpc": "2.0", "id": ask, "method": request.get("method"), "params": params });
+            self.deliver(FromBackend::Related { message: to_client, request: id.clone() }).await;
+            let response = tokio::select! {
+                () = self.cancel.cancelled() => return true,
+                response = rx => response,
+            };
+            let Ok(response) = response else { return true };
+            match (response.get("result"), response.get("error")) {
+                (Some(result), _) => {
+                    answers.insert(key, result.clone());
+                }
+                (None, error) => {
+                    lock(&stateless.rounds).remove(&id.to_string());
+                    let error =
+                        error.cloned().unwrap_or_else(|| json!({ "code": -32603, "message": "no answer" }));
+                    self.deliver(json!({ "jsonrpc": "2.0", "id": id, "error": error })).await;
+                    return true;
+                }
+            }
+        }
+        let mut again = message.clone();
+        if let Some(params) = again.get_mut("params").and_then(Value::as_object_mut) {
+            params.insert("inputResponses".into(), Value::Object(answers));
+            match asked.get("requestState") {
+                Some(state) => params.insert("requestState".into(), state.clone()),
+                None => params.remove("requestState"),
+            };
+        }
+        Box::pin(self.post(again)).await;
+        true
+    }
+
     /// The upstream refused `initialize` (`refusal`): if it speaks 2026-07-28, the client's
     /// `initialize` is answered from its `server/discover` and every request after it is a
     /// stateless POST; otherwise the client gets the refusal.
