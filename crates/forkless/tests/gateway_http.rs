@@ -165,9 +165,10 @@ async fn bad_upstream_settings_are_refused_at_start_naming_the_flag() {
     }
 }
 
-/// The official SDK clients (v1) through the gateway in front of the TypeScript SDK's
-/// reference server: a tool's numbered notifications on the call's own stream, a cut
-/// stream resumed with each SDK's own resumption API, every notification once, in order.
+/// The official SDK clients (v1, and the TypeScript v2 client) through the gateway in front of
+/// the TypeScript SDK's reference server: a tool's numbered notifications on the call's own
+/// stream, a cut stream resumed with each SDK's own resumption API, every notification once,
+/// in order.
 #[tokio::test]
 async fn sdk_clients_resume_cut_streams_through_the_gateway() {
     if peer(".peers/node/node_modules/@modelcontextprotocol/sdk").is_none() {
@@ -179,6 +180,9 @@ async fn sdk_clients_resume_cut_streams_through_the_gateway() {
         support::peer_passes(&py, "tests/interop/python/client_resume.py", &gw.url, &[]).await;
     }
     support::peer_passes(Path::new("node"), "tests/interop/ts/client_resume.mjs", &gw.url, &[]).await;
+    if peer(".peers/node2/node_modules/@modelcontextprotocol/client").is_some() {
+        support::peer_passes(Path::new("node"), "tests/interop/ts2/client_resume.mjs", &gw.url, &[]).await;
+    }
 }
 
 /// `@modelcontextprotocol/server-everything` over Streamable HTTP on a free port: the process
