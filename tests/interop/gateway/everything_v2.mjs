@@ -11,20 +11,12 @@
 //
 // Usage: node tests/interop/gateway/everything_v2.mjs URL
 // Prints `PASS everything (ts v2) ...` or `FAIL everything (ts v2): reason`; exit 0/1.
-import path from 'node:path';
-import { existsSync } from 'node:fs';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { failer, loadSdk } from '../ts2/sdk.mjs';
 
 const NAME = 'everything (ts v2)';
 const SAMPLED = 'an answer from the forkless test client';
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const entry = path.join(root, '.peers/node2/node_modules/@modelcontextprotocol/client/dist/index.mjs');
-const fail = (why) => {
-  console.log(`FAIL ${NAME}: ${why}`);
-  process.exit(1);
-};
-if (!existsSync(entry)) fail(`${entry} is missing: run scripts/peers/install.sh`);
-const { Client, StreamableHTTPClientTransport } = await import(pathToFileURL(entry).href);
+const fail = failer(NAME);
+const { Client, StreamableHTTPClientTransport } = await loadSdk(NAME);
 const url = new URL(process.argv[2] ?? '');
 const texts = (result) => (result.content ?? []).map((c) => c.text ?? '');
 const timer = setTimeout(() => fail('timed out after 60 s'), 60_000);

@@ -12,19 +12,11 @@
 //
 // Usage: node tests/interop/ts2/client_2026.mjs URL
 // Prints `PASS client_2026 (ts v2) ...` or `FAIL client_2026 (ts v2): reason`; exit 0/1.
-import path from 'node:path';
-import { existsSync } from 'node:fs';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { failer, loadSdk } from './sdk.mjs';
 
 const NAME = 'client_2026 (ts v2)';
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const entry = path.join(root, '.peers/node2/node_modules/@modelcontextprotocol/client/dist/index.mjs');
-const fail = (why) => {
-  console.log(`FAIL ${NAME}: ${why}`);
-  process.exit(1);
-};
-if (!existsSync(entry)) fail(`${entry} is missing: run scripts/peers/install.sh`);
-const { Client, StreamableHTTPClientTransport } = await import(pathToFileURL(entry).href);
+const fail = failer(NAME);
+const { Client, StreamableHTTPClientTransport } = await loadSdk(NAME);
 const url = new URL(process.argv[2] ?? '');
 
 async function run(mode) {

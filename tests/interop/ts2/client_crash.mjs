@@ -14,31 +14,14 @@
 //
 // Usage: node tests/interop/ts2/client_crash.mjs URL
 // Prints `PASS client_crash (ts v2) ...` or `FAIL client_crash (ts v2): reason`; exit 0/1.
-import path from 'node:path';
-import { existsSync } from 'node:fs';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-
-// The SDK comes from the project-local npm prefix scripts/peers/install.sh fills (.peers/node2).
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const entry = path.join(
-  process.env.FORKLESS_PEERS_NODE2_MODULES ?? path.join(root, '.peers/node2/node_modules'),
-  '@modelcontextprotocol/client/dist/index.mjs',
-);
-if (!existsSync(entry)) {
-  console.log(`FAIL client_crash (ts v2): the SDK is not at ${entry}; run scripts/peers/install.sh`);
-  process.exit(2);
-}
-const { Client, StreamableHTTPClientTransport } = await import(pathToFileURL(entry).href);
+import { failer, loadSdk } from './sdk.mjs';
 
 const NAME = 'client_crash (ts v2)';
 const COUNT = 30;
 const CUT_AFTER = 10;
+const fail = failer(NAME);
+const { Client, StreamableHTTPClientTransport } = await loadSdk(NAME);
 const url = new URL(process.argv[2] ?? '');
-
-function fail(why) {
-  console.log(`FAIL ${NAME}: ${why}`);
-  process.exit(1);
-}
 
 const numbers = [];
 let cutSent = false;
