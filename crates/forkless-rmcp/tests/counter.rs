@@ -150,9 +150,14 @@ async fn rmcps_own_client_reconnects_cut_streams_and_sees_every_event_once() {
     use rmcp::ServiceExt as _;
     use rmcp::model::{CallToolRequestParams, NumberOrString, ProgressToken, RequestMetaObject};
     use rmcp::transport::StreamableHttpClientTransport;
-    // The server ends every SSE connection after 150 ms (2025-11-25 polling): the call's
-    // stream is cut several times, and rmcp's client must resume it with Last-Event-ID.
-    let config = ServerConfig { poll_after: Some(Duration::from_millis(150)), ..ServerConfig::default() };
+    // The server ends every SSE connection after 150 ms (2025-11-25 polling) and tells the
+    // client to come back after 20 ms (`retry:`; rmcp waits what the server says): the call
+    // runs 1.2 s, so its stream is cut about seven times, and rmcp's client must resume it
+    // with Last-Event-ID. (With the default 1 s `retry:` the stream was cut only once on a
+    // slow machine: the client came back after the call had ended.)
+    let core = forkless_core::Config { retry_interval: Duration::from_millis(20), ..Default::default() };
+    let config =
+        ServerConfig { poll_after: Some(Duration::from_millis(150)), core, ..ServerConfig::default() };
     let server = forkless_rmcp::server(MemoryStore::new(), || Ok(service::Counter::new()), config)
         .expect("valid config");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -167,7 +172,7 @@ async fn rmcps_own_client_reconnects_cut_streams_and_sees_every_event_once() {
     let client = ().serve(transport).await.expect("rmcp's client connects");
     let mut arguments = serde_json::Map::new();
     arguments.insert("count".into(), serde_json::json!(20));
-    arguments.insert("interval".into(), serde_json::json!(40));
+    arguments.insert("interval".into(), serde_json::json!(60));
     let mut call = CallToolRequestParams::new("start-notification-stream").with_arguments(arguments);
     call.meta =
         Some(RequestMetaObject::with_progress_token(ProgressToken(NumberOrString::String("cut".into()))));
