@@ -64,6 +64,7 @@ impl ClientBuilder {
                 client_version: env!("CARGO_PKG_VERSION").into(),
                 capabilities: Map::new(),
                 declare_resume: true,
+                continuation: crate::resume::Continuation::default(),
             },
             handler: Arc::new(RejectAll),
             jitter_seed: None,
@@ -153,6 +154,13 @@ impl ClientBuilder {
     /// makes a plain-specification client, for tests of servers' fallback paths.
     pub fn declare_resume(mut self, on: bool) -> Self {
         self.settings.declare_resume = on;
+        self
+    }
+
+    /// What a request's stream accepts as its continuation after a reconnect. Default
+    /// [`Continuation::Follow`](crate::Continuation::Follow).
+    pub fn continuation(mut self, continuation: crate::resume::Continuation) -> Self {
+        self.settings.continuation = continuation;
         self
     }
 

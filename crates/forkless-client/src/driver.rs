@@ -26,7 +26,7 @@ use crate::error::Error;
 use crate::events::{ClientEvent, StreamOrigin};
 use crate::http::{self, BodyKind, IdleGuarded};
 use crate::jsonrpc::{self, Incoming};
-use crate::resume::{Opened, ResumeHeaders, Step, StreamTracker};
+use crate::resume::{Continuation, Continuity, Opened, ResumeHeaders, Step, StreamTracker};
 use crate::stats::StreamStats;
 
 /// What a stream's driver needs from the session it serves (implemented by the session in
@@ -40,6 +40,8 @@ pub(crate) trait Host: Send + Sync + 'static {
     fn retry(&self) -> RetryPolicy;
     /// How long a stream may stay silent before it counts as broken.
     fn idle_timeout(&self) -> Option<Duration>;
+    /// What a request's stream accepts as its continuation.
+    fn continuation(&self) -> Continuation;
     /// The randomness behind retry jitter.
     fn jitter(&self) -> &Mutex<Box<dyn EntropySource + Send>>;
     /// Tell the application.
@@ -223,6 +225,9 @@ async fn run<H: Host>(
         let lost_at = Instant::now();
         let (next, opened) = connect(inner, shared, &mut tracker, lost_at, false).await?;
         shared.stats_mut().resume_latency.record(lost_at.elapsed());
+        if let Some(why) = unproven(inner.continuation(), shared.origin, &opened) {
+            return Err(Error::Unproven(why));
+        }
         match opened {
             Opened::Continued { continuity } => inner.emit(ClientEvent::Resumed {
                 origin: shared.origin,
@@ -235,6 +240,25 @@ async fn run<H: Host>(
             Opened::Fresh { .. } => {}
         }
         resp = next;
+    }
+}
+
+/// Why a reconnect does not continue a request's stream as `continuation` requires; `None`
+/// when it does (or the stream is the standalone one, which carries no answer).
+fn unproven(continuation: Continuation, origin: StreamOrigin, opened: &Opened) -> Option<String> {
+    if continuation == Continuation::Follow || origin == StreamOrigin::Standalone {
+        return None;
+    }
+    match opened {
+        Opened::Continued { continuity: Continuity::Verified } | Opened::Fresh { .. } => None,
+        Opened::Continued { continuity: Continuity::Unverified } => Some(
+            "the server resumed it without naming its stream, so nothing proves the events follow on".into(),
+        ),
+        Opened::NewStream { previous, stream } => Some(format!(
+            "the reconnect to stream {} was answered by {}",
+            previous.as_ref().map_or_else(|| "(unnamed)".to_owned(), ToString::to_string),
+            stream.as_ref().map_or_else(|| "an unnamed new stream".to_owned(), |s| format!("new stream {s}")),
+        )),
     }
 }
 

@@ -93,6 +93,11 @@ pub enum Error {
     /// lost, and only a keyed re-issue gets it back).
     #[error("the response stream ended before its answer")]
     AnswerLost,
+    /// A request's stream lost its connection and the reconnect was not a proven continuation
+    /// of it (a new stream, or a server that cannot prove one), under
+    /// [`crate::Continuation::Proven`]: the request's answer is given up, never guessed at.
+    #[error("the request's stream could not be continued provably: {0}")]
+    Unproven(String),
     /// A task ended cancelled (the tasks extension): it has no result.
     #[error("task {0} was cancelled")]
     TaskCancelled(String),

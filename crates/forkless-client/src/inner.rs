@@ -38,6 +38,7 @@ pub(crate) struct Settings {
     pub(crate) client_version: String,
     pub(crate) capabilities: serde_json::Map<String, Value>,
     pub(crate) declare_resume: bool,
+    pub(crate) continuation: crate::resume::Continuation,
 }
 
 #[derive(Debug, Default)]
@@ -144,6 +145,9 @@ impl Host for Inner {
     }
     fn idle_timeout(&self) -> Option<Duration> {
         self.settings.idle_timeout
+    }
+    fn continuation(&self) -> crate::resume::Continuation {
+        self.settings.continuation
     }
     fn jitter(&self) -> &Mutex<Box<dyn EntropySource + Send>> {
         &self.entropy

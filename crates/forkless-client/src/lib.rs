@@ -80,5 +80,7 @@ pub use events::{
 };
 pub use forkless_core::{EventId, Revision, Seq, StreamId};
 pub use inner::RESUME_CAPABILITY;
-pub use resume::{Continuity, Cursor, Opened, ResponseHead, ResumeHeaders, Step, StreamTracker};
+pub use resume::{
+    Continuation, Continuity, Cursor, Opened, ResponseHead, ResumeHeaders, Step, StreamTracker,
+};
 pub use stats::{Latency, StreamStats};

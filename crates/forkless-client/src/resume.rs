@@ -46,6 +46,22 @@ pub enum Continuity {
     Unverified,
 }
 
+/// What a request's stream accepts as its continuation after it lost its connection. The
+/// standalone stream carries no answer and always goes on (its [`crate::ClientEvent`]s say
+/// how it was resumed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Continuation {
+    /// Go on with whatever the reconnect opened, telling the application through
+    /// [`crate::ClientEvent::NewStream`] and [`crate::ClientEvent::Resumed`] (the library's
+    /// default: the application decides).
+    #[default]
+    Follow,
+    /// Only a [`Continuity::Verified`] continuation: a new stream, or a resume a
+    /// plain-specification server cannot prove, fails the request with
+    /// [`crate::Error::Unproven`] (a bridge that must never hand its host a fork).
+    Proven,
+}
+
 /// What a response head means for the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Opened {
