@@ -19,6 +19,7 @@
 //!
 //! It owns this request path, not the session revisions (the rest of the crate).
 
+mod answer;
 mod task_log;
 mod tasks;
 
@@ -29,7 +30,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::Error;
 use crate::events::{RejectAll, ServerRequestHandler};
-use crate::http::{ACCEPT_POST, BodyKind, PROTOCOL_VERSION, body_kind, status_error};
+use crate::http::{ACCEPT_POST, PROTOCOL_VERSION, status_error};
 
 pub use task_log::{FileTaskLog, MemoryTaskLog, TaskLog};
 
@@ -60,6 +61,13 @@ pub struct CurrentSettings {
     pub input: Arc<dyn ServerRequestHandler>,
     /// `clientInfo`. Default `forkless-client` and this crate's version.
     pub client_info: Value,
+    /// The HTTP client (default headers such as credentials, TLS roots, proxies). Default: a
+    /// plain `reqwest::Client`.
+    pub http: Option<reqwest::Client>,
+    /// Where the notifications an answer stream carries (progress, logs) go, as they arrive.
+    /// Default: nowhere. Those of a stream that broke before its answer were sent once and are
+    /// not repeated by the re-issue.
+    pub notifications: Option<tokio::sync::mpsc::UnboundedSender<crate::Notification>>,
 }
 
 impl Default for CurrentSettings {
@@ -71,6 +79,8 @@ impl Default for CurrentSettings {
             task_log: Arc::new(MemoryTaskLog::default()),
             input: Arc::new(RejectAll),
             client_info: json!({ "name": "forkless-client", "version": env!("CARGO_PKG_VERSION") }),
+            http: None,
+            notifications: None,
         }
     }
 }
@@ -114,7 +124,10 @@ impl CurrentClient {
     /// Connect to `url`: `server/discover` must list 2026-07-28; what it advertises decides
     /// whether requests are keyed.
     pub async fn connect(url: &str, settings: CurrentSettings) -> Result<Self, Error> {
-        let http = reqwest::Client::builder().build()?;
+        let http = match &settings.http {
+            Some(http) => http.clone(),
+            None => reqwest::Client::builder().build()?,
+        };
         let mut client = Self {
             http,
             url: url.to_owned(),
@@ -213,28 +226,7 @@ impl CurrentClient {
         if !status.is_success() && status.as_u16() != 404 && status.as_u16() != 400 {
             return Err(status_error(resp).await);
         }
-        let kind = body_kind(resp.headers());
-        let text = resp.text().await?;
-        let answer = match kind {
-            BodyKind::Sse => {
-                // The answer is the one message with an id; without it the stream was cut.
-                text.split("\n\n")
-                    .filter_map(|event| {
-                        let data: String = event
-                            .lines()
-                            .filter_map(|l| l.strip_prefix("data:"))
-                            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                            .collect::<Vec<_>>()
-                            .join("\n");
-                        serde_json::from_str::<Value>(&data).ok()
-                    })
-                    .find(|m| m.get("id").is_some())
-                    .ok_or(Error::AnswerLost)?
-            }
-            _ => {
-                serde_json::from_str(&text).map_err(|e| Error::Protocol(format!("not JSON ({e}): {text}")))?
-            }
-        };
+        let answer = answer::read(resp, self.settings.notifications.as_ref()).await?;
         rpc_outcome(&answer)
     }
 }
