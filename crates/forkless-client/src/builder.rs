@@ -157,7 +157,7 @@ impl ClientBuilder {
         self
     }
 
-    /// What a request's stream accepts as its continuation after a reconnect. Default
+    /// What a stream accepts as its continuation after a reconnect. Default
     /// [`Continuation::Follow`](crate::Continuation::Follow).
     pub fn continuation(mut self, continuation: crate::resume::Continuation) -> Self {
         self.settings.continuation = continuation;

@@ -225,7 +225,7 @@ async fn run<H: Host>(
         let lost_at = Instant::now();
         let (next, opened) = connect(inner, shared, &mut tracker, lost_at, false).await?;
         shared.stats_mut().resume_latency.record(lost_at.elapsed());
-        if let Some(why) = unproven(inner.continuation(), shared.origin, &opened) {
+        if let Some(why) = unproven(inner.continuation(), &opened) {
             return Err(Error::Unproven(why));
         }
         match opened {
@@ -243,10 +243,9 @@ async fn run<H: Host>(
     }
 }
 
-/// Why a reconnect does not continue a request's stream as `continuation` requires; `None`
-/// when it does (or the stream is the standalone one, which carries no answer).
-fn unproven(continuation: Continuation, origin: StreamOrigin, opened: &Opened) -> Option<String> {
-    if continuation == Continuation::Follow || origin == StreamOrigin::Standalone {
+/// Why a reconnect does not continue a stream as `continuation` requires; `None` when it does.
+fn unproven(continuation: Continuation, opened: &Opened) -> Option<String> {
+    if continuation == Continuation::Follow {
         return None;
     }
     match opened {

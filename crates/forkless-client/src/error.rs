@@ -128,6 +128,34 @@ impl From<reqwest::Error> for Error {
 }
 
 impl Error {
+    /// The failure's name on the wire, for a bridge or a report that passes it on
+    /// (`data.reason` of a JSON-RPC error): one stable `snake_case` word per variant.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::SessionEnded { .. } => "session_ended",
+            Self::Gap { .. } => "gap",
+            Self::GraceTooLong { .. } => "grace_too_long",
+            Self::RetryBudgetExhausted { .. } => "retry_budget_exhausted",
+            Self::NotResumable => "not_resumable",
+            Self::Protocol(_) => "protocol_violation",
+            Self::Status { .. } => "http_status",
+            Self::StandaloneUnsupported => "standalone_unsupported",
+            Self::Rpc { .. } => "rpc_error",
+            Self::UnsupportedRevision(_) => "unsupported_revision",
+            Self::Transport(_) => "transport",
+            Self::Timeout(_) => "timeout",
+            Self::AnswerLost => "answer_lost",
+            Self::Unproven(_) => "unproven_continuation",
+            Self::TaskCancelled(_) => "task_cancelled",
+            Self::TaskLog(_) => "task_log",
+            Self::Closed => "closed",
+            Self::NotificationsTaken => "notifications_taken",
+            Self::InvalidUrl(_) => "invalid_url",
+            Self::InvalidSetting(_) => "invalid_setting",
+            Self::Tls(_) => "tls",
+        }
+    }
+
     /// Whether a reconnect may cure this failure (network trouble, a 409 while the server's
     /// grace window runs out, a 5xx); the others are final for the stream.
     pub fn is_transient(&self) -> bool {

@@ -46,9 +46,7 @@ pub enum Continuity {
     Unverified,
 }
 
-/// What a request's stream accepts as its continuation after it lost its connection. The
-/// standalone stream carries no answer and always goes on (its [`crate::ClientEvent`]s say
-/// how it was resumed).
+/// What a stream accepts as its continuation after it lost its connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Continuation {
     /// Go on with whatever the reconnect opened, telling the application through
@@ -57,8 +55,10 @@ pub enum Continuation {
     #[default]
     Follow,
     /// Only a [`Continuity::Verified`] continuation: a new stream, or a resume a
-    /// plain-specification server cannot prove, fails the request with
-    /// [`crate::Error::Unproven`] (a bridge that must never hand its host a fork).
+    /// plain-specification server cannot prove, ends the stream with
+    /// [`crate::Error::Unproven`]: a request's stream fails its request, the standalone stream
+    /// is reported as [`crate::ClientEvent::StreamFailed`] (open a fresh one to go on). For a
+    /// bridge that must never hand its host a fork.
     Proven,
 }
 

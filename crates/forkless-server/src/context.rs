@@ -112,10 +112,22 @@ pub(crate) enum Outlet {
     Stream(Arc<RequestStream>),
     /// The request is answered with JSON: the session's standalone stream.
     Standalone,
-    /// A stateless (2026-07-28) request answered with SSE: straight to its connection.
-    Direct(mpsc::Sender<Value>),
+    /// A stateless (2026-07-28) request answered with SSE: straight to its connection, and
+    /// what its messages do once that connection is gone.
+    Direct(mpsc::Sender<Value>, Closed),
     /// A stateless request answered with JSON: nowhere to send anything before the answer.
     Nowhere,
+}
+
+/// What a stateless request's messages do once its connection closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Closed {
+    /// Fail with [`SendError::Cancelled`]: closing the response cancels the request (the
+    /// revision's rule for a request without a key).
+    Cancels,
+    /// Are dropped, and the request runs on: a keyed request's answer is kept for its
+    /// re-issue, which reads the answer, not the messages before it (PROTOCOL section 14).
+    RunsOn,
 }
 
 /// One client request, as its handler sees it.
@@ -285,12 +297,15 @@ impl RequestContext {
                 AppendTarget::Stream(stream.id)
             }
             Outlet::Standalone => AppendTarget::Standalone,
-            Outlet::Direct(tx) => {
+            Outlet::Direct(tx, closed) => {
                 if self.cancel.is_cancelled() {
                     return Err(SendError::Cancelled);
                 }
                 let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
-                return tx.send(message).await.map_err(|_| SendError::Cancelled);
+                return match (tx.send(message).await, closed) {
+                    (Ok(()), _) | (Err(_), Closed::RunsOn) => Ok(()),
+                    (Err(_), Closed::Cancels) => Err(SendError::Cancelled),
+                };
             }
             Outlet::Nowhere => return Err(SendError::Stateless),
         };
@@ -337,7 +352,7 @@ impl RequestContext {
                 AppendTarget::Stream(stream.id)
             }
             Outlet::Standalone => AppendTarget::Standalone,
-            Outlet::Direct(_) | Outlet::Nowhere => return Err(SendError::Stateless),
+            Outlet::Direct(..) | Outlet::Nowhere => return Err(SendError::Stateless),
         };
         self.session.shared.request(target, method, params, &self.cancel).await
     }

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::now;
 use crate::config::AnswerMode;
-use crate::context::Outlet;
+use crate::context::{Closed, Outlet};
 use crate::error::Error;
 use crate::handler::{Handler, TaskSupport};
 use crate::jsonrpc::{self, Message};
@@ -211,12 +211,13 @@ impl<S: Store, H: Handler> App<S, H> {
             }
             AnswerMode::Sse => {
                 let (tx, mut rx) = mpsc::channel::<Value>(64);
+                let closed = if keyed.is_some() { Closed::RunsOn } else { Closed::Cancels };
                 let app = self.clone();
                 let task_cancel = cancel.clone();
                 tokio::spawn(async move {
                     let out = app
                         .answerer
-                        .run(shared, &mut call, task_cancel.clone(), Outlet::Direct(tx.clone()))
+                        .run(shared, &mut call, task_cancel.clone(), Outlet::Direct(tx.clone(), closed))
                         .await;
                     let out = out.map(|mut result| {
                         wire::complete(&method, &mut result);

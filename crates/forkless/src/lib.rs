@@ -40,6 +40,7 @@
 
 pub mod chaos;
 pub mod check;
+pub mod connect;
 pub mod demo;
 mod error;
 pub mod gateway;

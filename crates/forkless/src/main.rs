@@ -31,6 +31,8 @@ enum Command {
     Serve(Box<forkless::serve::ServeArgs>),
     /// Put a stdio MCP server (`-- COMMAND ARGS…`) behind the fork-free transport.
     Gateway(Box<forkless::gateway::GatewayArgs>),
+    /// Bridge an MCP host's stdio to a Streamable HTTP server, never handing it a fork.
+    Connect(forkless::connect::ConnectArgs),
     /// Probe an MCP server for session forks: each scenario PASS, FAIL or UNSUPPORTED.
     Check(forkless::check::CheckArgs),
     /// Many sessions, random connection cuts and resumes; count duplicates, gaps and forks.
@@ -40,7 +42,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
-        Command::Serve(_) | Command::Gateway(_) => forkless::init_logging(),
+        Command::Serve(_) | Command::Gateway(_) | Command::Connect(_) => forkless::init_logging(),
         // The client's own warnings (a session it closes, a stream it gives up) are counted in
         // the reports already.
         Command::Check(_) | Command::Chaos(_) => forkless::init_logging_at("warn,forkless_client=error"),
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Serve(args) => forkless::serve::run(args),
         Command::Gateway(args) => forkless::gateway::run(args),
+        Command::Connect(args) => forkless::connect::run(args),
         Command::Check(args) => forkless::check::run(args),
         Command::Chaos(args) => forkless::chaos::run(args),
     };

@@ -16,28 +16,8 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 use support::restartable::Restartable;
-use support::{Serve, Session, SseReader, counter, forkless, guard, metrics, peer, root};
+use support::{Serve, Session, SseReader, counter, forkless, guard, metrics, peer, reference, root};
 use tokio::io::AsyncBufReadExt as _;
-
-/// An SDK reference server started on a free port: the process and its URL.
-async fn reference(program: &Path, script: &str) -> (tokio::process::Child, String) {
-    let mut child = tokio::process::Command::new(program)
-        .arg(root().join(script))
-        .args(["--port", "0"])
-        .current_dir(root())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the reference server");
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let url = loop {
-        let line = guard("READY", lines.next_line()).await.expect("stdout").expect("a READY line");
-        if let Some(url) = line.strip_prefix("READY ") {
-            break url.to_owned();
-        }
-    };
-    (child, url)
-}
 
 /// `forkless check URL --json [ARGS]`: each scenario's verdict.
 async fn verdicts(url: &str, args: &[&str]) -> BTreeMap<String, String> {

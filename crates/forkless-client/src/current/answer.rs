@@ -56,6 +56,8 @@ fn response(id: Value, outcome: Result<Value, Error>) -> Value {
             }
             serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error })
         }
-        Err(other) => serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": { "code": -32603, "message": other.to_string() } }),
+        Err(other) => {
+            serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": { "code": -32603, "message": other.to_string() } })
+        }
     }
 }

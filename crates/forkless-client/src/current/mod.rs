@@ -15,7 +15,10 @@
 //!   `pollIntervalMs`, input requests are answered by the client's
 //!   [`crate::ServerRequestHandler`] through `tasks/update`, and the final result (or error) is
 //!   returned as if the call had answered it; a client that crashed meanwhile finds the id in
-//!   its log and polls on ([`CurrentClient::resume_tasks`]).
+//!   its log and polls on ([`CurrentClient::resume_tasks`]);
+//! - a result that asks for input (`resultType: "input_required"`, the revision's
+//!   multi-round trip) is answered by the same handler and the request sent again with the
+//!   answers and the server's `requestState`, at most [`MAX_INPUT_ROUNDS`] times.
 //!
 //! It owns this request path, not the session revisions (the rest of the crate).
 
@@ -42,6 +45,8 @@ const IDEMPOTENCY: &str = "dev.forkless/idempotency";
 const IDEMPOTENCY_KEY: &str = "dev.forkless/idempotencyKey";
 /// The tasks extension.
 const TASKS: &str = "io.modelcontextprotocol/tasks";
+/// How many `input_required` rounds one request may take before it is given up.
+pub const MAX_INPUT_ROUNDS: u32 = 10;
 
 /// How a [`CurrentClient`] behaves; every field has a default.
 #[derive(Clone)]
@@ -112,6 +117,7 @@ pub struct CurrentClient {
     settings: Arc<CurrentSettings>,
     reissue: Reissue,
     tasks: bool,
+    discovered: Arc<Value>,
 }
 
 /// One lost answer, told apart from a final one: a transport failure, a timeout or a 5xx may
@@ -134,6 +140,7 @@ impl CurrentClient {
             settings: Arc::new(settings),
             reissue: Reissue::Never,
             tasks: false,
+            discovered: Arc::default(),
         };
         let found = client.exchange("server/discover", Map::new()).await?;
         let versions = found.get("supportedVersions").and_then(Value::as_array);
@@ -144,7 +151,13 @@ impl CurrentClient {
         let offers = |name: &str| extensions.and_then(|e| e.get(name)).is_some();
         client.reissue = if offers(IDEMPOTENCY) { Reissue::Keyed } else { Reissue::Never };
         client.tasks = offers(TASKS);
+        client.discovered = Arc::new(found);
         Ok(client)
+    }
+
+    /// What `server/discover` answered (`serverInfo`, `capabilities`, `supportedVersions`, …).
+    pub fn discovery(&self) -> &Value {
+        &self.discovered
     }
 
     /// Whether lost answers are re-issued (the server offers idempotency keys).
@@ -158,6 +171,28 @@ impl CurrentClient {
         let Value::Object(mut params) = params else {
             return Err(Error::Protocol("request params must be an object".into()));
         };
+        // The revision's multi-round trip: an `input_required` result is answered by the
+        // client's handler and the request sent again with the answers and the server's state.
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let result = self.once(method, params.clone()).await?;
+            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+                return Ok(result);
+            }
+            let requests =
+                result.get("inputRequests").and_then(Value::as_object).cloned().unwrap_or_default();
+            let answers = self.answer_inputs_of(&requests).await;
+            params.insert("inputResponses".into(), Value::Object(answers));
+            match result.get("requestState") {
+                Some(state) => params.insert("requestState".into(), state.clone()),
+                None => params.remove("requestState"),
+            };
+        }
+        Err(Error::Protocol(format!("the server asked for input more than {MAX_INPUT_ROUNDS} times")))
+    }
+
+    /// One round of `request`: keyed and re-issued where the server offers keys, a task
+    /// driven to its end.
+    async fn once(&self, method: &str, mut params: Map<String, Value>) -> Result<Value, Error> {
         if self.reissue == Reissue::Keyed {
             let meta = params.entry("_meta").or_insert_with(|| json!({}));
             if let Some(meta) = meta.as_object_mut() {

@@ -78,13 +78,7 @@ impl CurrentClient {
     /// Answer the task's outstanding input requests through the client's handler.
     async fn answer_inputs(&self, id: &str, task: &Value) -> Result<(), Error> {
         let Some(requests) = task.get("inputRequests").and_then(Value::as_object) else { return Ok(()) };
-        let mut answers = Map::new();
-        for (key, request) in requests {
-            let method = request.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let answer = self.settings.input.handle(method, request.get("params").cloned()).await;
-            let answer = answer.unwrap_or_else(|e| json!({ "action": "decline", "error": e.message }));
-            answers.insert(key.clone(), answer);
-        }
+        let answers = self.answer_inputs_of(requests).await;
         let mut params = task_params(id);
         params.insert("inputResponses".into(), Value::Object(answers));
         // Applied once by the server whatever the number of tries (an answer to a key no
@@ -96,6 +90,21 @@ impl CurrentClient {
                 other => return other.map(drop),
             }
         }
+    }
+}
+
+impl CurrentClient {
+    /// The client's answers to `requests` (input request key → its request), through its
+    /// handler; a refusal is answered as a declined elicitation.
+    pub(super) async fn answer_inputs_of(&self, requests: &Map<String, Value>) -> Map<String, Value> {
+        let mut answers = Map::new();
+        for (key, request) in requests {
+            let method = request.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let answer = self.settings.input.handle(method, request.get("params").cloned()).await;
+            let answer = answer.unwrap_or_else(|e| json!({ "action": "decline", "error": e.message }));
+            answers.insert(key.clone(), answer);
+        }
+        answers
     }
 }
 

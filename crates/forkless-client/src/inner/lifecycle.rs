@@ -159,7 +159,11 @@ impl Inner {
         for tx in failed {
             let _ = tx.send(Err(error.clone()));
         }
-        tracing::warn!(%error, "session ended");
+        if matches!(error, Error::Closed) {
+            tracing::debug!("session closed by the client");
+        } else {
+            tracing::warn!(%error, "session ended");
+        }
         self.emit(ClientEvent::SessionEnded { error });
     }
 

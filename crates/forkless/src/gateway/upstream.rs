@@ -67,19 +67,24 @@ impl UpstreamSpec {
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(Error::Config(format!("--upstream {url}: not an http:// or https:// URL")));
         }
-        let mut map = HeaderMap::new();
-        for h in headers {
-            let (name, value) = h
-                .split_once(':')
-                .ok_or_else(|| Error::Config(format!("--upstream-header `{h}` is not `Name: value`")))?;
-            let name = HeaderName::try_from(name.trim())
-                .map_err(|e| Error::Config(format!("--upstream-header `{h}`: {e}")))?;
-            let value = HeaderValue::try_from(value.trim())
-                .map_err(|e| Error::Config(format!("--upstream-header `{h}`: {e}")))?;
-            map.append(name, value);
-        }
-        Ok(Self { url: parsed, headers: map, timeout, ca_file })
+        let headers = parse_headers("--upstream-header", headers)?;
+        Ok(Self { url: parsed, headers, timeout, ca_file })
     }
+}
+
+/// Headers given as `Name: value` with the command-line flag `flag`: checked.
+pub(crate) fn parse_headers(flag: &str, headers: &[String]) -> Result<HeaderMap, Error> {
+    let mut map = HeaderMap::new();
+    for h in headers {
+        let (name, value) =
+            h.split_once(':').ok_or_else(|| Error::Config(format!("{flag} `{h}` is not `Name: value`")))?;
+        let name =
+            HeaderName::try_from(name.trim()).map_err(|e| Error::Config(format!("{flag} `{h}`: {e}")))?;
+        let value =
+            HeaderValue::try_from(value.trim()).map_err(|e| Error::Config(format!("{flag} `{h}`: {e}")))?;
+        map.append(name, value);
+    }
+    Ok(map)
 }
 
 /// What the connector counted, for `/metrics`.

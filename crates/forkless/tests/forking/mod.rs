@@ -36,13 +36,13 @@ pub async fn server() -> String {
             }]})),
             "tools/call" => {
                 let count = message["params"]["arguments"]["count"].as_u64().unwrap_or(10);
-                numbered(count, Some(id))
+                numbered(count, Some(id), "notification")
             }
             _ => json_answer(json!({})),
         }
     }
     async fn get() -> Response {
-        numbered(20, None)
+        numbered(20, None, "background notification")
     }
     let app = axum::Router::new().route("/mcp", post(mcp).get(get));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -51,8 +51,8 @@ pub async fn server() -> String {
     format!("http://{addr}/mcp")
 }
 
-/// `#1..#count` as SSE events with ids `1..`, 10 ms apart, then the response to `id`.
-fn numbered(count: u64, id: Option<Value>) -> Response {
+/// `<label> #1..#count` as SSE events with ids `1..`, 10 ms apart, then the response to `id`.
+fn numbered(count: u64, id: Option<Value>, label: &'static str) -> Response {
     let events = futures::stream::unfold(1u64, move |n| {
         let id = id.clone();
         async move {
@@ -62,7 +62,7 @@ fn numbered(count: u64, id: Option<Value>) -> Response {
             tokio::time::sleep(Duration::from_millis(10)).await;
             let data = if n <= count {
                 json!({ "jsonrpc": "2.0", "method": "notifications/message",
-                        "params": { "level": "info", "data": format!("notification #{n}") } })
+                        "params": { "level": "info", "data": format!("{label} #{n}") } })
             } else {
                 let id = id?;
                 json!({ "jsonrpc": "2.0", "id": id, "result": { "content": [] } })

@@ -14,6 +14,7 @@
 pub mod current;
 pub mod gateway;
 pub mod haproxy;
+pub mod host;
 mod peers;
 mod procs;
 pub mod relay;
@@ -31,7 +32,7 @@ pub use sse::{SseEvent, SseReader};
 
 // Each test binary uses some of these.
 #[allow(unused_imports)]
-pub use peers::{peer, peer_passes, peer_passes_with, root};
+pub use peers::{peer, peer_passes, peer_passes_with, reference, root};
 #[allow(unused_imports)]
 pub use procs::{children_of, forkless_output, running};
 

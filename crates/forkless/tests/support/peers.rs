@@ -62,3 +62,24 @@ pub async fn peer_passes_with(
         out.status
     );
 }
+
+/// An SDK reference server started on a free port: the process and its URL.
+pub async fn reference(program: &std::path::Path, script: &str) -> (tokio::process::Child, String) {
+    let mut child = Command::new(program)
+        .arg(root().join(script))
+        .args(["--port", "0"])
+        .current_dir(root())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the reference server");
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stdout.take().expect("stdout")));
+    let url = loop {
+        let line = super::guard("READY", lines.next_line()).await.expect("stdout").expect("a READY line");
+        if let Some(url) = line.strip_prefix("READY ") {
+            break url.to_owned();
+        }
+    };
+    (child, url)
+}

@@ -1,0 +1,239 @@
+//! `forkless connect URL` as an MCP host runs it: a host driver writes newline-delimited
+//! JSON-RPC to the bridge's stdin and reads its stdout, while a relay between the bridge and
+//! the server resets the bridge's connections mid-call. The oracle (`support::host::judge`):
+//! every notification of a call reaches the host exactly once and in order with the result,
+//! or a gap-free prefix of them reaches it and the call fails with its own id and a typed
+//! reason; never a duplicate, never a silent end.
+//!
+//! Against `forkless serve` every cut call is answered whole (a proven continuation); against
+//! the SDKs' reference servers (which cannot prove one) and a deliberately forking server a cut
+//! call fails with its id and the host is told; against a 2026-07-28 server a cut call is
+//! re-issued under its key and the tool runs once.
+
+mod forking;
+mod support;
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+use support::host::{HostDriver, Outcome, judge, numbered, told};
+use support::relay::Relay;
+use support::{Serve, counter, metrics, peer, reference};
+
+/// The port of `url` (`http://127.0.0.1:PORT/mcp`).
+fn port(url: &str) -> u16 {
+    reqwest::Url::parse(url).expect("url").port().expect("a port")
+}
+
+/// `url` with its port replaced by the relay's.
+fn through(relay: &Relay, url: &str) -> String {
+    let mut u = reqwest::Url::parse(url).expect("url");
+    u.set_port(Some(relay.port)).expect("port");
+    u.to_string()
+}
+
+/// Call `start-notification-stream` (`count` notifications, `interval` ms apart) as request
+/// `id`, resetting the bridge's connections when the host has seen each of `cuts`: the answer
+/// and the numbers the host saw.
+async fn call_with_cuts(
+    host: &mut HostDriver,
+    relay: &Relay,
+    id: u64,
+    count: u64,
+    cuts: &[u64],
+) -> (Value, Vec<Value>) {
+    let call = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "start-notification-stream", "arguments": { "interval": 25, "count": count },
+    }});
+    host.send(call).await;
+    let mut seen = 0;
+    host.until_answer(&json!(id), |m| {
+        let n = numbered(std::slice::from_ref(m));
+        if let Some(&k) = n.first() {
+            seen = seen.max(k);
+            if cuts.contains(&k) {
+                relay.reset();
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_host_gets_every_notification_once_across_cuts_from_forkless_serve() {
+    let server = Serve::start(&["--store", "memory"]).await;
+    let relay = Relay::start(port(&server.url)).await;
+    let mut host = HostDriver::start(&through(&relay, &server.url), &[]);
+    let init = host.initialize().await;
+    assert_eq!(init["protocolVersion"], "2025-11-25", "{init}");
+
+    let (answer, messages) = call_with_cuts(&mut host, &relay, 1, 30, &[5, 14, 23]).await;
+    let numbers = numbered(&messages);
+    assert_eq!(judge(&answer, &numbers, 30), Ok(Outcome::Answered), "{answer} {numbers:?}");
+    assert_eq!(answer["id"], 1);
+
+    // Progress under the host's own token, through two cuts: each value once, in order.
+    host.send(json!({ "jsonrpc": "2.0", "id": "p", "method": "tools/call", "params": {
+        "name": "long-task", "arguments": { "steps": 12, "interval": 25 },
+        "_meta": { "progressToken": "host-token" },
+    }}))
+    .await;
+    let mut progress = Vec::new();
+    let (answer, _) = host
+        .until_answer(&json!("p"), |m| {
+            if m["method"] == "notifications/progress" {
+                assert_eq!(m["params"]["progressToken"], "host-token", "{m}");
+                let p = m["params"]["progress"].as_f64().expect("progress");
+                progress.push(p);
+                if p == 3.0 || p == 8.0 {
+                    relay.reset();
+                }
+            }
+        })
+        .await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let expected: Vec<f64> = (1..=12).map(f64::from).collect();
+    assert_eq!(progress, expected, "every progress notification once, in order");
+
+    let text = metrics(&server.url).await;
+    let resumed: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("forkless_get_outcomes_total{outcome=\"resumed\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert!(resumed >= 3, "{text}");
+    assert!(host.finish().await.success());
+}
+
+#[tokio::test]
+async fn a_forking_server_never_reaches_the_host_the_call_fails_with_its_id() {
+    let url = forking::server().await;
+    let relay = Relay::start(port(&url)).await;
+    let mut host = HostDriver::start(&through(&relay, &url), &["--revision", "sessions"]);
+    host.initialize().await;
+    let (answer, messages) = call_with_cuts(&mut host, &relay, 7, 10, &[3]).await;
+    let numbers = numbered(&messages);
+    // The server's "continuation" starts again at #1: the bridge refuses it.
+    assert_eq!(
+        judge(&answer, &numbers, 10),
+        Ok(Outcome::Refused("unproven_continuation".into())),
+        "{answer}"
+    );
+    assert_eq!(numbers, [1, 2, 3]);
+    assert_eq!(answer["id"], 7);
+    assert!(told(&messages).iter().any(|t| t.contains("without a proven continuation")), "{messages:?}");
+    // The oracle itself catches what a bridge that followed the fork would have handed on.
+    let forked = judge(&json!({ "id": 7, "result": {} }), &[1, 2, 3, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 10);
+    assert!(forked.is_err(), "{forked:?}");
+}
+
+/// The SDKs' reference servers, when installed (CI installs them).
+fn sdk_servers() -> Vec<(PathBuf, &'static str)> {
+    let mut servers = Vec::new();
+    if let Some(py) = peer(".peers/py/bin/python") {
+        servers.push((py, "tests/interop/python/reference_server.py"));
+    }
+    if peer(".peers/node/node_modules/@modelcontextprotocol/sdk").is_some() {
+        servers.push((PathBuf::from("node"), "tests/interop/ts/reference_server.mjs"));
+    }
+    servers
+}
+
+#[tokio::test]
+async fn against_the_sdks_servers_a_call_is_whole_or_fails_with_its_id_never_twice() {
+    for (program, script) in sdk_servers() {
+        let (_server, url) = reference(&program, script).await;
+        let relay = Relay::start(port(&url)).await;
+        let mut host = HostDriver::start(&through(&relay, &url), &[]);
+        host.initialize().await;
+        // Uncut: every notification, then the result.
+        let (answer, messages) = call_with_cuts(&mut host, &relay, 1, 8, &[]).await;
+        assert_eq!(judge(&answer, &numbered(&messages), 8), Ok(Outcome::Answered), "{script}: {answer}");
+        // Cut: the SDK cannot prove a resume continues the stream, so the call fails with its
+        // id once what it proved was handed on; never a duplicate.
+        let (answer, messages) = call_with_cuts(&mut host, &relay, 2, 20, &[4]).await;
+        let numbers = numbered(&messages);
+        let outcome = judge(&answer, &numbers, 20).unwrap_or_else(|e| panic!("{script}: {e}"));
+        assert!(matches!(outcome, Outcome::Refused(_)), "{script}: {outcome:?} {answer}");
+        assert_eq!(answer["id"], 2, "{script}");
+        assert!(!told(&messages).is_empty(), "{script}: the host was not told: {messages:?}");
+        // The session goes on for the next call.
+        let (answer, messages) = call_with_cuts(&mut host, &relay, 3, 3, &[]).await;
+        assert_eq!(judge(&answer, &numbered(&messages), 3), Ok(Outcome::Answered), "{script}: {answer}");
+        assert!(host.finish().await.success(), "{script}");
+    }
+}
+
+#[tokio::test]
+async fn a_2026_server_is_spoken_to_in_its_revision_and_a_cut_call_runs_once() {
+    let server = Serve::start(&["--store", "memory", "--revisions", "all"]).await;
+    let relay = Relay::start(port(&server.url)).await;
+    let mut host = HostDriver::start(&through(&relay, &server.url), &[]);
+    // The host speaks 2025-11-25 and is answered in it, from server/discover.
+    let init = host.initialize().await;
+    assert_eq!(init["protocolVersion"], "2025-11-25", "{init}");
+    assert!(init["capabilities"]["tools"].is_object(), "{init}");
+    let (answer, messages) = call_with_cuts(&mut host, &relay, 1, 20, &[4]).await;
+    assert!(answer.get("result").is_some(), "a keyed re-issue gets the answer: {answer}");
+    let numbers = numbered(&messages);
+    let mut unique = numbers.clone();
+    unique.dedup();
+    assert_eq!(unique, numbers, "nothing twice: {numbers:?}");
+    let text = metrics(&server.url).await;
+    assert_eq!(counter(&text, "forkless_keyed_requests_total{outcome=\"ran\"}"), 1, "{text}");
+    assert!(counter(&text, "forkless_keyed_requests_total{outcome=\"answered\"}") >= 1, "{text}");
+    assert!(host.finish().await.success());
+}
+
+/// Call `test_elicitation` as request `id` and answer the server's question as the host: the
+/// call's answer and the question the host was asked.
+async fn elicit_through(host: &mut HostDriver, id: u64) -> (Value, Value) {
+    host.send(json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "test_elicitation", "arguments": { "message": "who are you?" },
+    }}))
+    .await;
+    let question = loop {
+        let m = host.next().await.expect("the server's question");
+        if m["method"] == "elicitation/create" {
+            break m;
+        }
+    };
+    host.send(json!({ "jsonrpc": "2.0", "id": question["id"], "result": {
+        "action": "accept", "content": { "username": "ada", "email": "ada@example.com" },
+    }}))
+    .await;
+    (host.until_answer(&json!(id), |_| {}).await.0, question)
+}
+
+#[tokio::test]
+async fn the_host_answers_the_servers_questions_in_both_eras_and_bad_lines_get_typed_errors() {
+    for revisions in ["sessions", "all"] {
+        let server = Serve::start(&["--store", "memory", "--revisions", revisions]).await;
+        let mut host = HostDriver::start(&server.url, &[]);
+        // Before initialize: a request is refused with its id, a line that is not JSON with -32700.
+        host.send(json!({ "jsonrpc": "2.0", "id": "early", "method": "tools/list" })).await;
+        let early = host.next().await.expect("an answer");
+        assert_eq!(
+            (early["id"].as_str(), early["error"]["code"].as_i64()),
+            (Some("early"), Some(-32600)),
+            "{early}"
+        );
+        host.initialize().await;
+        let (answer, question) = elicit_through(&mut host, 5).await;
+        assert_eq!(question["params"]["message"], "who are you?", "{revisions}: {question}");
+        let text = answer["result"]["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains("action=accept") && text.contains("ada@example.com"), "{revisions}: {answer}");
+        // Bad input from the host: typed errors, and the bridge goes on.
+        for (line, code) in
+            [("{not json", -32700), ("[1,2]", -32600), (r#"{"jsonrpc":"2.0","id":9}"#, -32600)]
+        {
+            host.send_line(line).await;
+            let refusal = host.next().await.expect("a refusal");
+            assert_eq!(refusal["error"]["code"].as_i64(), Some(code), "{revisions}, {line}: {refusal}");
+        }
+        host.send(json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/list" })).await;
+        let (answer, _) = host.until_answer(&json!(6), |_| {}).await;
+        assert!(answer["result"]["tools"].is_array(), "{revisions}: {answer}");
+        assert!(host.finish().await.success());
+    }
+}
