@@ -18,6 +18,9 @@
 #                  by others, run behind `forkless gateway` by its tests), pinned by
 #                  scripts/peers/stdio/package{,-lock}.json; the other stdio server used,
 #                  mcp-server-time, is in the py2 venv (it needs mcp 2.x)
+#   .peers/bridges npm prefix: mcp-remote (the stdio bridge MCP hosts launch for remote
+#                  servers), run side by side with `forkless connect` by tests/connect.rs,
+#                  pinned by scripts/peers/bridges/package{,-lock}.json
 #   .peers/gateways, .peers/mcp-proxy  supergateway (npm) and mcp-proxy (PyPI), other
 #                  gateways for scripts/peers/compare-gateways.sh; only with --only
 #                  gateways / --only mcp-proxy (the test suite does not need them)
@@ -29,7 +32,7 @@
 # hash is unchanged and the install looks intact. Use --force to reinstall all.
 # Only the package registries (PyPI, npm) are contacted.
 #
-# Usage: scripts/peers/install.sh [--force] [--only py|py2|node|node2|node22|conformance2|stdio|gateways|mcp-proxy]...
+# Usage: scripts/peers/install.sh [--force] [--only py|py2|node|node2|node22|conformance2|stdio|bridges|gateways|mcp-proxy]...
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -41,8 +44,8 @@ only=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --force) force=1 ;;
-    --only) shift; only+=("${1:?--only needs py, py2, node, node2, node22, conformance2, stdio, gateways or mcp-proxy}") ;;
-    -h|--help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --only) shift; only+=("${1:?--only needs py, py2, node, node2, node22, conformance2, stdio, bridges, gateways or mcp-proxy}") ;;
+    -h|--help) sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -166,6 +169,10 @@ install_stdio() {
     @modelcontextprotocol/server-everything
 }
 
+install_bridges() {
+  install_npm_prefix bridges node_modules/mcp-remote/package.json mcp-remote
+}
+
 install_conformance2() {
   install_npm_prefix conformance2 node_modules/@modelcontextprotocol/conformance/dist/index.js \
     @modelcontextprotocol/conformance
@@ -176,6 +183,7 @@ want node && install_node
 want node2 && install_node2
 want conformance2 && install_conformance2
 want stdio && install_stdio
+want bridges && install_bridges
 # Only when asked for by name: the comparison script's, not the test suite's.
 asked() { local p; for p in "${only[@]}"; do [[ "$p" == "$1" ]] && return 0; done; return 1; }
 asked gateways && install_npm_prefix gateways node_modules/supergateway/package.json supergateway

@@ -37,6 +37,7 @@ pub struct ClientBuilder {
     ca_file: Option<std::path::PathBuf>,
     settings: Settings,
     handler: Arc<dyn ServerRequestHandler>,
+    credentials: Option<Arc<dyn crate::Credentials>>,
     jitter_seed: Option<u64>,
 }
 
@@ -67,6 +68,7 @@ impl ClientBuilder {
                 continuation: crate::resume::Continuation::default(),
             },
             handler: Arc::new(RejectAll),
+            credentials: None,
             jitter_seed: None,
         }
     }
@@ -170,6 +172,13 @@ impl ClientBuilder {
         self
     }
 
+    /// Where every request's `Authorization` header comes from (asked afresh each time).
+    /// Default none.
+    pub fn credentials(mut self, credentials: Arc<dyn crate::Credentials>) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
     /// Make backoff jitter deterministic (tests, simulations).
     pub fn jitter_seed(mut self, seed: u64) -> Self {
         self.jitter_seed = Some(seed);
@@ -202,6 +211,7 @@ impl ClientBuilder {
                 url,
                 settings: self.settings,
                 handler: self.handler,
+                credentials: self.credentials,
                 session: Mutex::new(Session::default()),
                 init_lock: tokio::sync::Mutex::new(()),
                 closed: AtomicBool::new(false),

@@ -96,7 +96,7 @@ pub enum Error {
     /// A request's stream lost its connection and the reconnect was not a proven continuation
     /// of it (a new stream, or a server that cannot prove one), under
     /// [`crate::Continuation::Proven`]: the request's answer is given up, never guessed at.
-    #[error("the request's stream could not be continued provably: {0}")]
+    #[error("the stream could not be continued provably: {0}")]
     Unproven(String),
     /// A task ended cancelled (the tasks extension): it has no result.
     #[error("task {0} was cancelled")]

@@ -81,6 +81,7 @@ pub(crate) struct Inner {
     pub(crate) url: Url,
     pub(crate) settings: Settings,
     pub(crate) handler: Arc<dyn ServerRequestHandler>,
+    pub(crate) credentials: Option<Arc<dyn crate::Credentials>>,
     pub(crate) session: Mutex<Session>,
     pub(crate) init_lock: tokio::sync::Mutex<()>,
     pub(crate) closed: AtomicBool,

@@ -57,6 +57,7 @@
 pub mod backoff;
 mod builder;
 mod client;
+pub mod credentials;
 pub mod current;
 mod driver;
 mod error;
@@ -71,6 +72,7 @@ pub mod tls;
 pub use backoff::RetryPolicy;
 pub use builder::ClientBuilder;
 pub use client::Client;
+pub use credentials::Credentials;
 pub use current::{CurrentClient, CurrentSettings, FileTaskLog, MemoryTaskLog, Reissue, TaskLog};
 pub use driver::StreamControl;
 pub use error::Error;

@@ -42,7 +42,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
-        Command::Serve(_) | Command::Gateway(_) | Command::Connect(_) => forkless::init_logging(),
+        Command::Serve(_) | Command::Gateway(_) => forkless::init_logging(),
+        // The bridge tells the host (and stderr) what the client's warnings would repeat.
+        Command::Connect(_) => forkless::init_logging_at("info,forkless_client=error"),
         // The client's own warnings (a session it closes, a stream it gives up) are counted in
         // the reports already.
         Command::Check(_) | Command::Chaos(_) => forkless::init_logging_at("warn,forkless_client=error"),

@@ -73,6 +73,9 @@ pub struct CurrentSettings {
     /// Default: nowhere. Those of a stream that broke before its answer were sent once and are
     /// not repeated by the re-issue.
     pub notifications: Option<tokio::sync::mpsc::UnboundedSender<crate::Notification>>,
+    /// Where every request's `Authorization` header comes from (asked afresh each time).
+    /// Default none.
+    pub credentials: Option<Arc<dyn crate::Credentials>>,
 }
 
 impl Default for CurrentSettings {
@@ -86,6 +89,7 @@ impl Default for CurrentSettings {
             client_info: json!({ "name": "forkless-client", "version": env!("CARGO_PKG_VERSION") }),
             http: None,
             notifications: None,
+            credentials: None,
         }
     }
 }
@@ -254,6 +258,7 @@ impl CurrentClient {
         if let Some(name) = name {
             rb = rb.header("mcp-name", name);
         }
+        let rb = crate::credentials::apply(rb, self.settings.credentials.as_ref());
         let resp = rb.body(body.to_string()).send().await?;
         let status = resp.status();
         // 2026-07-28 answers an unknown method with 404 and a refused capability with 400,

@@ -185,7 +185,7 @@ impl Inner {
         if let Some(rev) = view.revision.filter(|r| r.sends_version_header()) {
             rb = rb.header(http::PROTOCOL_VERSION, rev.as_str());
         }
-        rb
+        crate::credentials::apply(rb, self.credentials.as_ref())
     }
 
     pub(crate) async fn post(&self, view: &SessionView, body: &Value) -> Result<Response, Error> {

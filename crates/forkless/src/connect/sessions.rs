@@ -119,15 +119,15 @@ async fn pump(
             ClientEvent::StreamFailed { origin: StreamOrigin::Request(_), error } => {
                 host.tell(
                     "warning",
-                    &format!("a request's stream ended without a proven continuation: {error}"),
+                    &format!("a request's stream was given up, its request failed: {error}"),
                 );
             }
             ClientEvent::StreamFailed { origin: StreamOrigin::Standalone, error } => {
                 host.tell(
                     "warning",
                     &format!(
-                        "the server's notification stream ended without a proven continuation ({error}); \
-                         opening a fresh one: notifications sent meanwhile may be lost (none is repeated)"
+                        "the server's notification stream was given up ({error}); opening a fresh one: \
+                         notifications sent meanwhile may be lost (none is repeated)"
                     ),
                 );
                 tokio::spawn(open_standalone(client.clone(), host.clone(), Some(REOPEN_AFTER)));

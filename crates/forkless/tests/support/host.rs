@@ -20,11 +20,22 @@ pub struct HostDriver {
 impl HostDriver {
     /// Start `forkless connect <url> <extra>` (stderr to the test's, at `warn`).
     pub fn start(url: &str, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_forkless"))
-            .arg("connect")
-            .arg(url)
-            .args(extra)
-            .env("RUST_LOG", std::env::var("FORKLESS_TEST_LOG").unwrap_or_else(|_| "warn".into()))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_forkless"));
+        command.arg("connect").arg(url).args(extra);
+        Self::spawn(command)
+    }
+
+    /// Start another bridge, `program <args>`, the same way (stderr discarded: the other
+    /// bridges log every message there).
+    pub fn start_other(program: &std::path::Path, args: &[&str]) -> Self {
+        let mut command = Command::new(program);
+        command.args(args).stderr(Stdio::null());
+        Self::spawn(command)
+    }
+
+    fn spawn(mut command: Command) -> Self {
+        let mut child = command
+            .env("RUST_LOG", std::env::var("FORKLESS_TEST_LOG").unwrap_or_else(|_| "error".into()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
