@@ -34,6 +34,44 @@ pub enum Error {
     /// Setting up the runtime or a signal handler failed.
     #[error("cannot start: {0}")]
     Startup(io::Error),
+    /// `forkless connect` could not get a token for the server.
+    #[error("OAuth {step}: {detail}")]
+    OAuth {
+        /// Where it failed.
+        step: OAuthStep,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+/// The steps of `forkless connect`'s OAuth flow, for [`Error::OAuth`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OAuthStep {
+    /// Finding the authorization server (RFC 9728, RFC 8414).
+    Discovery,
+    /// Dynamic client registration (RFC 7591).
+    Registration,
+    /// The user's authorization through the loopback redirect.
+    Authorization,
+    /// Exchanging the code for tokens.
+    Token,
+    /// Refreshing the access token.
+    Refresh,
+    /// Reading or writing the token file.
+    TokenFile,
+}
+
+impl std::fmt::Display for OAuthStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Discovery => "discovery",
+            Self::Registration => "client registration",
+            Self::Authorization => "authorization",
+            Self::Token => "token exchange",
+            Self::Refresh => "token refresh",
+            Self::TokenFile => "token file",
+        })
+    }
 }
 
 impl Error {
@@ -43,9 +81,12 @@ impl Error {
         match self {
             Self::Config(_) => ExitCode::from(2),
             Self::Probe(_) => ExitCode::from(3),
-            Self::Bind { .. } | Self::Serve(_) | Self::Store(_) | Self::Startup(_) | Self::Verdict(_) => {
-                ExitCode::FAILURE
-            }
+            Self::Bind { .. }
+            | Self::Serve(_)
+            | Self::Store(_)
+            | Self::Startup(_)
+            | Self::Verdict(_)
+            | Self::OAuth { .. } => ExitCode::FAILURE,
         }
     }
 }

@@ -47,7 +47,7 @@ pub mod gateway;
 pub mod report;
 pub mod serve;
 
-pub use error::Error;
+pub use error::{Error, OAuthStep};
 
 /// Install the `tracing` subscriber: stderr, filtered by `RUST_LOG`, `info` by default.
 pub fn init_logging() {

@@ -335,3 +335,88 @@ async fn side_by_side_with_mcp_remote() {
         }
     }
 }
+
+/// Follow the authorization URL the bridge told the user about, as a browser would: the
+/// authorization server approves and redirects to the bridge's loopback listener.
+async fn authorize_as_the_user(told: &mut tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let url = loop {
+        let line = support::guard("the authorization URL", told.recv()).await.expect("the bridge's stderr");
+        if let Some((_, url)) = line.split_once(", open ") {
+            break url.trim().to_owned();
+        }
+    };
+    let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let approved = browser.get(&url).send().await.expect("the authorization endpoint");
+    assert_eq!(approved.status(), 303, "approved and redirected: {url}");
+    let back = approved.headers()["location"].to_str().unwrap().to_owned();
+    assert!(back.starts_with("http://127.0.0.1:"), "a loopback redirect: {back}");
+    let page = browser.get(&back).send().await.expect("the bridge's redirect listener");
+    assert_eq!(page.status(), 200, "{}", page.text().await.unwrap_or_default());
+}
+
+#[tokio::test]
+async fn oauth_is_authorized_once_kept_in_a_private_file_and_refreshed() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let addr = support::free_addr();
+    let resource = format!("http://{addr}/mcp");
+    let issuer = support::authorization::AuthorizationServer::start(&resource).await;
+    let jwks = support::jwks_file();
+    let jwks = jwks.to_str().unwrap();
+    let server = Serve::start_at(
+        &addr,
+        &[
+            "--store",
+            "memory",
+            "--auth-issuer",
+            &issuer.issuer,
+            "--auth-audience",
+            &resource,
+            "--auth-jwks",
+            jwks,
+        ],
+    )
+    .await;
+    let tokens = support::fresh_data_dir().join("tokens.json");
+    let token_flag = ["--oauth-token-file", tokens.to_str().unwrap()];
+
+    // First launch: discovery, registration, the user's authorization, the code for tokens.
+    let (mut host, mut told) = HostDriver::start_telling(&server.url, &token_flag);
+    authorize_as_the_user(&mut told).await;
+    host.initialize().await;
+    let call = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "echo", "arguments": { "text": "signed in" } } });
+    host.send(call.clone()).await;
+    let (answer, _) = host.until_answer(&json!(1), |_| {}).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "signed in", "{answer}");
+    assert!(host.finish().await.success());
+    let counts = issuer.counts();
+    assert_eq!(
+        (counts.registrations, counts.authorizations, counts.codes_exchanged),
+        (1, 1, 1),
+        "{counts:?}"
+    );
+    let mode = std::fs::metadata(&tokens).expect("the token file").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "only the user reads the tokens");
+
+    // Second launch: the kept token, nobody asked.
+    let mut host = HostDriver::start(&server.url, &token_flag);
+    host.initialize().await;
+    host.send(call.clone()).await;
+    assert!(host.until_answer(&json!(1), |_| {}).await.0.get("result").is_some());
+    assert!(host.finish().await.success());
+    assert_eq!(issuer.counts().authorizations, 1, "no second authorization");
+
+    // Third launch with the kept token expired: refreshed, nobody asked.
+    let mut kept: Value = serde_json::from_str(&std::fs::read_to_string(&tokens).unwrap()).unwrap();
+    kept["expires_at"] = json!(kept["issued_at"].as_u64().unwrap() + 1);
+    std::fs::write(&tokens, kept.to_string()).unwrap();
+    let mut host = HostDriver::start(&server.url, &token_flag);
+    host.initialize().await;
+    host.send(call).await;
+    assert!(host.until_answer(&json!(1), |_| {}).await.0.get("result").is_some());
+    assert!(host.finish().await.success());
+    let counts = issuer.counts();
+    assert_eq!((counts.refreshes, counts.authorizations), (1, 1), "{counts:?}");
+    let refreshed: Value = serde_json::from_str(&std::fs::read_to_string(&tokens).unwrap()).unwrap();
+    assert_ne!(refreshed["access_token"], kept["access_token"], "the refreshed token is kept");
+}

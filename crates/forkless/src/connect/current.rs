@@ -37,6 +37,7 @@ impl Current {
     pub(crate) async fn open(
         url: &str,
         http: reqwest::Client,
+        credentials: Option<std::sync::Arc<dyn forkless_client::Credentials>>,
         host: &Host,
         init: &Value,
     ) -> Result<(Self, Value), ClientError> {
@@ -50,6 +51,7 @@ impl Current {
         });
         let settings = CurrentSettings {
             http: Some(http),
+            credentials,
             notifications: Some(sink),
             input: std::sync::Arc::new(host.clone()),
             client_info: init

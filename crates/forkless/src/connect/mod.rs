@@ -16,6 +16,7 @@
 
 mod current;
 mod host;
+mod oauth;
 mod sessions;
 
 use std::collections::HashMap;
@@ -53,6 +54,19 @@ pub struct ConnectArgs {
     /// How long one request may take, in seconds, before it fails with `timeout`.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub request_timeout: u64,
+    /// Where OAuth tokens are kept (mode 0600). Default: one file per server under
+    /// `$XDG_STATE_HOME/forkless/oauth/` (or `~/.local/state/…`).
+    #[arg(long, value_name = "PATH")]
+    pub oauth_token_file: Option<PathBuf>,
+    /// An OAuth client id registered beforehand. Default: dynamic client registration.
+    #[arg(long, value_name = "ID")]
+    pub oauth_client_id: Option<String>,
+    /// The loopback port the authorization server redirects to. Default 0 (any free port).
+    #[arg(long, value_name = "PORT", default_value_t = 0)]
+    pub oauth_redirect_port: u16,
+    /// The OAuth scopes to ask for. Default: those the server's challenge or metadata names.
+    #[arg(long, value_name = "SCOPES")]
+    pub oauth_scope: Option<String>,
 }
 
 /// Which revision the bridge speaks to the server.
@@ -102,6 +116,9 @@ pub async fn bridge(
     output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> Result<(), Error> {
     let http = http_client(args)?;
+    // A server that requires a token gets one before the host's first message is read (the
+    // user may have to authorize in a browser).
+    let credentials = credentials(args, &http).await?;
     let (host, writing) = Host::new(output);
     let mut lines = BufReader::new(input).lines();
     let ended = CancellationToken::new();
@@ -112,7 +129,7 @@ pub async fn bridge(
             Err(answer) => host.send(answer),
             Ok(FromHost::Request { id, method, params }) if method == "initialize" => {
                 let init = params.unwrap_or_else(|| json!({}));
-                match open(args, &http, &host, &init, ended.clone()).await {
+                match open(args, &http, credentials.clone(), &host, &init, ended.clone()).await {
                     Ok((upstream, result)) => {
                         host.send(json!({ "jsonrpc": "2.0", "id": id, "result": result }));
                         break Arc::new(upstream);
@@ -183,10 +200,8 @@ pub async fn bridge(
         tasks.abort_all();
     }
     host.gone();
-    if let Upstream::Sessions(s) = &*upstream
-        && outcome.is_ok()
-    {
-        s.close().await;
+    if let Upstream::Sessions(s) = &*upstream {
+        s.finish(outcome.is_ok()).await;
     }
     drop(host);
     drop(upstream);
@@ -198,33 +213,64 @@ pub async fn bridge(
 async fn open(
     args: &ConnectArgs,
     http: &reqwest::Client,
+    credentials: Option<Arc<dyn forkless_client::Credentials>>,
     host: &Host,
     init: &Value,
     ended: CancellationToken,
 ) -> Result<(Upstream, Value), forkless_client::Error> {
     if args.revision != Era::Sessions {
-        match current::Current::open(&args.url, http.clone(), host, init).await {
+        match current::Current::open(&args.url, http.clone(), credentials.clone(), host, init).await {
             Ok((c, result)) => return Ok((Upstream::Current(c), result)),
             Err(e) if args.revision == Era::Current => return Err(e),
             Err(e) => tracing::debug!(error = %e, "no 2026-07-28 here; speaking the session revisions"),
         }
     }
-    let builder = forkless_client::Client::builder(args.url.clone()).http_client(http.clone());
+    let mut builder = forkless_client::Client::builder(args.url.clone()).http_client(http.clone());
+    if let Some(credentials) = credentials {
+        builder = builder.credentials(credentials);
+    }
     let (s, result) = sessions::Sessions::open(builder, host, init, ended).await?;
     Ok((Upstream::Sessions(s), result))
 }
 
-/// The HTTP client every request goes out on: the headers given, the bearer token, the CA.
-fn http_client(args: &ConnectArgs) -> Result<reqwest::Client, Error> {
-    let mut headers = crate::gateway::upstream::parse_headers("--header", &args.headers)?;
+/// The bearer token file's token; else OAuth credentials when the server asks for a token and
+/// no `Authorization` header was given.
+async fn credentials(
+    args: &ConnectArgs,
+    http: &reqwest::Client,
+) -> Result<Option<Arc<dyn forkless_client::Credentials>>, Error> {
     if let Some(path) = &args.bearer_token_file {
         let token = std::fs::read_to_string(path)
             .map_err(|e| Error::Config(format!("--bearer-token-file {}: {e}", path.display())))?;
-        let value = format!("Bearer {}", token.trim());
-        let value = reqwest::header::HeaderValue::try_from(value)
-            .map_err(|e| Error::Config(format!("--bearer-token-file {}: {e}", path.display())))?;
-        headers.insert(reqwest::header::AUTHORIZATION, value);
+        let bearer = forkless_client::credentials::Bearer::new(token.trim()).ok_or_else(|| {
+            Error::Config(format!(
+                "--bearer-token-file {}: not a token (it must be one line of text)",
+                path.display()
+            ))
+        })?;
+        return Ok(Some(Arc::new(bearer)));
     }
+    let given = args
+        .headers
+        .iter()
+        .any(|h| h.split(':').next().is_some_and(|n| n.trim().eq_ignore_ascii_case("authorization")));
+    if given {
+        return Ok(None);
+    }
+    let Some(challenge) = oauth::challenge(http, &args.url).await? else { return Ok(None) };
+    let settings = oauth::OAuthSettings {
+        token_file: args.oauth_token_file.clone(),
+        client_id: args.oauth_client_id.clone(),
+        redirect_port: args.oauth_redirect_port,
+        scope: args.oauth_scope.clone(),
+    };
+    let signed_in = oauth::sign_in(http, &args.url, &challenge, &settings).await?;
+    Ok(Some(signed_in))
+}
+
+/// The HTTP client every request goes out on: the headers given, the CA.
+fn http_client(args: &ConnectArgs) -> Result<reqwest::Client, Error> {
+    let headers = crate::gateway::upstream::parse_headers("--header", &args.headers)?;
     let builder =
         reqwest::Client::builder().default_headers(headers).connect_timeout(Duration::from_secs(10));
     forkless_client::tls::trusting(builder, args.ca_file.as_deref())

@@ -18,6 +18,8 @@ use super::host::Host;
 pub(crate) struct Sessions {
     client: Client,
     host: Host,
+    /// Stops the event pump (which holds the client and the host) when the bridge ends.
+    stop: CancellationToken,
 }
 
 impl Sessions {
@@ -47,9 +49,10 @@ impl Sessions {
         let client = builder.connect().await?;
         let result = client.server_info().unwrap_or_else(|| json!({}));
         let events = client.notifications()?;
-        tokio::spawn(pump(events, client.clone(), host.clone(), ended));
+        let stop = CancellationToken::new();
+        tokio::spawn(pump(events, client.clone(), host.clone(), ended, stop.clone()));
         tokio::spawn(open_standalone(client.clone(), host.clone(), None));
-        Ok((Self { client, host: host.clone() }, result))
+        Ok((Self { client, host: host.clone(), stop }, result))
     }
 
     /// Carry one host request; progress for the host's token goes to it as it comes.
@@ -74,11 +77,16 @@ impl Sessions {
         }
     }
 
-    /// End the session (DELETE).
-    pub(crate) async fn close(&self) {
-        if let Err(e) = self.client.close().await {
+    /// The bridge is done: end the session (DELETE) when `delete`, and stop its streams and
+    /// the event pump either way.
+    pub(crate) async fn finish(&self, delete: bool) {
+        if delete && let Err(e) = self.client.close().await {
             tracing::debug!(error = %e, "closing the session failed");
         }
+        for stream in self.client.streams() {
+            stream.close();
+        }
+        self.stop.cancel();
     }
 }
 
@@ -107,8 +115,14 @@ async fn pump(
     client: Client,
     host: Host,
     ended: CancellationToken,
+    stop: CancellationToken,
 ) {
-    while let Some(event) = events.recv().await {
+    loop {
+        let event = tokio::select! {
+            () = stop.cancelled() => return,
+            event = events.recv() => event,
+        };
+        let Some(event) = event else { return };
         match event {
             ClientEvent::Notification(n) => host.notify(&n.method, n.params),
             // Under a proven continuation a new stream ends the old one (`StreamFailed`).

@@ -22,7 +22,7 @@ impl HostDriver {
     pub fn start(url: &str, extra: &[&str]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_forkless"));
         command.arg("connect").arg(url).args(extra);
-        Self::spawn(command)
+        Self::spawn(command, "error")
     }
 
     /// Start another bridge, `program <args>`, the same way (stderr discarded: the other
@@ -30,12 +30,31 @@ impl HostDriver {
     pub fn start_other(program: &std::path::Path, args: &[&str]) -> Self {
         let mut command = Command::new(program);
         command.args(args).stderr(Stdio::null());
-        Self::spawn(command)
+        Self::spawn(command, "error")
     }
 
-    fn spawn(mut command: Command) -> Self {
+    /// [`Self::start`] with the bridge's stderr read line by line into the receiver (at
+    /// `info`: what it tells the user, such as where to authorize).
+    pub fn start_telling(url: &str, extra: &[&str]) -> (Self, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_forkless"));
+        command.arg("connect").arg(url).args(extra).stderr(Stdio::piped());
+        let mut driver = Self::spawn(command, "info");
+        let stderr = driver.child.stderr.take().expect("stderr");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        (driver, rx)
+    }
+
+    fn spawn(mut command: Command, log: &str) -> Self {
         let mut child = command
-            .env("RUST_LOG", std::env::var("FORKLESS_TEST_LOG").unwrap_or_else(|_| "error".into()))
+            .env("RUST_LOG", std::env::var("FORKLESS_TEST_LOG").unwrap_or_else(|_| log.into()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)

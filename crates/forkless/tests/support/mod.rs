@@ -11,6 +11,7 @@
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different part of this module
 
+pub mod authorization;
 pub mod current;
 pub mod gateway;
 pub mod haproxy;
@@ -284,25 +285,34 @@ pub fn counter(metrics: &str, name: &str) -> u64 {
     metrics.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok())).unwrap_or(0)
 }
 
+/// The test issuers' signing key (Ed25519) and its public half.
+const ED25519_KEY: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIADk8JAut6UlYHtTzERAm92OfFLaO4wqsGN4P4gKoewV\n-----END PRIVATE KEY-----\n";
+const ED25519_X: &str = "jTvnchwpVTeRAyQJl5YyuQUQ55iEI7F3Mao9I4dhbq4";
+
+/// A JWKS file with the test issuers' key (`kid` `k1`).
+pub fn jwks_file() -> std::path::PathBuf {
+    let dir = fresh_data_dir();
+    let jwks = dir.join("jwks.json");
+    let doc = serde_json::json!({ "keys": [{ "kty": "OKP", "crv": "Ed25519", "x": ED25519_X, "kid": "k1", "alg": "EdDSA" }] });
+    std::fs::write(&jwks, doc.to_string()).expect("write the JWKS");
+    jwks
+}
+
+/// `claims` as a JWT signed with the test issuers' key.
+pub fn sign(claims: &Value) -> String {
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+    header.kid = Some("k1".into());
+    let key = jsonwebtoken::EncodingKey::from_ed_pem(ED25519_KEY.as_bytes()).expect("the test key");
+    jsonwebtoken::encode(&header, claims, &key).expect("sign")
+}
+
 /// `forkless serve` requiring OAuth tokens (a JWKS file, an Ed25519 key), and a token for
 /// `alice` signed with it: the arguments and the token.
 pub fn oauth_setup() -> (Vec<String>, String) {
-    const KEY: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIADk8JAut6UlYHtTzERAm92OfFLaO4wqsGN4P4gKoewV\n-----END PRIVATE KEY-----\n";
-    const X: &str = "jTvnchwpVTeRAyQJl5YyuQUQ55iEI7F3Mao9I4dhbq4";
-    let dir = fresh_data_dir();
-    let jwks = dir.join("jwks.json");
-    let doc = serde_json::json!({ "keys": [{ "kty": "OKP", "crv": "Ed25519", "x": X, "kid": "k1", "alg": "EdDSA" }] });
-    std::fs::write(&jwks, doc.to_string()).expect("write the JWKS");
+    let jwks = jwks_file();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     let claims = serde_json::json!({ "iss": "https://issuer.test", "aud": "https://mcp.test/mcp", "sub": "alice", "exp": now + 3600 });
-    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
-    header.kid = Some("k1".into());
-    let token = jsonwebtoken::encode(
-        &header,
-        &claims,
-        &jsonwebtoken::EncodingKey::from_ed_pem(KEY.as_bytes()).unwrap(),
-    )
-    .unwrap();
+    let token = sign(&claims);
     let args = [
         "--store",
         "memory",
