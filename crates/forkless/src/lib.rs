@@ -4,6 +4,7 @@
 //! forkless serve ──► serve::run ──► forkless_server::Server<MemoryStore, demo::DemoHandler>
 //! forkless check ──► check::run ──► raw HTTP probes (check::probe), judged per scenario
 //! forkless chaos ──► chaos::run ──► N × forkless_client::Client with random cuts
+//! forkless connect ► connect::run ► forkless_client::{Client, CurrentClient} ◄► the host's stdio
 //! forkless gateway ► gateway::run ► forkless_server::Server<…, backend::MessageBackend<gateway::child::StdioConnector>>
 //! ```
 //!
@@ -15,6 +16,8 @@
 //!   forks, judged by what a client observes, each PASS / FAIL / UNSUPPORTED with evidence.
 //! - [`gateway`] owns `forkless gateway -- COMMAND`: a stdio MCP server behind the
 //!   transport, one child per session (or one shared), children stopped with their sessions.
+//! - [`connect`] owns `forkless connect URL`: a stdio bridge an MCP host launches, carrying its
+//!   messages to a Streamable HTTP server without ever handing it a fork; OAuth for it.
 //! - [`chaos`] owns `forkless chaos URL`: many sessions with random connection cuts, counting
 //!   duplicates, gaps, forks, rejections and resume latency.
 //!

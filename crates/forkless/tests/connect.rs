@@ -420,3 +420,33 @@ async fn oauth_is_authorized_once_kept_in_a_private_file_and_refreshed() {
     let refreshed: Value = serde_json::from_str(&std::fs::read_to_string(&tokens).unwrap()).unwrap();
     assert_ne!(refreshed["access_token"], kept["access_token"], "the refreshed token is kept");
 }
+
+#[tokio::test]
+async fn a_session_the_server_forgot_fails_the_call_with_its_id_and_the_bridge_exits_1() {
+    let addr = support::free_addr();
+    let server = Serve::start_at(&addr, &["--store", "memory"]).await;
+    let mut host = HostDriver::start(&server.url, &[]);
+    host.initialize().await;
+    // A call the host cancels gets no answer; the bridge goes on.
+    host.send(json!({ "jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": {
+        "name": "long-task", "arguments": { "steps": 100, "interval": 50 } } }))
+        .await;
+    host.send(
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": "slow" } }),
+    )
+    .await;
+    host.send(json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" })).await;
+    let (answer, before) = host.until_answer(&json!(2), |_| {}).await;
+    assert!(answer["result"]["tools"].is_array(), "{answer}");
+    assert!(!before.iter().any(|m| m["id"] == "slow"), "a cancelled call is not answered: {before:?}");
+    // The server restarts without its sessions (the memory store): the session is gone.
+    server.terminate();
+    drop(server.wait().await);
+    let server = Serve::start_at(&addr, &["--store", "memory"]).await;
+    host.send(json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/list" })).await;
+    let (answer, before) = host.until_answer(&json!(3), |_| {}).await;
+    assert_eq!(answer.pointer("/error/data/reason"), Some(&json!("session_ended")), "{answer}");
+    let status = host.finish().await;
+    assert_eq!(status.code(), Some(1), "the bridge exits so the host can start it again");
+    let _ = (server, before);
+}

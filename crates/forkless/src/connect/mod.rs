@@ -156,6 +156,7 @@ pub async fn bridge(
     let mut tasks = JoinSet::new();
     let outcome = loop {
         let line = tokio::select! {
+            biased;
             () = ended.cancelled() => break Err(Error::Verdict("the server ended the session".into())),
             line = next_line(&mut lines) => line?,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
@@ -200,6 +201,14 @@ pub async fn bridge(
         tasks.abort_all();
     }
     host.gone();
+    // The host may have closed stdin just as the server ended the session: still an end.
+    let outcome = match (&*upstream, outcome) {
+        (Upstream::Sessions(s), Ok(())) => match s.ended() {
+            Some(e) => Err(Error::Verdict(format!("the server ended the session: {e}"))),
+            None => Ok(()),
+        },
+        (_, outcome) => outcome,
+    };
     if let Upstream::Sessions(s) = &*upstream {
         s.finish(outcome.is_ok()).await;
     }

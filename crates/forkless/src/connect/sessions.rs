@@ -77,6 +77,11 @@ impl Sessions {
         }
     }
 
+    /// Why the server ended the session, if it has.
+    pub(crate) fn ended(&self) -> Option<ClientError> {
+        self.client.session_error().filter(|e| !matches!(e, ClientError::Closed))
+    }
+
     /// The bridge is done: end the session (DELETE) when `delete`, and stop its streams and
     /// the event pump either way.
     pub(crate) async fn finish(&self, delete: bool) {
