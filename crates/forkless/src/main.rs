@@ -35,6 +35,12 @@ enum Command {
     Connect(forkless::connect::ConnectArgs),
     /// Probe an MCP server for session forks: each scenario PASS, FAIL or UNSUPPORTED.
     Check(forkless::check::CheckArgs),
+    /// The forkless-client driver of `forkless check --client` (calls `numbers` at URL).
+    #[command(hide = true)]
+    Drive {
+        /// The probe's MCP endpoint.
+        url: String,
+    },
     /// Many sessions, random connection cuts and resumes; count duplicates, gaps and forks.
     Chaos(forkless::chaos::ChaosArgs),
 }
@@ -47,7 +53,9 @@ fn main() -> ExitCode {
         Command::Connect(_) => forkless::init_logging_at("info,forkless_client=error"),
         // The client's own warnings (a session it closes, a stream it gives up) are counted in
         // the reports already.
-        Command::Check(_) | Command::Chaos(_) => forkless::init_logging_at("warn,forkless_client=error"),
+        Command::Check(_) | Command::Chaos(_) | Command::Drive { .. } => {
+            forkless::init_logging_at("warn,forkless_client=error");
+        }
     }
     let result = match &cli.command {
         Command::Serve(args) => forkless::serve::run(args),
@@ -55,6 +63,7 @@ fn main() -> ExitCode {
         Command::Connect(args) => forkless::connect::run(args),
         Command::Check(args) => forkless::check::run(args),
         Command::Chaos(args) => forkless::chaos::run(args),
+        Command::Drive { url } => forkless::check::clients::drive::run(url),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -45,6 +45,7 @@
 //! This module owns the command, its report and its exit status. `probe` owns the raw HTTP,
 //! `tape` the reading and comparing of numbered events, `scenarios` the scripts.
 
+pub mod clients;
 mod probe;
 mod record;
 mod report;
@@ -73,9 +74,15 @@ pub(crate) use tape::payload_number;
     Exit status: 0 no scenario failed, 1 a scenario failed, 2 bad flags, 3 the target cannot be probed."
 )]
 pub struct CheckArgs {
-    /// The MCP endpoint, e.g. `http://127.0.0.1:8080/mcp`.
-    #[arg(value_name = "URL")]
+    /// The MCP endpoint, e.g. `http://127.0.0.1:8080/mcp` (not with `--client`).
+    #[arg(value_name = "URL", required_unless_present = "client", default_value = "")]
     pub url: String,
+    /// Check a client instead: serve a probing server and run `CMD URL` once per client
+    /// scenario (the command calls the tool `numbers` and prints what it received, one JSON
+    /// object per line; drivers for the official SDKs are in `tests/interop/drivers/`, and
+    /// `forkless drive` is forkless-client's).
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["restart_cmd", "kill_cmd", "also_urls"])]
+    pub client: Option<String>,
     /// Tool that sends numbered log notifications (`... #1` .. `#N`) on its request's SSE stream.
     #[arg(long, value_name = "NAME")]
     pub tool: Option<String>,
@@ -139,6 +146,7 @@ impl CheckArgs {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
+            client: None,
             tool: None,
             background_tool: None,
             args: None,
@@ -266,7 +274,10 @@ pub fn run(args: &CheckArgs) -> Result<(), Error> {
         .enable_all()
         .build()
         .map_err(Error::Startup)?;
-    let report = runtime.block_on(probe(args))?;
+    let report = match &args.client {
+        Some(command) => runtime.block_on(clients::check(command, &args.only, args.json))?,
+        None => runtime.block_on(probe(args))?,
+    };
     let mut out = std::io::stdout().lock();
     let written = if args.json {
         serde_json::to_writer_pretty(&mut out, &report)
