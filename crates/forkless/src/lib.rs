@@ -13,7 +13,8 @@
 //! - [`serve`] owns `forkless serve`: flags, configuration checks, the listener, and a clean
 //!   stop on Ctrl-C or SIGTERM. It makes no protocol decision itself.
 //! - [`check`] owns `forkless check URL`: scenarios that probe any MCP server for session
-//!   forks, judged by what a client observes, each PASS / FAIL / UNSUPPORTED with evidence.
+//!   forks, judged by what a client observes, each PASS / FAIL / UNSUPPORTED with evidence;
+//!   and `forkless check --client CMD`, which probes a client with a server of its own.
 //! - [`gateway`] owns `forkless gateway -- COMMAND`: a stdio MCP server behind the
 //!   transport, one child per session (or one shared), children stopped with their sessions.
 //! - [`connect`] owns `forkless connect URL`: a stdio bridge an MCP host launches, carrying its

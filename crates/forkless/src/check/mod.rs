@@ -42,6 +42,9 @@
 //!
 //! Five task scenarios (2026-07-28) follow, see `tasks`.
 //!
+//! With `--client CMD` the check probes a client instead (`clients`: a probing server, four
+//! scenarios, the drivers' protocol).
+//!
 //! This module owns the command, its report and its exit status. `probe` owns the raw HTTP,
 //! `tape` the reading and comparing of numbered events, `scenarios` the scripts.
 
