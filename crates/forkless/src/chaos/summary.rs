@@ -31,7 +31,7 @@ pub struct Bucket {
 /// The histogram's bucket bounds, in milliseconds.
 const BOUNDS: [u64; 10] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
 
-/// `samples` in [`BOUNDS`] buckets and one above them.
+/// `samples` in `BOUNDS` buckets and one above them.
 pub fn histogram(samples: &[Duration]) -> Vec<Bucket> {
     let mut buckets: Vec<Bucket> = BOUNDS.iter().map(|&b| Bucket { le_ms: Some(b), count: 0 }).collect();
     buckets.push(Bucket { le_ms: None, count: 0 });

@@ -1,5 +1,5 @@
 //! `forkless check --client CMD`: check an MCP *client* for forks. The check serves a probing
-//! MCP server ([`server`]) on a loopback port and runs `CMD URL` once per scenario: the command
+//! MCP server (`server`) on a loopback port and runs `CMD URL` once per scenario: the command
 //! is a driver that connects, calls the tool `numbers` once and prints what it received, one
 //! JSON object per line (`{"notification": METHOD, "params": …}`, then `{"result": …}` or
 //! `{"error": "…"}`). The probe cuts the call's stream after `#3` of 8 and answers the
