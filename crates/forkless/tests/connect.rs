@@ -450,3 +450,45 @@ async fn a_session_the_server_forgot_fails_the_call_with_its_id_and_the_bridge_e
     assert_eq!(status.code(), Some(1), "the bridge exits so the host can start it again");
     let _ = (server, before);
 }
+
+#[tokio::test]
+async fn a_task_is_polled_to_its_end_so_the_host_sees_an_ordinary_call() {
+    let server = Serve::start(&["--store", "memory", "--revisions", "all"]).await;
+    let mut host = HostDriver::start(&server.url, &["--revision", "2026-07-28"]);
+    host.initialize().await;
+    host.send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "slow_compute", "arguments": { "seconds": 1, "label": "job" } } }))
+        .await;
+    let (answer, _) = host.until_answer(&json!(1), |_| {}).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "computed `job` in 1 s", "{answer}");
+    assert!(answer["result"].get("taskId").is_none(), "the host sees the result, not the task: {answer}");
+    let text = metrics(&server.url).await;
+    assert_eq!(counter(&text, "forkless_tasks_created_total"), 1, "it ran as a task: {text}");
+    assert!(host.finish().await.success());
+}
+
+#[tokio::test]
+async fn a_bearer_token_file_signs_every_request_and_a_bad_one_is_refused_with_its_reason() {
+    let (args, token) = support::oauth_setup();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Serve::start(&args).await;
+    let dir = support::fresh_data_dir();
+    let good = dir.join("token");
+    std::fs::write(&good, format!("{token}\n")).unwrap();
+    let mut host = HostDriver::start(&server.url, &["--bearer-token-file", good.to_str().unwrap()]);
+    host.initialize().await;
+    host.send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" })).await;
+    assert!(host.until_answer(&json!(1), |_| {}).await.0["result"]["tools"].is_array());
+    assert!(host.finish().await.success());
+    // A token the server refuses: the host's initialize fails with the reason.
+    let bad = dir.join("bad");
+    std::fs::write(&bad, "not-a-jwt").unwrap();
+    let mut host = HostDriver::start(&server.url, &["--bearer-token-file", bad.to_str().unwrap()]);
+    host.send(json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "h", "version": "1" } } }))
+    .await;
+    let (answer, _) = host.until_answer(&json!(0), |_| {}).await;
+    assert_eq!(answer.pointer("/error/data/reason"), Some(&json!("http_status")), "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap_or_default().contains("401"), "{answer}");
+    assert!(!host.finish().await.success(), "the bridge cannot reach the server: it exits non-zero");
+}
