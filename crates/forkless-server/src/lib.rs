@@ -89,6 +89,7 @@ mod clock;
 mod common;
 mod config;
 mod context;
+mod endpoint;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;

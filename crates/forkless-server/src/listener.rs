@@ -2,9 +2,10 @@
 //! request's headers (or wait for its next request), how many connections are held at once,
 //! what happens at that limit, accept errors, and the process's open-file limit.
 //!
-//! This module owns the TCP and HTTP/1.1 connection layer under the router. It knows nothing
-//! about MCP: a request, once its headers are read, is the router's. Bounds on the body and on
-//! sessions are the request path's ([`crate::request`], [`crate::post`]).
+//! This module owns the TCP and HTTP/1.1 connection layer under the dispatch. It knows
+//! nothing about MCP: a request, once its headers are read, is the dispatch's
+//! ([`crate::endpoint`]). Bounds on the body and on sessions are the request path's
+//! ([`crate::request`], [`crate::post`]).
 //!
 //! ```text
 //!  accept ─ error? ─▶ count, log (at most once a second), back off 10 ms … 1 s, retry
@@ -21,7 +22,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::body::Body;
 use bytes::Bytes;
 use http::Request;
@@ -198,12 +198,12 @@ fn raw_response(error: &Error) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Accept on `listener` and serve `router` until `shutdown`, then stop accepting and let
+/// Accept on `listener` and serve `dispatch` until `shutdown`, then stop accepting and let
 /// every connection finish (the caller bounds how long: `drain_timeout`).
 pub(crate) async fn serve(
     listener: TcpListener,
     accept: Accept,
-    router: Router,
+    dispatch: crate::endpoint::Dispatch,
     bounds: Bounds,
     metrics: Arc<Metrics>,
     registry: Arc<Registry>,
@@ -250,7 +250,7 @@ pub(crate) async fn serve(
         let ctx = connection::Ctx {
             id,
             conn,
-            router: router.clone(),
+            dispatch: dispatch.clone(),
             bounds,
             registry: registry.clone(),
             shutdown: shutdown.clone(),

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use forkless_store::Store;
@@ -32,6 +32,7 @@ use crate::session::Outbox;
 use crate::answer::Answerer;
 use crate::clock::millis;
 use crate::common::Common;
+use crate::endpoint;
 use crate::outbox::StoreOutbox;
 
 /// The MCP Streamable HTTP server around a store and a handler.
@@ -191,9 +192,9 @@ impl<S: Store, H: Handler> Server<S, H> {
             handler: self.handler.clone(),
             answerer: self.answerer.clone(),
         };
-        let mcp = axum::routing::post(post_endpoint::<S, H>)
-            .get(get_endpoint::<S, H>)
-            .delete(delete_endpoint::<S, H>)
+        let mcp = axum::routing::post(endpoint::post::<S, H>)
+            .get(endpoint::get::<S, H>)
+            .delete(endpoint::delete::<S, H>)
             .fallback(|| async { Error::MethodNotAllowed { allow: "GET, POST, DELETE" }.into_response() });
         let get_only = || async { Error::MethodNotAllowed { allow: "GET" }.into_response() };
         let mcp = match &self.auth {
@@ -231,6 +232,19 @@ impl<S: Store, H: Handler> Server<S, H> {
             router
         };
         router.with_state(app)
+    }
+
+    /// What the listener hands each request to: a POST to the MCP endpoint straight to it
+    /// (the router's checks, stopped and token, made inline), the rest through [`Self::router`].
+    fn dispatch(&self) -> endpoint::Dispatch {
+        let app = App {
+            common: self.common.clone(),
+            handler: self.handler.clone(),
+            answerer: self.answerer.clone(),
+        };
+        // With the HTTP trace layer every request goes through the router, to be traced.
+        let direct = !tracing::enabled!(target: "tower_http::trace", tracing::Level::DEBUG);
+        endpoint::dispatch(self.router(), app, self.auth.clone(), direct)
     }
 
     /// Stop serving at once, for `why`: every request on the MCP endpoint from now on, and
@@ -348,7 +362,7 @@ impl<S: Store, H: Handler> Server<S, H> {
         let accepting = tokio::spawn(crate::listener::serve(
             listener,
             accept,
-            self.router(),
+            self.dispatch(),
             bounds,
             self.common.metrics.clone(),
             self.common.connections.clone(),
@@ -388,38 +402,6 @@ impl<S, H> Clone for App<S, H> {
     fn clone(&self) -> Self {
         Self { common: self.common.clone(), handler: self.handler.clone(), answerer: self.answerer.clone() }
     }
-}
-
-// The endpoints take the whole request and borrow its headers: the `HeaderMap` extractor
-// would copy them for every request.
-
-async fn post_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, request: Request) -> Response {
-    let request = match app.route(request).await {
-        Ok(here) => here,
-        Err(answered) => return answered,
-    };
-    let (parts, body) = request.into_parts();
-    let peer = parts.extensions.get::<crate::quota::PeerAddr>().copied();
-    let out = app.post(&parts.headers, peer, body).await;
-    app.answer(out)
-}
-
-async fn get_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, request: Request) -> Response {
-    // axum routes HEAD to GET handlers; a HEAD must not attach (and maybe end) anything.
-    if request.method() == http::Method::HEAD {
-        return app.answer(Err(Error::MethodNotAllowed { allow: "GET, POST, DELETE" }));
-    }
-    let out = app.get(request.headers()).await;
-    app.answer(out)
-}
-
-async fn delete_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>, request: Request) -> Response {
-    let request = match app.route(request).await {
-        Ok(here) => here,
-        Err(answered) => return answered,
-    };
-    let out = app.delete(request.headers()).await;
-    app.answer(out)
 }
 
 async fn metrics_endpoint<S: Store, H: Handler>(State(app): State<App<S, H>>) -> Response {

@@ -44,12 +44,17 @@ pub(crate) async fn refuse_when_stopped(
     request: Request,
     next: Next,
 ) -> Response {
+    guard(&stopped, next.run(request)).await
+}
+
+/// `answer`, unless the node is stopped or stops before it is ready: then the refusal.
+pub(crate) async fn guard(stopped: &Stopped, answer: impl Future<Output = Response>) -> Response {
     if stopped.token.is_cancelled() {
         return stopped.refusal();
     }
     tokio::select! {
         biased;
-        response = next.run(request) => response,
+        response = answer => response,
         () = stopped.token.cancelled() => stopped.refusal(),
     }
 }

@@ -272,17 +272,26 @@ pub(crate) async fn require_token(
     mut request: Request,
     next: Next,
 ) -> Response {
+    match admit(&auth, &mut request).await {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused,
+    }
+}
+
+/// Let `request` in with its verified principal (a header only this server sets), or the
+/// refusal its client gets.
+pub(crate) async fn admit(auth: &Authenticator, request: &mut Request) -> Result<(), Response> {
     request.headers_mut().remove(VERIFIED_PRINCIPAL);
     match auth.verify(request.headers()).await {
         Ok(principal) => {
             if let Ok(value) = HeaderValue::from_str(&escape(&principal)) {
                 request.headers_mut().insert(VERIFIED_PRINCIPAL, value);
             }
-            next.run(request).await
+            Ok(())
         }
         Err(refusal) => {
             let challenge = auth.challenge(refusal);
-            Error::Unauthorized { refusal, challenge }.into_response()
+            Err(Error::Unauthorized { refusal, challenge }.into_response())
         }
     }
 }

@@ -13,14 +13,12 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-use axum::Router;
 use axum::body::Body;
 use http::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt as _;
 
 use super::deadline::Bound;
 use super::socket::Socket;
@@ -52,7 +50,7 @@ impl Accept {
 pub(super) struct Ctx {
     pub(super) id: u64,
     pub(super) conn: Arc<Conn>,
-    pub(super) router: Router,
+    pub(super) dispatch: crate::endpoint::Dispatch,
     pub(super) bounds: Bounds,
     pub(super) registry: Arc<Registry>,
     pub(super) shutdown: CancellationToken,
@@ -145,7 +143,7 @@ fn auto(bounds: Bounds) -> hyper_util::server::conn::auto::Builder<TokioExecutor
     builder
 }
 
-/// The service every request of the connection goes to: the router, with the connection kept
+/// The service every request of the connection goes to: the dispatch, with the connection kept
 /// busy while a response is in flight.
 fn service(
     ctx: &Ctx,
@@ -157,7 +155,7 @@ fn service(
     Future = impl Future<Output = Result<http::Response<Tracked>, Infallible>> + Send + 'static,
 > + Clone
 + 'static {
-    let (conn, registry, router) = (ctx.conn.clone(), ctx.registry.clone(), ctx.router.clone());
+    let (conn, registry, dispatch) = (ctx.conn.clone(), ctx.registry.clone(), ctx.dispatch.clone());
     let max_header = ctx.bounds.max_header_bytes;
     hyper::service::service_fn(move |mut request: Request<Incoming>| {
         // Only a request that may create a session or a task needs its client's address (its
@@ -168,7 +166,7 @@ fn service(
             request.extensions_mut().insert(peer);
         }
         let busy = Busy::new(conn.clone(), registry.clone());
-        let router = router.clone();
+        let dispatch = dispatch.clone();
         async move {
             // hyper's buffer bounds the head at `max_header_bytes` when that is at least its
             // minimum (8 KiB; hyper's own 431 then gets its JSON body from the socket); below
@@ -179,10 +177,7 @@ fn service(
             let response = if too_large {
                 axum::response::IntoResponse::into_response(Error::HeadersTooLarge { max: max_header })
             } else {
-                match router.oneshot(request.map(Body::new)).await {
-                    Ok(r) => r,
-                    Err(never) => match never {},
-                }
+                dispatch(request.map(Body::new)).await
             };
             Ok::<_, Infallible>(response.map(|inner| Tracked { inner, _busy: busy }))
         }
