@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::input::AskError;
 use crate::input::Rounds;
+use crate::jsonrpc::RpcError;
 use crate::listeners::Publish;
 use crate::request_state::{Binding, RequestStates};
 use crate::session::SendError;
@@ -149,6 +150,19 @@ pub struct RequestContext {
     pub(crate) rounds: Option<Arc<Rounds>>,
     /// Where [`Self::notify_listeners`] announces.
     pub(crate) listeners: Arc<dyn Publish>,
+    /// A stateless request whose work outlives its round (a backend's call kept across
+    /// 2026-07-28 `input_required` rounds, `crate::backend`): its server-to-client requests
+    /// wait here for the next round instead of being refused.
+    pub(crate) parked: Option<mpsc::Sender<Question>>,
+}
+
+/// A server-to-client request of a stateless request's work, waiting for the client's answer
+/// in a later round.
+#[derive(Debug)]
+pub(crate) struct Question {
+    pub(crate) method: String,
+    pub(crate) params: Value,
+    pub(crate) reply: tokio::sync::oneshot::Sender<Result<Value, RpcError>>,
 }
 
 /// What sealing a state for a request's next round needs: the ring, and what it binds to.
@@ -352,7 +366,17 @@ impl RequestContext {
                 AppendTarget::Stream(stream.id)
             }
             Outlet::Standalone => AppendTarget::Standalone,
-            Outlet::Direct(..) | Outlet::Nowhere => return Err(SendError::Stateless),
+            Outlet::Direct(..) | Outlet::Nowhere => {
+                let Some(parked) = &self.parked else { return Err(SendError::Stateless) };
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                let question = Question { method: method.to_owned(), params, reply };
+                parked.send(question).await.map_err(|_| SendError::Cancelled)?;
+                return match answer.await {
+                    Ok(Ok(result)) => Ok(result),
+                    Ok(Err(refused)) => Err(SendError::Rejected(refused)),
+                    Err(_) => Err(SendError::Cancelled),
+                };
+            }
         };
         self.session.shared.request(target, method, params, &self.cancel).await
     }

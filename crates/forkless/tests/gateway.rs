@@ -111,6 +111,55 @@ async fn python_sdk_v2_takes_2026_07_28_through_a_gateway_that_offers_it() {
     assert!(body.pointer("/result/capabilities/tools").is_some(), "{body}");
 }
 
+/// A stdio server's own request to its client mid-call (`elicitation/create`), for a
+/// 2026-07-28 client: an `input_required` round while the call waits in the gateway; the
+/// client's retry brings the answer to the same child, which finishes the call once.
+#[tokio::test]
+async fn a_servers_elicitation_reaches_a_2026_client_as_a_round_and_the_call_finishes_once() {
+    let Some(child) = everything() else { return };
+    let gw = Serve::gateway(&["--revisions", "all"], &child).await;
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&asked);
+    let input = forkless_client::handler_fn(move |method: String, _params| {
+        let counted = std::sync::Arc::clone(&counted);
+        async move {
+            assert_eq!(method, "elicitation/create");
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(json!({ "action": "accept", "content": {
+                "name": "Ada Lovelace", "check": true, "email": "ada@example.com" } }))
+        }
+    });
+    let settings =
+        forkless_client::CurrentSettings { input: std::sync::Arc::new(input), ..Default::default() };
+    let client =
+        forkless_client::CurrentClient::connect(&gw.url, settings).await.expect("2026-07-28 offered");
+    let result = guard("the elicitation round", client.call_tool("trigger-elicitation-request", json!({})))
+        .await
+        .expect("the call's result");
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "asked once");
+    let text = result.to_string();
+    assert!(text.contains("Ada Lovelace") && text.contains("accept"), "the child got the answer: {result}");
+    // A round that names no waiting call (forged, expired or another node's) is refused by
+    // name, never run again: a retry of a state the client never got is not accepted either.
+    let stale = reqwest::Client::new()
+        .post(&gw.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "trigger-elicitation-request")
+        .json(&json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "trigger-elicitation-request", "arguments": {}, "requestState": "forged",
+            "inputResponses": {},
+            "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                       "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} } } } }))
+        .send()
+        .await
+        .expect("a retry");
+    let body = stale.text().await.expect("a body");
+    assert!(body.contains("-32602"), "a forged state is refused: {body}");
+}
+
 #[tokio::test]
 async fn a_cut_stream_resumes_exactly_after_its_cursor_through_the_gateway() {
     let Some(child) = everything() else { return };

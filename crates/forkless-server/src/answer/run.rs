@@ -139,6 +139,7 @@ impl<H: Handler> Answerer<H> {
             state,
             rounds: rounds.map(|(rounds, _)| rounds.clone()),
             listeners: self.listeners.clone(),
+            parked: None,
         };
         let handler = self.handler.clone();
         let span = tracing::info_span!("request", session = %shared.id, id = %call.id, method = %call.method);

@@ -12,14 +12,17 @@
 //! carrying their ids, never restarted under the same session). It does not own processes,
 //! pipes or framing: a connector does.
 
+mod config;
 mod peer;
+mod rounds;
 mod stateless;
+
+pub use config::{BackendConfig, Sharing};
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use forkless_core::{EndReason, SessionId};
 use serde_json::{Value, json};
@@ -136,52 +139,6 @@ pub trait Connector: Send + Sync + 'static {
     }
 }
 
-/// How sessions map to backends.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Sharing {
-    /// One backend per session, started at its `initialize`, which is forwarded. The backend
-    /// is the session's state.
-    #[default]
-    PerSession,
-    /// One backend for every session, initialized once by forkless. Request ids and progress
-    /// tokens are rewritten per session; a notification that names no request of a session
-    /// is counted and logged, never sent to a client that may not own it; the backend's
-    /// requests to clients are answered `-32601`.
-    Shared,
-}
-
-/// Settings of a [`MessageBackend`].
-#[derive(Clone, Copy, Debug)]
-pub struct BackendConfig {
-    /// Sessions and backends. Default [`Sharing::PerSession`].
-    pub sharing: Sharing,
-    /// How long a backend may take to answer `initialize` (a stdio child started by `npx`
-    /// may download itself first). Default 60 s.
-    pub initialize_timeout: Duration,
-    /// Whether a session can be served by a backend other than the one it started with
-    /// (after a restart, or on another node). Default [`Restorable::No`]: a backend is the
-    /// session's state. [`Restorable::Yes`] is for services whose state is elsewhere (an
-    /// in-process service over shared state): a new backend is started for such a session
-    /// on its next request and initialized with what its client said at `initialize`.
-    pub restorable: Restorable,
-    /// The revisions its sessions may speak. Default [`Revisions::SessionsOnly`]: a
-    /// 2026-07-28 client falls back to a session. [`Revisions::All`] serves that revision
-    /// too, each request on a backend of its own (`stateless`), for backends whose state
-    /// does not live in a session (the CLI gateway's `--revisions all`).
-    pub revisions: Revisions,
-}
-
-impl Default for BackendConfig {
-    fn default() -> Self {
-        Self {
-            sharing: Sharing::PerSession,
-            initialize_timeout: Duration::from_secs(60),
-            restorable: Restorable::No,
-            revisions: Revisions::SessionsOnly,
-        }
-    }
-}
-
 /// What a [`MessageBackend`] counted.
 #[derive(Debug, Default)]
 pub struct BackendStats {
@@ -216,6 +173,8 @@ pub struct MessageBackend<C> {
     stats: Arc<BackendStats>,
     /// What the backend said of itself at its first `initialize` (for `server/discover`).
     discovered: std::sync::OnceLock<ServerInfo>,
+    /// 2026-07-28 calls waiting for their client's input, between rounds.
+    parked: rounds::Parked,
 }
 
 impl<C: Connector> MessageBackend<C> {
@@ -229,6 +188,7 @@ impl<C: Connector> MessageBackend<C> {
             restoring: tokio::sync::Mutex::new(()),
             stats: Arc::default(),
             discovered: std::sync::OnceLock::new(),
+            parked: rounds::Parked::default(),
         }
     }
 

@@ -4,16 +4,19 @@
 //! discover` tells what the backend said of itself at its first `initialize` ([`discover`]
 //! asks it once, before serving).
 //!
-//! What the revision forbids stays forbidden: a backend's own request to the client
-//! (sampling, elicitation, roots) has no stream to travel on and is refused, so the tool sees
-//! an error. It owns this path; sessions are `super`'s.
+//! A backend's own request to the client (sampling, elicitation, roots) has no stream to
+//! travel on in this revision: it goes out as an `input_required` round while the call waits
+//! on this node (`super::rounds`). It owns this path; sessions are `super`'s.
 //!
 //! [`discover`]: MessageBackend::discover
 
 use forkless_core::Revision;
 use serde_json::{Value, json};
 
-use super::{Connector, MessageBackend, Sharing, server_info};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Connector, MessageBackend, Sharing, rounds, server_info};
 use crate::context::RequestContext;
 use crate::jsonrpc::RpcError;
 
@@ -37,24 +40,40 @@ impl<C: Connector> MessageBackend<C> {
         Ok(())
     }
 
-    /// Answer one 2026-07-28 request `method` with `params` on a backend of its own.
+    /// Answer one 2026-07-28 request `method` with `params` on a backend of its own, or,
+    /// for a retry carrying a round's answer, the call waiting for it (`rounds`).
     pub(super) async fn answer_statelessly(
         &self,
         method: &str,
         params: Option<Value>,
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
+        if let Some(id) = ctx.request_state().and_then(|s| s.get(rounds::ROUND)).and_then(Value::as_str) {
+            let id = id.to_owned();
+            return rounds::resume(&self.parked, &self.cfg, &id, &ctx).await;
+        }
         let session = ctx.session().clone();
         let peer = self.initialized_for(&session, SPOKEN.as_str()).await?;
         if let Some(result) = peer.initialized() {
             let _ = self.discovered.set(server_info(&result, Some(&json!(SPOKEN.as_str()))));
         }
-        peer.attach(session.clone());
-        let answered = peer.forward(method, params, ctx).await;
-        peer.detach(session.id());
-        if self.cfg.sharing == Sharing::PerSession {
-            peer.stop();
-        }
-        answered
+        // The call may outlive this round (its backend asks the client something): it runs
+        // on a context of its own, stopped by its own token, its questions parked.
+        let (parked, questions) = mpsc::channel(1);
+        let cancel = CancellationToken::new();
+        let mut running = ctx.clone();
+        running.cancel = cancel.clone();
+        running.parked = Some(parked);
+        let (per_session, method) = (self.cfg.sharing == Sharing::PerSession, method.to_owned());
+        let run = tokio::spawn(async move {
+            peer.attach(session.clone());
+            let answered = peer.forward(&method, params, running).await;
+            peer.detach(session.id());
+            if per_session {
+                peer.stop();
+            }
+            answered
+        });
+        rounds::round(&self.parked, &self.cfg, rounds::Call { run, questions, cancel }, &ctx).await
     }
 }
