@@ -182,6 +182,8 @@ pub async fn bridge(
                 let (upstream, host, key) = (upstream.clone(), host.clone(), id.to_string());
                 let (timeout, table) = (Duration::from_secs(args.request_timeout), inflight.clone());
                 let done = key.clone();
+                // Held while the task is spawned, so its own removal comes after this insert.
+                let mut running = lock(&inflight);
                 let handle = tasks.spawn(async move {
                     let outcome = match tokio::time::timeout(timeout, upstream.request(&method, params)).await
                     {
@@ -191,7 +193,7 @@ pub async fn bridge(
                     lock(&table).remove(&done);
                     host.answer(&id, outcome);
                 });
-                lock(&inflight).insert(key, handle);
+                running.insert(key, handle);
             }
         }
     };
