@@ -377,7 +377,9 @@ async fn oauth_is_authorized_once_kept_in_a_private_file_and_refreshed() {
     )
     .await;
     let tokens = support::fresh_data_dir().join("tokens.json");
-    let token_flag = ["--oauth-token-file", tokens.to_str().unwrap()];
+    // An API key meant for the MCP server alone rides along: it must never reach the issuer.
+    let token_flag =
+        ["--oauth-token-file", tokens.to_str().unwrap(), "--header", "X-Api-Key: for-the-server"];
 
     // First launch: discovery, registration, the user's authorization, the code for tokens.
     let (mut host, mut told) = HostDriver::start_telling(&server.url, &token_flag);
@@ -417,6 +419,7 @@ async fn oauth_is_authorized_once_kept_in_a_private_file_and_refreshed() {
     assert!(host.finish().await.success());
     let counts = issuer.counts();
     assert_eq!((counts.refreshes, counts.authorizations), (1, 1), "{counts:?}");
+    assert_eq!(counts.foreign_headers, 0, "the server's own headers reached the issuer: {counts:?}");
     let refreshed: Value = serde_json::from_str(&std::fs::read_to_string(&tokens).unwrap()).unwrap();
     assert_ne!(refreshed["access_token"], kept["access_token"], "the refreshed token is kept");
 }

@@ -275,7 +275,11 @@ async fn credentials(
         redirect_port: args.oauth_redirect_port,
         scope: args.oauth_scope.clone(),
     };
-    let signed_in = oauth::sign_in(http, &args.url, &challenge, &settings).await?;
+    // The authorization server gets none of the server's own headers (`--header`).
+    let plain = forkless_client::tls::trusting(reqwest::Client::builder(), args.ca_file.as_deref())
+        .and_then(|b| b.build().map_err(forkless_client::Error::from))
+        .map_err(|e| Error::Config(format!("the HTTP client: {e}")))?;
+    let signed_in = oauth::sign_in(&plain, &args.url, &challenge, &settings).await?;
     Ok(Some(signed_in))
 }
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
-use axum::http::{StatusCode, Uri};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
@@ -22,6 +22,8 @@ pub struct Counts {
     pub authorizations: usize,
     pub codes_exchanged: usize,
     pub refreshes: usize,
+    /// Requests that carried an `X-Api-Key` (a header meant for the MCP server only).
+    pub foreign_headers: usize,
 }
 
 #[derive(Default)]
@@ -71,7 +73,15 @@ impl AuthorizationServer {
 
 type Shared = State<Arc<Mutex<Inner>>>;
 
-async fn metadata(State(inner): Shared) -> axum::Json<Value> {
+/// Count a request carrying a header meant for the MCP server.
+fn note(inner: &Mutex<Inner>, headers: &HeaderMap) {
+    if headers.contains_key("x-api-key") {
+        inner.lock().unwrap().counts.foreign_headers += 1;
+    }
+}
+
+async fn metadata(State(inner): Shared, headers: HeaderMap) -> axum::Json<Value> {
+    note(&inner, &headers);
     let issuer = inner.lock().unwrap().issuer.clone();
     axum::Json(json!({
         "issuer": issuer,
@@ -85,7 +95,8 @@ async fn metadata(State(inner): Shared) -> axum::Json<Value> {
     }))
 }
 
-async fn register(State(inner): Shared, axum::Json(body): axum::Json<Value>) -> Response {
+async fn register(State(inner): Shared, headers: HeaderMap, axum::Json(body): axum::Json<Value>) -> Response {
+    note(&inner, &headers);
     let uris: Vec<String> = body["redirect_uris"]
         .as_array()
         .map(|a| a.iter().filter_map(|u| u.as_str().map(str::to_owned)).collect())
@@ -125,7 +136,8 @@ async fn authorize(State(inner): Shared, uri: Uri) -> Response {
     Redirect::to(&format!("{redirect}?code={code}&state={}", field("state"))).into_response()
 }
 
-async fn token(State(inner): Shared, body: String) -> Response {
+async fn token(State(inner): Shared, headers: HeaderMap, body: String) -> Response {
+    note(&inner, &headers);
     let form: HashMap<String, String> = form_urlencoded::parse(body.as_bytes()).into_owned().collect();
     let field = |k: &str| form.get(k).cloned().unwrap_or_default();
     let mut s = inner.lock().unwrap();
