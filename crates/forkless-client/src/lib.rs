@@ -47,7 +47,8 @@
 //! | [`backoff`] | reconnect pacing: exponential backoff, jitter, `retry:` floor, budget |
 //! | [`stats`] | per-stream counters for check and chaos tools |
 //! | `client` | session lifecycle, requests, routing, the public [`Client`] |
-//! | [`current`] | the 2026-07-28 client ([`CurrentClient`]): keyed re-issue, tasks driven to their end, task ids kept in a [`TaskLog`] |
+//! | [`current`] | the 2026-07-28 client ([`CurrentClient`]): keyed re-issue, tasks driven to their end, `input_required` rounds answered, task ids kept in a [`TaskLog`] |
+//! | [`credentials`] | the `Authorization` header each request carries, asked afresh ([`Credentials`]) |
 //! | `driver` | one task per SSE stream: read, feed the state machine, reconnect |
 //! | `http`, `jsonrpc` | header names and body reading; JSON-RPC framing |
 //!
