@@ -422,6 +422,19 @@ async fn oauth_is_authorized_once_kept_in_a_private_file_and_refreshed() {
     assert_eq!(counts.foreign_headers, 0, "the server's own headers reached the issuer: {counts:?}");
     let refreshed: Value = serde_json::from_str(&std::fs::read_to_string(&tokens).unwrap()).unwrap();
     assert_ne!(refreshed["access_token"], kept["access_token"], "the refreshed token is kept");
+
+    // Fourth launch with a kept token the server refuses (revoked; here one it never
+    // issued) that has not expired: dropped, and the user is asked again.
+    let mut revoked = refreshed.clone();
+    revoked["access_token"] = json!("revoked-token");
+    std::fs::write(&tokens, revoked.to_string()).unwrap();
+    let (mut host, mut told) = HostDriver::start_telling(&server.url, &token_flag);
+    authorize_as_the_user(&mut told).await;
+    host.initialize().await;
+    host.send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" })).await;
+    assert!(host.until_answer(&json!(1), |_| {}).await.0["result"]["tools"].is_array());
+    assert!(host.finish().await.success());
+    assert_eq!(issuer.counts().authorizations, 2, "asked again: {:?}", issuer.counts());
 }
 
 #[tokio::test]

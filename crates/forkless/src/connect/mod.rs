@@ -279,7 +279,7 @@ async fn credentials(
     let plain = forkless_client::tls::trusting(reqwest::Client::builder(), args.ca_file.as_deref())
         .and_then(|b| b.build().map_err(forkless_client::Error::from))
         .map_err(|e| Error::Config(format!("the HTTP client: {e}")))?;
-    let signed_in = oauth::sign_in(&plain, &args.url, &challenge, &settings).await?;
+    let signed_in = oauth::sign_in(http, &plain, &args.url, &challenge, &settings).await?;
     Ok(Some(signed_in))
 }
 

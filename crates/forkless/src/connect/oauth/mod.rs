@@ -64,6 +64,20 @@ pub(crate) async fn challenge(http: &reqwest::Client, url: &str) -> Result<Optio
     Ok(Some(Challenge::of(resp.headers()).unwrap_or_default()))
 }
 
+/// Whether the server at `url` lets a request bearing `token` in (anything but `401`; an
+/// unreachable server is taken at its word later).
+async fn accepted(http: &reqwest::Client, url: &str, token: &str) -> bool {
+    let probe = http
+        .post(url)
+        .bearer_auth(token)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#)
+        .send()
+        .await;
+    !probe.is_ok_and(|r| r.status() == reqwest::StatusCode::UNAUTHORIZED)
+}
+
 /// The current access token, kept fresh by a task of its own while the bridge runs.
 pub(crate) struct OAuth {
     header: RwLock<HeaderValue>,
@@ -92,21 +106,32 @@ impl OAuth {
 }
 
 /// Tokens for the server at `url`, which answered with `challenge`: from the token file,
-/// refreshed, or authorized by the user; then kept fresh.
+/// refreshed, or authorized by the user; then kept fresh. `server` speaks to the MCP server
+/// (with its own headers), `http` to the authorization server (without them).
 pub(crate) async fn sign_in(
+    server: &reqwest::Client,
     http: &reqwest::Client,
     url: &str,
     challenge: &Challenge,
     settings: &OAuthSettings,
 ) -> Result<Arc<OAuth>, Error> {
     let parsed = reqwest::Url::parse(url).map_err(|e| oauth(OAuthStep::Discovery, format!("{url}: {e}")))?;
-    let resource_metadata = discover::resource(http, &parsed, challenge).await?;
+    let resource_metadata = discover::resource(server, &parsed, challenge).await?;
     let resource = resource_metadata.resource.clone().unwrap_or_else(|| url.to_owned());
     let file = match &settings.token_file {
         Some(file) => file.clone(),
         None => tokens::default_file(&resource)?,
     };
-    let kept = tokens::load(&file, &resource)?;
+    let mut kept = tokens::load(&file, &resource)?;
+    // A kept token the server no longer takes (revoked, or its issuer's key changed) is
+    // dropped: asked again, as if there were none.
+    if let Some(t) = &kept
+        && t.fresh(tokens::now())
+        && !accepted(server, url, &t.access_token).await
+    {
+        tracing::info!("the server refuses the kept token; authorizing again");
+        kept = None;
+    }
     let tokens = match kept {
         Some(t) if t.fresh(tokens::now()) => t,
         Some(t) => match flow::refresh(http, &t).await {
