@@ -34,7 +34,9 @@
 //!
 //! ```text
 //! forkless check URL [--tool NAME] [--background-tool NAME] [--args JSON] [--only A,B] [--json]
+//! forkless check --client 'CMD' [--only A,B] [--json]     (CMD URL: a client driver)
 //! forkless chaos URL [--sessions N] [--duration D] [--drop-every T] [--interval MS] [--json]
+//! forkless connect URL [--header 'K: V']… [--bearer-token-file F] [--revision auto|sessions|2026-07-28]
 //! ```
 //!
 //! Exit codes: 0 after a requested stop (serve) or a clean run (check: no scenario failed;
