@@ -39,10 +39,11 @@
 //! forkless connect URL [--header 'K: V']… [--bearer-token-file F] [--revision auto|sessions|2026-07-28]
 //! ```
 //!
-//! Exit codes: 0 after a requested stop (serve) or a clean run (check: no scenario failed;
-//! chaos: no duplicate, gap or fork), 1 when check or chaos found a failure and for anything
-//! else (address in use, I/O failure), 2 for bad flags or invalid settings, 3 when check or
-//! chaos cannot probe the target at all.
+//! Exit codes: 0 after a requested stop (serve), a clean run (check: no scenario failed;
+//! chaos: no duplicate, gap or fork) or the host closing stdin (connect), 1 when check or
+//! chaos found a failure, when the server ended connect's session or its OAuth failed, and
+//! for anything else (address in use, I/O failure), 2 for bad flags or invalid settings, 3
+//! when check or chaos cannot probe the target at all or connect cannot reach its server.
 
 pub mod chaos;
 pub mod check;
