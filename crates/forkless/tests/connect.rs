@@ -95,6 +95,16 @@ async fn a_host_gets_every_notification_once_across_cuts_from_forkless_serve() {
     let expected: Vec<f64> = (1..=12).map(f64::from).collect();
     assert_eq!(progress, expected, "every progress notification once, in order");
 
+    // A burst: the last notifications and the answer arrive together; the host still gets
+    // every notification before the answer (they travel on two paths inside the bridge).
+    for id in 10..15 {
+        host.send(json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "start-notification-stream", "arguments": { "interval": 0, "count": 50 } } }))
+            .await;
+        let (answer, messages) = host.until_answer(&json!(id), |_| {}).await;
+        assert_eq!(judge(&answer, &numbered(&messages), 50), Ok(Outcome::Answered), "burst {id}");
+    }
+
     let text = metrics(&server.url).await;
     let resumed: u64 = text
         .lines()

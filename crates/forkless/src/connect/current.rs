@@ -12,6 +12,7 @@
 
 use forkless_client::{CurrentClient, CurrentSettings, Error as ClientError};
 use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
 
 use super::host::Host;
 
@@ -30,6 +31,8 @@ pub(crate) struct Current {
     /// The host's `logging/setLevel`: 2026-07-28 has no session to keep it, so every request
     /// asks for it in its `_meta`.
     level: std::sync::Mutex<String>,
+    /// Asks the notification task to hand on everything queued so far (before an answer).
+    flush: mpsc::UnboundedSender<oneshot::Sender<()>>,
 }
 
 impl Current {
@@ -41,12 +44,25 @@ impl Current {
         host: &Host,
         init: &Value,
     ) -> Result<(Self, Value), ClientError> {
-        let (sink, mut notes) = tokio::sync::mpsc::unbounded_channel();
+        let (sink, mut notes) = mpsc::unbounded_channel::<forkless_client::Notification>();
+        let (flush, mut flushes) = mpsc::unbounded_channel::<oneshot::Sender<()>>();
         let told = host.clone();
         tokio::spawn(async move {
-            while let Some(n) = notes.recv().await {
-                let forkless_client::Notification { method, params, .. } = n;
-                told.notify(&method, params);
+            loop {
+                tokio::select! {
+                    biased;
+                    note = notes.recv() => match note {
+                        Some(n) => told.notify(&n.method, n.params),
+                        None => return,
+                    },
+                    // Everything an answer stream carried goes out before the answer.
+                    Some(done) = flushes.recv() => {
+                        while let Ok(n) = notes.try_recv() {
+                            told.notify(&n.method, n.params);
+                        }
+                        let _ = done.send(());
+                    }
+                }
             }
         });
         let settings = CurrentSettings {
@@ -62,7 +78,7 @@ impl Current {
         };
         let client = CurrentClient::connect(url, settings).await?;
         let result = initialize_result(client.discovery(), init);
-        Ok((Self { client, level: std::sync::Mutex::new(DEFAULT_LEVEL.into()) }, result))
+        Ok((Self { client, level: std::sync::Mutex::new(DEFAULT_LEVEL.into()), flush }, result))
     }
 
     fn level(&self) -> std::sync::MutexGuard<'_, String> {
@@ -95,7 +111,12 @@ impl Current {
                 meta.insert(LOG_LEVEL.into(), json!(asked));
             }
         }
-        self.client.request(method, params).await
+        let outcome = self.client.request(method, params).await;
+        let (done, flushed) = oneshot::channel();
+        if self.flush.send(done).is_ok() {
+            let _ = flushed.await;
+        }
+        outcome
     }
 }
 

@@ -8,6 +8,9 @@
 use forkless_client::{Client, ClientBuilder, ClientEvent, Continuation, Error as ClientError, StreamOrigin};
 use std::time::Duration;
 
+use futures::FutureExt as _;
+use tokio::sync::{mpsc, oneshot};
+
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -20,6 +23,8 @@ pub(crate) struct Sessions {
     host: Host,
     /// Stops the event pump (which holds the client and the host) when the bridge ends.
     stop: CancellationToken,
+    /// Asks the pump to hand on everything queued so far (before a request's answer).
+    flush: mpsc::UnboundedSender<oneshot::Sender<()>>,
 }
 
 impl Sessions {
@@ -50,21 +55,28 @@ impl Sessions {
         let result = client.server_info().unwrap_or_else(|| json!({}));
         let events = client.notifications()?;
         let stop = CancellationToken::new();
-        tokio::spawn(pump(events, client.clone(), host.clone(), ended, stop.clone()));
+        let (flush, flushes) = mpsc::unbounded_channel();
+        tokio::spawn(pump(events, client.clone(), host.clone(), ended, stop.clone(), flushes));
         tokio::spawn(open_standalone(client.clone(), host.clone(), None));
-        Ok((Self { client, host: host.clone(), stop }, result))
+        Ok((Self { client, host: host.clone(), stop, flush }, result))
     }
 
-    /// Carry one host request; progress for the host's token goes to it as it comes.
+    /// Carry one host request; progress for the host's token goes to it as it comes, and
+    /// every notification the server sent before the answer reaches the host before it.
     pub(crate) async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, ClientError> {
         let token = params.as_ref().and_then(|p| p.pointer("/_meta/progressToken")).cloned();
-        match token {
+        let outcome = match token {
             None => self.client.request(method, params).await,
             Some(token) => {
                 let host = &self.host;
                 self.client.request_with_progress(method, params, |p| host.progress(&token, &p)).await
             }
+        };
+        let (done, flushed) = oneshot::channel();
+        if self.flush.send(done).is_ok() {
+            let _ = flushed.await;
         }
+        outcome
     }
 
     /// Pass one host notification on (not `initialized`: the client sent its own).
@@ -121,43 +133,55 @@ async fn pump(
     host: Host,
     ended: CancellationToken,
     stop: CancellationToken,
+    mut flushes: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
 ) {
     loop {
-        let event = tokio::select! {
+        tokio::select! {
+            biased;
             () = stop.cancelled() => return,
-            event = events.recv() => event,
-        };
-        let Some(event) = event else { return };
-        match event {
-            ClientEvent::Notification(n) => host.notify(&n.method, n.params),
-            // Under a proven continuation a new stream ends the old one (`StreamFailed`).
-            ClientEvent::NewStream { .. } => {}
-            ClientEvent::Resumed { origin, continuity, .. } => {
-                tracing::debug!(?origin, ?continuity, "a stream was resumed");
+            event = events.recv() => match event {
+                Some(event) => handle(event, &client, &host, &ended),
+                None => return,
+            },
+            // Everything the client queued before a request's answer goes out before it.
+            Some(done) = flushes.recv() => {
+                while let Some(Some(event)) = events.recv().now_or_never() {
+                    handle(event, &client, &host, &ended);
+                }
+                let _ = done.send(());
             }
-            ClientEvent::StreamFailed { origin: StreamOrigin::Request(_), error } => {
-                host.tell(
-                    "warning",
-                    &format!("a request's stream was given up, its request failed: {error}"),
-                );
-            }
-            ClientEvent::StreamFailed { origin: StreamOrigin::Standalone, error } => {
-                host.tell(
-                    "warning",
-                    &format!(
-                        "the server's notification stream was given up ({error}); opening a fresh one: \
-                         notifications sent meanwhile may be lost (none is repeated)"
-                    ),
-                );
-                tokio::spawn(open_standalone(client.clone(), host.clone(), Some(REOPEN_AFTER)));
-            }
-            // The bridge closed it itself (the host is done).
-            ClientEvent::SessionEnded { error: ClientError::Closed } => ended.cancel(),
-            ClientEvent::SessionEnded { error } => {
-                host.tell("error", &format!("the server ended the session: {error}"));
-                ended.cancel();
-            }
-            other => tracing::debug!(?other, "client event"),
         }
+    }
+}
+
+/// One client event: a notification to the host, or what happened told.
+fn handle(event: ClientEvent, client: &Client, host: &Host, ended: &CancellationToken) {
+    match event {
+        ClientEvent::Notification(n) => host.notify(&n.method, n.params),
+        // Under a proven continuation a new stream ends the old one (`StreamFailed`).
+        ClientEvent::NewStream { .. } => {}
+        ClientEvent::Resumed { origin, continuity, .. } => {
+            tracing::debug!(?origin, ?continuity, "a stream was resumed");
+        }
+        ClientEvent::StreamFailed { origin: StreamOrigin::Request(_), error } => {
+            host.tell("warning", &format!("a request's stream was given up, its request failed: {error}"));
+        }
+        ClientEvent::StreamFailed { origin: StreamOrigin::Standalone, error } => {
+            host.tell(
+                "warning",
+                &format!(
+                    "the server's notification stream was given up ({error}); opening a fresh one: \
+                     notifications sent meanwhile may be lost (none is repeated)"
+                ),
+            );
+            tokio::spawn(open_standalone(client.clone(), host.clone(), Some(REOPEN_AFTER)));
+        }
+        // The bridge closed it itself (the host is done).
+        ClientEvent::SessionEnded { error: ClientError::Closed } => ended.cancel(),
+        ClientEvent::SessionEnded { error } => {
+            host.tell("error", &format!("the server ended the session: {error}"));
+            ended.cancel();
+        }
+        other => tracing::debug!(?other, "client event"),
     }
 }
