@@ -373,17 +373,13 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
         // Let the server notice the connections this scenario dropped before the next starts.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let count = |v: Verdict| scenarios.iter().filter(|s| s.verdict == v).count();
-    Ok(Report {
-        target: args.url.clone(),
+    Ok(Report::new(
+        args.url.clone(),
         server,
-        tool: ctx.request.map(|t| t.name),
-        background_tool: ctx.background.map(|t| t.name),
-        passed: count(Verdict::Pass),
-        failed: count(Verdict::Fail),
-        unsupported: count(Verdict::Unsupported),
+        ctx.request.map(|t| t.name),
+        ctx.background.map(|t| t.name),
         scenarios,
-    })
+    ))
 }
 
 /// Probe `args.url` with the scenarios `args` selects (in a runtime of the caller's) and

@@ -48,6 +48,29 @@ pub struct Report {
     pub unsupported: usize,
 }
 
+impl Report {
+    /// The report of `scenarios`, their verdicts counted.
+    pub(crate) fn new(
+        target: String,
+        server: Option<Value>,
+        tool: Option<String>,
+        background_tool: Option<String>,
+        scenarios: Vec<ScenarioReport>,
+    ) -> Self {
+        let count = |v: Verdict| scenarios.iter().filter(|s| s.verdict == v).count();
+        Self {
+            target,
+            server,
+            tool,
+            background_tool,
+            passed: count(Verdict::Pass),
+            failed: count(Verdict::Fail),
+            unsupported: count(Verdict::Unsupported),
+            scenarios,
+        }
+    }
+}
+
 /// The human report: one row per scenario, its criterion and evidence indented below.
 pub fn render(report: &Report) -> String {
     let mut s = format!("forkless check {}\n", report.target);

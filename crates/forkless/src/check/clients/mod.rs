@@ -131,17 +131,7 @@ pub(crate) async fn check(command: &str, only: &[String], json: bool) -> Result<
             lanes: seen.lanes,
         });
     }
-    let count = |v: Verdict| scenarios.iter().filter(|s| s.verdict == v).count();
-    Ok(Report {
-        target: format!("client: {command}"),
-        server: None,
-        tool: Some("numbers".into()),
-        background_tool: None,
-        passed: count(Verdict::Pass),
-        failed: count(Verdict::Fail),
-        unsupported: count(Verdict::Unsupported),
-        scenarios,
-    })
+    Ok(Report::new(format!("client: {command}"), None, Some("numbers".into()), None, scenarios))
 }
 
 /// Run `command url` to its end (or [`DRIVER_LIMIT`]) and read what it printed.

@@ -49,33 +49,32 @@ pub(crate) fn oauth(step: OAuthStep, detail: impl Into<String>) -> Error {
 /// The server's Bearer challenge when it requires a token: an unauthenticated `ping` answered
 /// `401`. `None` when it lets the bridge in without one.
 pub(crate) async fn challenge(http: &reqwest::Client, url: &str) -> Result<Option<Challenge>, Error> {
-    let probe = http
-        .post(url)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
-        .body(r#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#)
-        .send()
-        .await;
     // An unreachable server is reported by the first real request, with its reason.
-    let Ok(resp) = probe else { return Ok(None) };
-    if resp.status() != reqwest::StatusCode::UNAUTHORIZED {
-        return Ok(None);
-    }
-    Ok(Some(Challenge::of(resp.headers()).unwrap_or_default()))
+    Ok(match ping(http, url, None).await {
+        Some(resp) if resp.status() == reqwest::StatusCode::UNAUTHORIZED => {
+            Some(Challenge::of(resp.headers()).unwrap_or_default())
+        }
+        _ => None,
+    })
 }
 
 /// Whether the server at `url` lets a request bearing `token` in (anything but `401`; an
 /// unreachable server is taken at its word later).
 async fn accepted(http: &reqwest::Client, url: &str, token: &str) -> bool {
-    let probe = http
+    ping(http, url, Some(token)).await.is_none_or(|r| r.status() != reqwest::StatusCode::UNAUTHORIZED)
+}
+
+/// A `ping` POSTed to `url` (bearing `token`, if any): the response, if one came.
+async fn ping(http: &reqwest::Client, url: &str, token: Option<&str>) -> Option<reqwest::Response> {
+    let mut probe = http
         .post(url)
-        .bearer_auth(token)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
-        .body(r#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#)
-        .send()
-        .await;
-    !probe.is_ok_and(|r| r.status() == reqwest::StatusCode::UNAUTHORIZED)
+        .body(r#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#);
+    if let Some(token) = token {
+        probe = probe.bearer_auth(token);
+    }
+    probe.send().await.ok()
 }
 
 /// The current access token, kept fresh by a task of its own while the bridge runs.
