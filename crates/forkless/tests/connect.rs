@@ -518,3 +518,86 @@ async fn a_bearer_token_file_signs_every_request_and_a_bad_one_is_refused_with_i
     assert!(answer["error"]["message"].as_str().unwrap_or_default().contains("401"), "{answer}");
     assert!(!host.finish().await.success(), "the bridge cannot reach the server: it exits non-zero");
 }
+
+/// A server that records every POST and never finishes a call (its stream stays open).
+async fn recording_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    use axum::response::IntoResponse as _;
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>> = std::sync::Arc::default();
+    let kept = std::sync::Arc::clone(&seen);
+    let post = move |body: String| {
+        let kept = std::sync::Arc::clone(&kept);
+        async move {
+            let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            kept.lock().unwrap().push(message.clone());
+            let Some(id) = message.get("id").cloned() else {
+                return axum::http::StatusCode::ACCEPTED.into_response();
+            };
+            match message["method"].as_str() {
+                Some("tools/call") => axum::response::Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(axum::body::Body::from_stream(futures::stream::pending::<
+                        Result<String, std::io::Error>,
+                    >()))
+                    .unwrap(),
+                _ => {
+                    let result = json!({ "protocolVersion": "2025-11-25", "capabilities": { "tools": {} },
+                                         "serverInfo": { "name": "recorder", "version": "0" } });
+                    let mut r =
+                        axum::Json(json!({ "jsonrpc": "2.0", "id": id, "result": result })).into_response();
+                    r.headers_mut().insert("mcp-session-id", "recorded".parse().unwrap());
+                    r
+                }
+            }
+        }
+    };
+    let get = || async { axum::http::StatusCode::METHOD_NOT_ALLOWED };
+    let app = axum::Router::new().route("/mcp", axum::routing::post(post).get(get));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, seen)
+}
+
+#[tokio::test]
+async fn a_hosts_cancellation_reaches_the_server_under_the_clients_id_only() {
+    let (url, seen) = recording_server().await;
+    let mut host = HostDriver::start(&url, &["--revision", "sessions"]);
+    host.initialize().await;
+    host.send(json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": { "name": "x", "arguments": {} } }))
+        .await;
+    let called = support::guard("the call to reach the server", async {
+        loop {
+            if let Some(id) =
+                seen.lock().unwrap().iter().find(|m| m["method"] == "tools/call").map(|m| m["id"].clone())
+            {
+                break id;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    host.send(json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 7 } }))
+        .await;
+    host.send(json!({ "jsonrpc": "2.0", "id": 8, "method": "ping" })).await;
+    let (_, before) = host.until_answer(&json!(8), |_| {}).await;
+    assert!(!before.iter().any(|m| m["id"] == 7), "a cancelled call is not answered: {before:?}");
+    let cancelled = support::guard("the client's cancellation", async {
+        loop {
+            let found: Vec<Value> = seen
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|m| m["method"] == "notifications/cancelled")
+                .map(|m| m["params"]["requestId"].clone())
+                .collect();
+            if !found.is_empty() {
+                break found;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    // Only the client's own id: the host's 7 names nothing (or another request) there.
+    assert!(cancelled.iter().all(|id| *id == called), "cancelled {cancelled:?}, the call was {called}");
+    assert!(host.finish().await.success());
+}

@@ -169,12 +169,13 @@ pub async fn bridge(
                 if method == "notifications/cancelled" {
                     let key = params.as_ref().and_then(|p| p.get("requestId")).map(Value::to_string);
                     if let Some(task) = key.and_then(|k| lock(&inflight).remove(&k)) {
-                        // Dropping the request tells the server (notifications/cancelled or
-                        // the connection closing); the host expects no answer.
+                        // Dropping the request tells the server under the client's own id
+                        // (notifications/cancelled, or the connection closing); the host's
+                        // id means nothing there (it may name another request), so the
+                        // host's notification itself goes no further. No answer is owed.
                         task.abort();
                     }
-                }
-                if let Upstream::Sessions(s) = &*upstream {
+                } else if let Upstream::Sessions(s) = &*upstream {
                     s.notify(&method, params).await;
                 }
             }
