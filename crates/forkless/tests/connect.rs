@@ -521,6 +521,7 @@ async fn a_bearer_token_file_signs_every_request_and_a_bad_one_is_refused_with_i
 
 /// A server that records every POST and never finishes a call (its stream stays open).
 async fn recording_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    use axum::http::StatusCode;
     use axum::response::IntoResponse as _;
     let seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>> = std::sync::Arc::default();
     let kept = std::sync::Arc::clone(&seen);
@@ -530,7 +531,7 @@ async fn recording_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Valu
             let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
             kept.lock().unwrap().push(message.clone());
             let Some(id) = message.get("id").cloned() else {
-                return axum::http::StatusCode::ACCEPTED.into_response();
+                return StatusCode::ACCEPTED.into_response();
             };
             match message["method"].as_str() {
                 Some("tools/call") => axum::response::Response::builder()
@@ -550,7 +551,7 @@ async fn recording_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Valu
             }
         }
     };
-    let get = || async { axum::http::StatusCode::METHOD_NOT_ALLOWED };
+    let get = || async { StatusCode::METHOD_NOT_ALLOWED };
     let app = axum::Router::new().route("/mcp", axum::routing::post(post).get(get));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
