@@ -357,19 +357,10 @@ async fn probe_all(args: &CheckArgs, extra: serde_json::Map<String, Value>) -> R
             }
         })
         .await;
-        let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if !args.json {
             eprintln!("{:<20} {}", scenario.name, outcome.verdict.as_str());
         }
-        scenarios.push(ScenarioReport {
-            name: scenario.name,
-            title: scenario.title,
-            verdict: outcome.verdict,
-            pass_if: scenario.pass_if,
-            evidence: outcome.evidence,
-            millis,
-            lanes,
-        });
+        scenarios.push(ScenarioReport::new(&scenario, outcome, started, lanes));
         // Let the server notice the connections this scenario dropped before the next starts.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -48,6 +48,26 @@ pub struct Report {
     pub unsupported: usize,
 }
 
+impl ScenarioReport {
+    /// What `scenario`, begun at `started`, came to.
+    pub(crate) fn new(
+        scenario: &super::Scenario,
+        outcome: super::Outcome,
+        started: tokio::time::Instant,
+        lanes: Vec<Lane>,
+    ) -> Self {
+        Self {
+            name: scenario.name,
+            title: scenario.title,
+            verdict: outcome.verdict,
+            pass_if: scenario.pass_if,
+            evidence: outcome.evidence,
+            millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            lanes,
+        }
+    }
+}
+
 impl Report {
     /// The report of `scenarios`, their verdicts counted.
     pub(crate) fn new(

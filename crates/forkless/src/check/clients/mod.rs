@@ -27,7 +27,7 @@ use serde_json::Value;
 use tokio::io::AsyncBufReadExt as _;
 
 use super::report::{Report, ScenarioReport};
-use super::{Outcome, Verdict};
+use super::{Outcome, Scenario, Verdict};
 use crate::Error;
 use server::{Answer, ProbeServer, Seen};
 
@@ -37,38 +37,44 @@ const CUT: u64 = 3;
 /// How long a driver may run before it counts as silent.
 const DRIVER_LIMIT: Duration = Duration::from_secs(15);
 
-/// One client scenario.
+/// One client scenario: what it is, and how the probe answers the reconnect.
 #[derive(Clone, Copy, Debug)]
 struct ClientScenario {
-    name: &'static str,
-    title: &'static str,
-    pass_if: &'static str,
+    scenario: Scenario,
     answer: Answer,
 }
 
 const CLIENT_SCENARIOS: [ClientScenario; 4] = [
     ClientScenario {
-        name: "client-resume",
-        title: "cut the call's stream after #3 of 8; answer the reconnect with the true continuation",
-        pass_if: "#1..#8 once each, in order, and the result; the call POSTed once",
+        scenario: Scenario {
+            name: "client-resume",
+            title: "cut the call's stream after #3 of 8; answer the reconnect with the true continuation",
+            pass_if: "#1..#8 once each, in order, and the result; the call POSTed once",
+        },
         answer: Answer::Continuation,
     },
     ClientScenario {
-        name: "client-new-stream",
-        title: "cut after #3; answer the reconnect with a new stream (not marked resumed) from #1",
-        pass_if: "the new stream refused: #1..#3 once and an error; never #1.. again",
+        scenario: Scenario {
+            name: "client-new-stream",
+            title: "cut after #3; answer the reconnect with a new stream (not marked resumed) from #1",
+            pass_if: "the new stream refused: #1..#3 once and an error; never #1.. again",
+        },
         answer: Answer::NewStream,
     },
     ClientScenario {
-        name: "client-skipped-event",
-        title: "cut after #3; answer the reconnect with the stream marked resumed but from #5",
-        pass_if: "the gap refused: no #5 after #3, an error",
+        scenario: Scenario {
+            name: "client-skipped-event",
+            title: "cut after #3; answer the reconnect with the stream marked resumed but from #5",
+            pass_if: "the gap refused: no #5 after #3, an error",
+        },
         answer: Answer::SkipOne,
     },
     ClientScenario {
-        name: "client-session-gone",
-        title: "cut after #3; answer the reconnect with 404 (the session is gone)",
-        pass_if: "an error, the call not POSTed again",
+        scenario: Scenario {
+            name: "client-session-gone",
+            title: "cut after #3; answer the reconnect with 404 (the session is gone)",
+            pass_if: "an error, the call not POSTed again",
+        },
         answer: Answer::Gone,
     },
 ];
@@ -90,8 +96,8 @@ struct Printed {
 /// Check the client `command` (run as `command URL`) with every client scenario `only` allows.
 pub(crate) async fn check(command: &str, only: &[String], json: bool) -> Result<Report, Error> {
     for name in only {
-        if !CLIENT_SCENARIOS.iter().any(|s| s.name == name) {
-            let known: Vec<_> = CLIENT_SCENARIOS.iter().map(|s| s.name).collect();
+        if !CLIENT_SCENARIOS.iter().any(|s| s.scenario.name == name) {
+            let known: Vec<_> = CLIENT_SCENARIOS.iter().map(|s| s.scenario.name).collect();
             return Err(Error::Config(format!(
                 "unknown client scenario `{name}` (known: {})",
                 known.join(", ")
@@ -100,7 +106,7 @@ pub(crate) async fn check(command: &str, only: &[String], json: bool) -> Result<
     }
     let mut scenarios = Vec::new();
     for scenario in CLIENT_SCENARIOS {
-        if !only.is_empty() && !only.iter().any(|n| n == scenario.name) {
+        if !only.is_empty() && !only.iter().any(|n| n == scenario.scenario.name) {
             continue;
         }
         let started = tokio::time::Instant::now();
@@ -119,17 +125,9 @@ pub(crate) async fn check(command: &str, only: &[String], json: bool) -> Result<
         }
         let outcome = judge(scenario.answer, &seen, &printed);
         if !json {
-            eprintln!("{:<22} {}", scenario.name, outcome.verdict.as_str());
+            eprintln!("{:<22} {}", scenario.scenario.name, outcome.verdict.as_str());
         }
-        scenarios.push(ScenarioReport {
-            name: scenario.name,
-            title: scenario.title,
-            verdict: outcome.verdict,
-            pass_if: scenario.pass_if,
-            evidence: outcome.evidence,
-            millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            lanes: seen.lanes,
-        });
+        scenarios.push(ScenarioReport::new(&scenario.scenario, outcome, started, seen.lanes));
     }
     Ok(Report::new(format!("client: {command}"), None, Some("numbers".into()), None, scenarios))
 }
