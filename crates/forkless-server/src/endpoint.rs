@@ -34,18 +34,15 @@ pub(crate) fn dispatch<S: Store, H: Handler>(
     Arc::new(move |mut request: Request| {
         if direct && request.method() == http::Method::POST && request.uri().path() == &*path {
             let (app, auth) = (app.clone(), auth.clone());
-            return Box::pin(async move {
-                let stopped = Arc::clone(&app.common.stopped);
-                crate::stopped::guard(&stopped, async move {
-                    if let Some(auth) = &auth
-                        && let Err(refused) = crate::auth::admit(auth, &mut request).await
-                    {
-                        return refused;
-                    }
-                    post(State(app), request).await
-                })
-                .await
-            });
+            let stopped = Arc::clone(&app.common.stopped);
+            return Box::pin(crate::stopped::guard(stopped, async move {
+                if let Some(auth) = &auth
+                    && let Err(refused) = crate::auth::admit(auth, &mut request).await
+                {
+                    return refused;
+                }
+                post(State(app), request).await
+            }));
         }
         let router = router.clone();
         Box::pin(async move {

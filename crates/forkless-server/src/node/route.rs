@@ -117,6 +117,13 @@ impl<S: Store, H: Handler> App<S, H> {
         if self.common.sessions.get(id).is_some() {
             return Ok(request);
         }
+        // Boxed: the forwarding's state (an HTTP call to the owner) stays out of every local
+        // request's future, which is moved into its task for each POST.
+        Box::pin(self.route_elsewhere(id, request)).await
+    }
+
+    /// [`Self::route`] for a session not live here: forwarded, taken over or served.
+    async fn route_elsewhere(&self, id: SessionId, request: Request) -> Result<Request, Response> {
         let arrival =
             if request.headers().contains_key(FORWARDED) { Arrival::Forwarded } else { Arrival::Direct };
         let cached = match arrival {
