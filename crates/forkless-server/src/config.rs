@@ -134,6 +134,13 @@ pub struct ServerConfig {
     /// one each. A lone event waits two yields (microseconds when the server is idle). `0`
     /// reads at once. Default 16.
     pub gather_passes: u32,
+    /// How long a POST answered over SSE waits for a handler that was not done on its first
+    /// poll (it awaits a database, an upstream) before it sends the response's head. An answer
+    /// ready within it, with nothing sent before it, goes out with the head as one finished
+    /// body (one write, no stream left open), as an answer ready at once does; otherwise the
+    /// stream opens when it ends (its priming event at most this late) and a message the
+    /// handler sent meanwhile follows then. Zero opens the stream at once. Default 1 ms.
+    pub answer_linger: Duration,
     /// How long graceful shutdown waits for connections to finish after every SSE body was
     /// ended. Default 5 s.
     pub drain_timeout: Duration,
@@ -220,6 +227,7 @@ impl Default for ServerConfig {
             tombstone_ttl: Duration::from_secs(300),
             read_batch: 256,
             gather_passes: 16,
+            answer_linger: Duration::from_millis(1),
             drain_timeout: Duration::from_secs(5),
             principal: None,
             auth: None,

@@ -139,6 +139,7 @@ impl<S: Store, H: Handler> Server<S, H> {
             listeners: common.listeners.clone(),
             metrics: common.metrics.clone(),
             shutdown: common.shutdown.clone(),
+            linger: common.cfg.answer_linger,
         });
         Ok(Self { common: Arc::new(common), handler, answerer, auth })
     }

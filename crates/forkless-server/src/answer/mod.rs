@@ -7,10 +7,11 @@
 //! 2. each call runs ([`run`]: the handler, a panic becoming an internal error) detached from
 //!    the connection that asked ([`detach`]): a client going away does not cancel it;
 //! 3. its answer goes out as JSON, or, over SSE, in one of two ways: a handler done on its
-//!    first poll without sending anything is stored with one append that opens, fills and
-//!    releases its stream ([`Answered::Finished`], sent as a finished body), otherwise the
-//!    request's stream is opened for the POST ([`Answered::Stream`], served by
-//!    [`crate::writer`]) and the answer is its final event when the handler is done.
+//!    first poll, or within the linger ([`crate::ServerConfig::answer_linger`]), without
+//!    sending anything is stored with one append that opens, fills and releases its stream
+//!    ([`Answered::Finished`], sent as a finished body), otherwise the request's stream is
+//!    opened for the POST ([`Answered::Stream`], served by [`crate::writer`]) and the answer
+//!    is its final event when the handler is done.
 //!
 //! The store is reached through one [`Outbox`]: one way to open a request stream
 //! ([`RequestStream::open_in`]), one append taking the event's kind. Turning an
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use forkless_core::{AppendTarget, EventId, EventKind, Grant, OsEntropy, StreamId};
 use serde_json::Value;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Outlet;
@@ -49,6 +51,8 @@ pub(crate) struct Answerer<H> {
     /// Cancelled when the server shuts down (a request cancelled then is not withdrawn: it
     /// is answered with an error).
     pub(crate) shutdown: CancellationToken,
+    /// [`crate::ServerConfig::answer_linger`].
+    pub(crate) linger: std::time::Duration,
 }
 
 /// How a POST's requests were answered over SSE.
@@ -67,6 +71,8 @@ enum Finished {
     AtOnce(Option<Bytes>),
     /// It ran longer, and its answer is on its stream.
     Delivered,
+    /// It ran longer, and its answer was handed to the POST, which had not opened the stream.
+    HandedOver,
 }
 
 impl<H: Handler> Answerer<H> {
@@ -135,29 +141,82 @@ impl<H: Handler> Answerer<H> {
             }
         };
         room.map_err(forkless_store::Error::Core)?;
-        let task = start_detached(self.clone().run_on_stream(shared.clone(), single, stream.clone()));
+        // A handler still running after its first poll may hand its answer back while the POST
+        // has not opened the stream (the linger): the answer then leaves as a finished body.
+        let (handoff, mut handed) = oneshot::channel();
+        let handoff = (!self.linger.is_zero()).then_some(handoff);
+        let task =
+            start_detached(self.clone().run_on_stream(shared.clone(), single, stream.clone(), handoff));
         if let Detached::Done(Finished::AtOnce(Some(payload))) = &task
             && stream.claim_for_answer()
         {
             // The common case: the whole stream is known before its connection is served.
             // One append opens, fills and releases it, and the POST carries it as a finished
             // body: no writer, no wake-up, no detach. A client that loses the body resumes it.
-            let target = AppendTarget::Answer(stream.id);
-            let event = self
-                .outbox
-                .append(shared.id, target, payload.clone(), EventKind::Final)
-                .await
-                .map_err(AppendError::into_store)?;
-            self.metrics.stream_opened("request");
-            return Ok(Answered::Finished { stream: stream.id, event, payload: payload.clone() });
+            return self.finished(&shared, &stream, payload.clone()).await;
         }
-        let grant = self.open(&shared, &stream).await?;
+        if let Detached::Running(_) = &task
+            && !self.linger.is_zero()
+        {
+            // Until the answer comes, the handler opens the stream (it sent something: that
+            // goes out now), or the linger ends.
+            let lingering = async {
+                tokio::select! {
+                    handed = &mut handed => handed.ok(),
+                    () = stream.opened() => None,
+                }
+            };
+            if let Ok(Some(payload)) = tokio::time::timeout(self.linger, lingering).await {
+                return self.finished(&shared, &stream, payload).await;
+            }
+        }
+        let opened = match stream.open_in(&*self.outbox, shared.id).await {
+            Ok(opened) => opened,
+            Err(e) => {
+                // The handler's task cannot hand this POST its answer any more; one handed
+                // just now goes on the stream (whose opening may have been applied).
+                handed.close();
+                if let Ok(payload) = handed.try_recv() {
+                    tokio::spawn(store_answer(self.outbox.clone(), shared, stream, payload));
+                }
+                return Err(e);
+            }
+        };
+        let grant = match opened {
+            Some(grant) => grant,
+            // Claimed by the handler's task for its answer, just after the linger: it is on
+            // its way here.
+            None => match handed.await {
+                Ok(payload) => return self.finished(&shared, &stream, payload).await,
+                // Open without a grant (only a handler's opening can end so, never this POST's).
+                Err(_) => return Err(forkless_store::Error::Core(forkless_core::Error::StreamExists)),
+            },
+        };
+        self.metrics.stream_opened("request");
         if let Detached::Done(Finished::AtOnce(payload)) = task {
             // Done at once, but on a stream its handler opened to send something first (or
             // withdrawn): the answer goes on the open stream.
             let _ = start_detached(deliver(shared, stream, payload));
         }
         Ok(Answered::Stream(grant))
+    }
+
+    /// The whole stream of a request answered with `payload` before its stream was opened:
+    /// one append opens, fills and releases it.
+    async fn finished(
+        &self,
+        shared: &SessionShared,
+        stream: &RequestStream,
+        payload: Bytes,
+    ) -> Result<Answered, forkless_store::Error> {
+        let target = AppendTarget::Answer(stream.id);
+        let event = self
+            .outbox
+            .append(shared.id, target, payload.clone(), EventKind::Final)
+            .await
+            .map_err(AppendError::into_store)?;
+        self.metrics.stream_opened("request");
+        Ok(Answered::Finished { stream: stream.id, event, payload })
     }
 
     /// A batch (2025-03-26) answered over SSE: one stream, opened first, completed by the last
@@ -203,13 +262,15 @@ impl<H: Handler> Answerer<H> {
     }
 
     /// Run one request whose answer goes on `stream`. A handler done on its first poll hands
-    /// its answer back (the POST decides how it goes out); otherwise the answer is delivered
-    /// here, on the stream the POST opened meanwhile.
+    /// its answer back (the POST decides how it goes out); one done later hands it to the POST
+    /// through `handoff` if nothing opened the stream yet (the POST lingers for it, or will
+    /// find it claimed); otherwise the answer is delivered here, on the stream.
     async fn run_on_stream(
         self: Arc<Self>,
         shared: Arc<SessionShared>,
         mut call: Call,
         stream: Arc<RequestStream>,
+        handoff: Option<oneshot::Sender<Bytes>>,
     ) -> Finished {
         let cancel = shared.begin_request(&call.id);
         let outlet = Outlet::Stream(stream.clone());
@@ -220,6 +281,22 @@ impl<H: Handler> Answerer<H> {
         if at_once {
             shared.finish_request(&call.id);
             return Finished::AtOnce(payload);
+        }
+        if let (Some(payload), Some(handoff)) = (&payload, handoff)
+            && !handoff.is_closed()
+            && stream.claim_for_answer()
+        {
+            let finished = match handoff.send(payload.clone()) {
+                Ok(()) => Finished::HandedOver,
+                Err(payload) => {
+                    // The POST is gone (its client left during the linger): the answer is
+                    // stored as the POST would have, for whoever resumes the stream.
+                    store_answer(self.outbox.clone(), shared.clone(), stream, payload).await;
+                    Finished::Delivered
+                }
+            };
+            shared.finish_request(&call.id);
+            return finished;
         }
         let delivering = Box::pin(deliver(shared.clone(), stream, payload));
         delivering.await;
@@ -242,6 +319,24 @@ impl<H: Handler> Answerer<H> {
             .ok_or(forkless_store::Error::Core(forkless_core::Error::StreamExists))?;
         self.metrics.stream_opened("request");
         Ok(grant)
+    }
+}
+
+/// Store `payload` as the whole of `stream` when no POST carries it: one append that opens,
+/// fills and releases the stream, or, where an opening was applied meanwhile (a POST's that
+/// was not confirmed to it), its final event.
+async fn store_answer(
+    outbox: Arc<dyn Outbox>,
+    shared: Arc<SessionShared>,
+    stream: Arc<RequestStream>,
+    payload: Bytes,
+) {
+    let target = AppendTarget::Answer(stream.id);
+    if outbox.append(shared.id, target, payload.clone(), EventKind::Final).await.is_ok() {
+        return;
+    }
+    if let Err(e) = shared.finish_stream(stream.id, Some(payload)).await {
+        tracing::debug!(session = %shared.id, stream = %stream.id, error = %e, "response not stored");
     }
 }
 

@@ -20,6 +20,8 @@ pub(crate) struct RequestStream {
     /// answer the request; `None` for a batch's stream (answered with id `null` then).
     pub(crate) label: Option<Label>,
     state: tokio::sync::OnceCell<Claim>,
+    /// Told when an opening succeeds (a POST lingering for its handler's answer stops then).
+    opened: tokio::sync::Notify,
 }
 
 /// What became of a [`RequestStream`], decided once.
@@ -35,12 +37,17 @@ enum Claim {
 
 impl RequestStream {
     pub(crate) fn new(id: StreamId, label: Option<Label>) -> Arc<Self> {
-        Arc::new(Self { id, label, state: tokio::sync::OnceCell::new() })
+        Arc::new(Self { id, label, state: tokio::sync::OnceCell::new(), opened: tokio::sync::Notify::new() })
     }
 
     /// Claim the stream for an answer-at-once; false if it is open or being opened.
     pub(crate) fn claim_for_answer(&self) -> bool {
         self.state.set(Claim::Answered).is_ok()
+    }
+
+    /// Done once the stream has been opened (by anyone; at once if it was already).
+    pub(crate) async fn opened(&self) {
+        self.opened.notified().await;
     }
 
     /// Its grant, opening the stream in the store through `outbox` unless that was decided
@@ -62,7 +69,14 @@ impl RequestStream {
     where
         Fut: Future<Output = Result<Option<Grant>, E>>,
     {
-        let claim = self.state.get_or_try_init(|| async { open().await.map(Claim::Open) }).await?;
+        let claim = self
+            .state
+            .get_or_try_init(|| async {
+                let grant = open().await?;
+                self.opened.notify_one();
+                Ok(Claim::Open(grant))
+            })
+            .await?;
         Ok(match claim {
             Claim::Open(grant) => *grant,
             Claim::Answered => None,

@@ -83,6 +83,11 @@ impl Handler for TestHandler {
         let fail = |e: forkless_server::SendError| RpcError::internal(e.to_string());
         match method {
             "echo" => Ok(params.unwrap_or(Value::Null)),
+            // Not done on its first poll, done on its second.
+            "yield" => {
+                tokio::task::yield_now().await;
+                Ok(json!({ "yielded": true }))
+            }
             "count" => {
                 let total = n(&params, "n");
                 for i in 1..=total {

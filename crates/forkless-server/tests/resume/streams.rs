@@ -294,6 +294,81 @@ async fn an_answer_ready_at_once_before_2025_11_25_starts_with_retry_alone() {
     assert!(sse.next_block().await.is_none());
 }
 
+/// A handler not done on its first poll but within the linger (`answer_linger`) is answered
+/// as one ready at once: one finished body, its stream stored, completed and resumable. With
+/// no linger (the negative control) the same answer goes on a stream opened first.
+#[tokio::test]
+async fn an_answer_ready_within_the_linger_is_a_finished_body() {
+    for (linger, finished) in [(Duration::from_secs(30), true), (Duration::ZERO, false)] {
+        let srv = TestServer::start(ServerConfig { answer_linger: linger, ..ServerConfig::default() }).await;
+        let mut c = srv.client();
+        c.initialize().await;
+        let resp = c.call(1, "yield", json!({})).await;
+        assert_eq!(resp.headers().get("content-length").is_some(), finished, "linger {linger:?}");
+        let mut sse = Sse::new(resp);
+        let stream = sse.stream_id.clone().unwrap();
+        let answer = sse.next_content().await.expect("the answer");
+        assert_eq!((answer.seq(), answer.json()["result"].clone()), (1, json!({ "yielded": true })));
+        assert!(sse.next_block().await.is_none(), "and the body ends");
+        srv.wait_record(c.sid(), "the answered stream to be released", |r| {
+            r.streams().any(|s| {
+                s.id().to_string() == stream
+                    && s.is_completed()
+                    && s.high_water().get() == 1
+                    && matches!(s.attachment(), Some(Attachment::Detached(_)))
+            })
+        })
+        .await;
+        let mut again = Sse::new(c.resume(Some(&format!("{stream}.0")), Some(&stream)).await);
+        assert_eq!(again.rest().await, vec![answer], "the answer once, on resume");
+    }
+}
+
+/// A handler that sends something while its POST lingers ends the linger: what it sent goes
+/// out at once on the opened stream, while the handler still runs (without the stream's
+/// opening ending it, the head would wait out the 30 s linger).
+#[tokio::test]
+async fn a_message_sent_during_the_linger_goes_out_at_once() {
+    let cfg = ServerConfig { answer_linger: Duration::from_secs(30), ..ServerConfig::default() };
+    let srv = TestServer::start(cfg).await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let call = c.call(1, "gated", json!({ "first": 2, "rest": 1 }));
+    let resp = tokio::time::timeout(Duration::from_secs(5), call).await.expect("the head within the linger");
+    assert!(resp.headers().get("content-length").is_none(), "a stream, not a finished body");
+    let mut sse = Sse::new(resp);
+    for i in 1..=2 {
+        assert_eq!(sse.next_content().await.unwrap().i(), Some(i), "sent before the handler is done");
+    }
+    srv.controls.gate.add_permits(1);
+    let rest = sse.rest().await;
+    assert_eq!(rest[0].i(), Some(3));
+    assert_eq!(rest[1].json()["result"], json!({ "done": 3 }));
+}
+
+/// A client that leaves while its POST lingers loses nothing the store holds: the answer is
+/// stored on the request's stream when the handler is done.
+#[tokio::test]
+async fn an_answer_whose_client_left_during_the_linger_is_stored() {
+    let cfg = ServerConfig { answer_linger: Duration::from_secs(30), ..ServerConfig::default() };
+    let srv = TestServer::start(cfg).await;
+    let mut c = srv.client();
+    c.initialize().await;
+    let gone = c
+        .post()
+        .timeout(Duration::from_millis(200))
+        .json(&json!({
+        "jsonrpc": "2.0", "id": 5, "method": "wait", "params": {} }))
+        .send()
+        .await;
+    assert!(gone.is_err(), "the client gave up before the head");
+    srv.controls.gate.add_permits(1);
+    srv.wait_record(c.sid(), "the answer to be stored", |r| {
+        r.streams().any(|s| s.is_completed() && s.high_water().get() == 1)
+    })
+    .await;
+}
+
 /// A handler that sends on its stream before answering, even within its first poll, opens
 /// the stream and is served by its writer: everything arrives, in order.
 #[tokio::test]
