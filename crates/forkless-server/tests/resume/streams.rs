@@ -300,9 +300,7 @@ async fn an_answer_ready_at_once_before_2025_11_25_starts_with_retry_alone() {
 #[tokio::test]
 async fn an_answer_ready_within_the_linger_is_a_finished_body() {
     for (linger, finished) in [(Duration::from_secs(30), true), (Duration::ZERO, false)] {
-        let srv = TestServer::start(ServerConfig { answer_linger: linger, ..ServerConfig::default() }).await;
-        let mut c = srv.client();
-        c.initialize().await;
+        let (srv, c) = lingering(linger).await;
         let resp = c.call(1, "yield", json!({})).await;
         assert_eq!(resp.headers().get("content-length").is_some(), finished, "linger {linger:?}");
         let mut sse = Sse::new(resp);
@@ -324,15 +322,20 @@ async fn an_answer_ready_within_the_linger_is_a_finished_body() {
     }
 }
 
+/// A server whose POSTs linger `linger` for their answers, and an initialized client.
+async fn lingering(linger: Duration) -> (TestServer, Client) {
+    let srv = TestServer::start(ServerConfig { answer_linger: linger, ..ServerConfig::default() }).await;
+    let mut c = srv.client();
+    c.initialize().await;
+    (srv, c)
+}
+
 /// A handler that sends something while its POST lingers ends the linger: what it sent goes
 /// out at once on the opened stream, while the handler still runs (without the stream's
 /// opening ending it, the head would wait out the 30 s linger).
 #[tokio::test]
 async fn a_message_sent_during_the_linger_goes_out_at_once() {
-    let cfg = ServerConfig { answer_linger: Duration::from_secs(30), ..ServerConfig::default() };
-    let srv = TestServer::start(cfg).await;
-    let mut c = srv.client();
-    c.initialize().await;
+    let (srv, c) = lingering(Duration::from_secs(30)).await;
     let call = c.call(1, "gated", json!({ "first": 2, "rest": 1 }));
     let resp = tokio::time::timeout(Duration::from_secs(5), call).await.expect("the head within the linger");
     assert!(resp.headers().get("content-length").is_none(), "a stream, not a finished body");
@@ -350,10 +353,7 @@ async fn a_message_sent_during_the_linger_goes_out_at_once() {
 /// stored on the request's stream when the handler is done.
 #[tokio::test]
 async fn an_answer_whose_client_left_during_the_linger_is_stored() {
-    let cfg = ServerConfig { answer_linger: Duration::from_secs(30), ..ServerConfig::default() };
-    let srv = TestServer::start(cfg).await;
-    let mut c = srv.client();
-    c.initialize().await;
+    let (srv, c) = lingering(Duration::from_secs(30)).await;
     let gone = c
         .post()
         .timeout(Duration::from_millis(200))
