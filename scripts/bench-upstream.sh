@@ -9,11 +9,17 @@
 # 1 and 16 connections (one session shared by the connections), from `forkless-bench load`.
 # Servers on CPU 0, the load on CPU 1 (set FORKLESS_BENCH_NO_PIN=1 to not pin).
 #
-#   scripts/bench-upstream.sh [SECONDS [UPSTREAM]]      (default 5 hyper; UPSTREAM hyper|ts|python)
+# With ROUNDS above 1 it then alternates the upstream directly and the gateway (memory store)
+# ROUNDS times at each connection count, and prints each pair's ratio and their mean: an
+# upstream whose own rate moves from run to run (Node's does, twofold) is then compared
+# with itself at the same moment.
+#
+#   scripts/bench-upstream.sh [SECONDS [UPSTREAM [ROUNDS]]]   (default 5 hyper 1; UPSTREAM hyper|ts|python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-5}
 kind=${2:-hyper}
+rounds=${3:-1}
 cargo build --release -q -p forkless -p forkless-bench
 bench=target/release/forkless-bench
 server_cpu=(taskset -c 0)
@@ -69,3 +75,25 @@ gateway memory
 for clients in 1 16; do run "gateway --upstream, memory store" "$url" "$clients"; done
 gateway redb
 for clients in 1 16; do run "gateway --upstream, durable default (redb, batched)" "$url" "$clients"; done
+
+(( rounds > 1 )) || exit 0
+# Requests/s of one load run against URL with CLIENTS connections.
+rate() {
+  "${load_cpu[@]}" "$bench" load --url "$1" --load echo --clients "$2" --seconds "$seconds" --sse |
+    sed -n 's/.*throughput: \([0-9.]*\),.*/\1/p'
+}
+gateway memory
+echo
+echo "| connections | round | upstream directly, requests/s | gateway (memory store), requests/s | ratio |"
+echo "|---:|---:|---:|---:|---:|"
+for clients in 1 16; do
+  ratios=()
+  for round in $(seq "$rounds"); do
+    direct=$(rate "$upstream" "$clients")
+    through=$(rate "$url" "$clients")
+    ratio=$(awk -v d="$direct" -v g="$through" 'BEGIN { printf "%.2f", g / d }')
+    ratios+=("$ratio")
+    printf '| %d | %d | %.0f | %.0f | %s |\n' "$clients" "$round" "$direct" "$through" "$ratio"
+  done
+  printf '%s\n' "${ratios[@]}" | awk -v c="$clients" '{ s += $1; n++ } END { printf "| %d | mean | | | **%.2f** |\n", c, s / n }'
+done
