@@ -25,7 +25,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use forkless_core::{AppendTarget, EventId, EventKind, Grant, OsEntropy, StreamId};
 use serde_json::Value;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Outlet;
@@ -141,12 +140,7 @@ impl<H: Handler> Answerer<H> {
             }
         };
         room.map_err(forkless_store::Error::Core)?;
-        // A handler still running after its first poll may hand its answer back while the POST
-        // has not opened the stream (the linger): the answer then leaves as a finished body.
-        let (handoff, mut handed) = oneshot::channel();
-        let handoff = (!self.linger.is_zero()).then_some(handoff);
-        let task =
-            start_detached(self.clone().run_on_stream(shared.clone(), single, stream.clone(), handoff));
+        let task = start_detached(self.clone().run_on_stream(shared.clone(), single, stream.clone()));
         if let Detached::Done(Finished::AtOnce(Some(payload))) = &task
             && stream.claim_for_answer()
         {
@@ -155,14 +149,19 @@ impl<H: Handler> Answerer<H> {
             // body: no writer, no wake-up, no detach. A client that loses the body resumes it.
             return self.finished(&shared, &stream, payload.clone()).await;
         }
-        if let Detached::Running(_) = &task
-            && !self.linger.is_zero()
-        {
+        // A handler still running after its first poll may hand its answer over while the
+        // POST has not opened the stream (the linger): the answer then leaves as a finished
+        // body. (Offered only now: a handler done that fast delivers it on the stream itself.)
+        let mut handed = match &task {
+            Detached::Running(_) if !self.linger.is_zero() => Some(stream.offer_handoff()),
+            _ => None,
+        };
+        if let Some(handed) = &mut handed {
             // Until the answer comes, the handler opens the stream (it sent something: that
             // goes out now), or the linger ends.
             let lingering = async {
                 tokio::select! {
-                    handed = &mut handed => handed.ok(),
+                    handed = handed => handed.ok(),
                     () = stream.opened() => None,
                 }
             };
@@ -175,9 +174,11 @@ impl<H: Handler> Answerer<H> {
             Err(e) => {
                 // The handler's task cannot hand this POST its answer any more; one handed
                 // just now goes on the stream (whose opening may have been applied).
-                handed.close();
-                if let Ok(payload) = handed.try_recv() {
-                    tokio::spawn(store_answer(self.outbox.clone(), shared, stream, payload));
+                if let Some(mut handed) = handed {
+                    handed.close();
+                    if let Ok(payload) = handed.try_recv() {
+                        tokio::spawn(store_answer(self.outbox.clone(), shared, stream, payload));
+                    }
                 }
                 return Err(e);
             }
@@ -186,10 +187,13 @@ impl<H: Handler> Answerer<H> {
             Some(grant) => grant,
             // Claimed by the handler's task for its answer, just after the linger: it is on
             // its way here.
-            None => match handed.await {
-                Ok(payload) => return self.finished(&shared, &stream, payload).await,
+            None => match handed {
+                Some(handed) => match handed.await {
+                    Ok(payload) => return self.finished(&shared, &stream, payload).await,
+                    Err(_) => return Err(forkless_store::Error::Core(forkless_core::Error::StreamExists)),
+                },
                 // Open without a grant (only a handler's opening can end so, never this POST's).
-                Err(_) => return Err(forkless_store::Error::Core(forkless_core::Error::StreamExists)),
+                None => return Err(forkless_store::Error::Core(forkless_core::Error::StreamExists)),
             },
         };
         self.metrics.stream_opened("request");
@@ -263,14 +267,13 @@ impl<H: Handler> Answerer<H> {
 
     /// Run one request whose answer goes on `stream`. A handler done on its first poll hands
     /// its answer back (the POST decides how it goes out); one done later hands it to the POST
-    /// through `handoff` if nothing opened the stream yet (the POST lingers for it, or will
-    /// find it claimed); otherwise the answer is delivered here, on the stream.
+    /// if the POST offered to take it and nothing opened the stream yet (the POST lingers for
+    /// it, or will find it claimed); otherwise the answer is delivered here, on the stream.
     async fn run_on_stream(
         self: Arc<Self>,
         shared: Arc<SessionShared>,
         mut call: Call,
         stream: Arc<RequestStream>,
-        handoff: Option<oneshot::Sender<Bytes>>,
     ) -> Finished {
         let cancel = shared.begin_request(&call.id);
         let outlet = Outlet::Stream(stream.clone());
@@ -282,8 +285,8 @@ impl<H: Handler> Answerer<H> {
             shared.finish_request(&call.id);
             return Finished::AtOnce(payload);
         }
-        if let (Some(payload), Some(handoff)) = (&payload, handoff)
-            && !handoff.is_closed()
+        if let Some(payload) = &payload
+            && let Some(handoff) = stream.take_handoff()
             && stream.claim_for_answer()
         {
             let finished = match handoff.send(payload.clone()) {

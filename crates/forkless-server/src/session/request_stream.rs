@@ -22,6 +22,9 @@ pub(crate) struct RequestStream {
     state: tokio::sync::OnceCell<Claim>,
     /// Told when an opening succeeds (a POST lingering for its handler's answer stops then).
     opened: tokio::sync::Notify,
+    /// Where a handler done after its first poll hands its answer to the POST lingering for
+    /// it (set by that POST only: a request answered at once allocates nothing for it).
+    handoff: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<bytes::Bytes>>>,
 }
 
 /// What became of a [`RequestStream`], decided once.
@@ -37,12 +40,32 @@ enum Claim {
 
 impl RequestStream {
     pub(crate) fn new(id: StreamId, label: Option<Label>) -> Arc<Self> {
-        Arc::new(Self { id, label, state: tokio::sync::OnceCell::new(), opened: tokio::sync::Notify::new() })
+        Arc::new(Self {
+            id,
+            label,
+            state: tokio::sync::OnceCell::new(),
+            opened: tokio::sync::Notify::new(),
+            handoff: std::sync::Mutex::new(None),
+        })
     }
 
     /// Claim the stream for an answer-at-once; false if it is open or being opened.
     pub(crate) fn claim_for_answer(&self) -> bool {
         self.state.set(Claim::Answered).is_ok()
+    }
+
+    /// Offer to take the handler's answer (the POST, lingering): what it hands over arrives
+    /// on the receiver.
+    pub(crate) fn offer_handoff(&self) -> tokio::sync::oneshot::Receiver<bytes::Bytes> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        *self.handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tx);
+        rx
+    }
+
+    /// The POST's offer, if it made one and still waits (the handler's task, done).
+    pub(crate) fn take_handoff(&self) -> Option<tokio::sync::oneshot::Sender<bytes::Bytes>> {
+        let taken = self.handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        taken.filter(|tx| !tx.is_closed())
     }
 
     /// Done once the stream has been opened (by anyone; at once if it was already).
