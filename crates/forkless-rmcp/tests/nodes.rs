@@ -57,9 +57,9 @@ fn node_process() {
     let parts: Vec<&str> = spec.split(' ').collect();
     let [listen, store, node, restorable] = parts[..] else { panic!("{NODE}: LISTEN STORE NODE RESTORABLE") };
     let lease = forkless_server::node::Lease {
-        node: node.to_owned(),
+        node: node.parse().expect("a node name"),
         ttl: LEASE_TTL,
-        advertise: Some(format!("http://{listen}")),
+        advertise: Some(format!("http://{listen}").parse().expect("an address")),
     };
     let restorable = if restorable == "yes" { Restorable::Yes } else { Restorable::No };
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");

@@ -118,7 +118,7 @@ pub use error::Error;
 pub use faulty::{Fault, FaultyStore};
 pub use forkless_core::Orphan;
 pub use memory::MemoryStore;
-pub use owner::{InvalidNodeName, NodeName, Owner, Takeover};
+pub use owner::{Advertised, InvalidAdvertised, InvalidNodeName, NodeName, Owner, Takeover};
 pub use read::{check_continuation, check_read};
 pub use spend::{Ledger, SpendKey, Spent};
 pub use tasks::{TaskMap, TaskStore, transact_task};

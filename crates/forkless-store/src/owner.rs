@@ -1,5 +1,6 @@
 //! Which node's handler serves a session ([`Owner`]), and what a node taking over a lost
-//! node's session does with it ([`Takeover`]), and what names a node ([`NodeName`]).
+//! node's session does with it ([`Takeover`]), what names a node ([`NodeName`]) and where
+//! other nodes reach it ([`Advertised`]).
 //!
 //! A store of one process owns every session it holds ([`Owner::Here`]). A store shared by
 //! many nodes records the node whose lease created each session, and that node's advertised
@@ -17,7 +18,7 @@ pub enum Owner {
         /// Its node id.
         node: NodeName,
         /// Its advertised base URL (`--advertise`), if it gave one.
-        advertise: Option<String>,
+        advertise: Option<Advertised>,
     },
     /// A node whose lease lapsed: its sessions wait to be taken over.
     Lapsed {
@@ -95,6 +96,53 @@ impl std::fmt::Display for NodeName {
     }
 }
 
+/// The base URL a node advertises with its lease: where other nodes send the requests of the
+/// sessions it owns. A plain `http://HOST:PORT` base, an internal address: other nodes add
+/// the request's path, and the hop between nodes is plaintext HTTP/1.1 (PROTOCOL section 10).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Advertised(String);
+
+/// Why an advertised address was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{url:?} must be an http://HOST:PORT base URL (no path; other nodes add the endpoint path)")]
+pub struct InvalidAdvertised {
+    url: String,
+}
+
+impl Advertised {
+    /// `url`, checked: `http://`, a host, a port, nothing after but one `/`.
+    pub fn new(url: impl Into<String>) -> Result<Self, InvalidAdvertised> {
+        let url = url.into();
+        let plain = url.strip_prefix("http://").is_some_and(|rest| {
+            let authority = rest.strip_suffix('/').unwrap_or(rest);
+            let outside = |c: char| matches!(c, '/' | '?' | '#' | '@') || c.is_ascii_whitespace();
+            authority.rsplit_once(':').is_some_and(|(host, port)| {
+                !host.is_empty() && !authority.contains(outside) && port.parse::<u16>().is_ok()
+            })
+        });
+        if plain { Ok(Self(url)) } else { Err(InvalidAdvertised { url }) }
+    }
+
+    /// The base URL as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for Advertised {
+    type Err = InvalidAdvertised;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::new(s)
+    }
+}
+
+impl std::fmt::Display for Advertised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +157,28 @@ mod tests {
         }
         let random = NodeName::random();
         assert_eq!(NodeName::new(random.as_str()), Ok(random));
+    }
+
+    #[test]
+    fn an_advertised_address_is_a_plain_http_base() {
+        for good in ["http://10.0.0.1:8080", "http://10.0.0.1:8080/", "http://node-a:1", "http://[::1]:9000"]
+        {
+            assert_eq!(Advertised::new(good).map(|a| a.to_string()), Ok(good.to_owned()));
+        }
+        let bad = [
+            "https://10.0.0.1:8080",
+            "http://10.0.0.1",
+            "http://10.0.0.1:8080/mcp",
+            "http://10.0.0.1:8080?x=1",
+            "http://u@10.0.0.1:8080",
+            "http://:8080",
+            "http://10.0.0.1:99999",
+            "10.0.0.1:8080",
+            "http://a b:80",
+        ];
+        for bad in bad {
+            let refused = Advertised::new(bad).expect_err(bad).to_string();
+            assert!(refused.contains("http://HOST:PORT"), "{refused}");
+        }
     }
 }

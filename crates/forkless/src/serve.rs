@@ -19,7 +19,7 @@ use forkless_core::Revision;
 use forkless_server::node::{Failure, Stopped};
 use forkless_server::{Handler, Node, Server, ServerConfig};
 
-use forkless_store::{MemoryStore, Store};
+use forkless_store::{Advertised, MemoryStore, NodeName, Store};
 use forkless_store_postgres::PgConfig;
 use forkless_store_redb::{Durability, LostFiles, RedbStore};
 use forkless_store_redis::RedisConfig;
@@ -184,15 +184,15 @@ pub struct ServeArgs {
     /// process at a time (a second start is refused while the first holds it), renewed every
     /// third of `--lease-ttl`; a node that cannot renew stops before its lease can lapse.
     /// Visible ASCII without spaces, at most 128 bytes.
-    #[arg(long, value_name = "NAME", value_parser = node_name)]
-    pub node_id: Option<String>,
+    #[arg(long, value_name = "NAME")]
+    pub node_id: Option<NodeName>,
     /// The base URL other nodes reach this one at (`http://HOST:PORT`, an internal address),
     /// for `--node-id`: a POST or DELETE for a session this node owns that reaches another
     /// node is sent here, so the session's handler always runs on its owner. Without it,
     /// other nodes serve this node's sessions themselves when the handler's sessions are
     /// restorable, and refuse them (503 `owner_not_advertised`) otherwise.
     #[arg(long, value_name = "URL", requires = "node_id")]
-    pub advertise: Option<String>,
+    pub advertise: Option<Advertised>,
     /// A file of `requestState` keys (2026-07-28 multi-round-trip requests), one `ID:HEX` line
     /// each (64 hex digits; `#` comments), the first sealing and every one opening: give every
     /// node behind one load balancer the same file, so a state sealed on one opens on another.
@@ -223,10 +223,6 @@ pub struct ServeArgs {
 }
 
 /// `--node-id`, checked as every node name is ([`forkless_store::shared::NodeName`]).
-fn node_name(s: &str) -> Result<String, String> {
-    forkless_store::shared::NodeName::new(s).map(|n| n.to_string()).map_err(|e| e.to_string())
-}
-
 /// `--answer`: how a POST request is answered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Answer {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
+use forkless_store::Advertised;
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, Uri, header};
 use http_body_util::Full;
@@ -59,10 +60,10 @@ impl Forwarder {
         &self,
         parts: &Parts,
         body: Bytes,
-        base: &str,
+        base: &Advertised,
     ) -> Result<Response, OwnerUnavailable> {
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let uri: Uri = format!("{}{path}", base.trim_end_matches('/'))
+        let uri: Uri = format!("{}{path}", base.as_str().trim_end_matches('/'))
             .parse()
             .map_err(|_| OwnerUnavailable::Unreachable)?;
         let mut out = http::Request::builder().method(parts.method.clone()).uri(uri);
@@ -74,7 +75,7 @@ impl Forwarder {
         let answer = match tokio::time::timeout(self.head_timeout, self.client.request(out)).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(e)) => {
-                tracing::debug!(error = %e, base, "hop to the owner failed");
+                tracing::debug!(error = %e, %base, "hop to the owner failed");
                 return Err(OwnerUnavailable::Unreachable);
             }
             Err(_) => return Err(OwnerUnavailable::Timeout),

@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use forkless_store::shared::{Database, NodeLease, SharedStore, Takeover};
-use forkless_store::{Orphan, Store};
+use forkless_store::{Advertised, NodeName, Orphan, Store};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -30,12 +30,12 @@ pub type Failure = Pin<Box<dyn Future<Output = String> + Send>>;
 #[derive(Clone, Debug)]
 pub struct Lease {
     /// The node's id, leased to one live process at a time.
-    pub node: String,
+    pub node: NodeName,
     /// The lease's time to live: renewed every third of it; a node that cannot renew stops
     /// before it lapses, and lost nodes are looked for this often.
     pub ttl: Duration,
     /// The base URL other nodes forward this node's sessions' requests to (`http://HOST:PORT`).
-    pub advertise: Option<String>,
+    pub advertise: Option<Advertised>,
 }
 
 /// Why [`Node::serve`] returned.
@@ -134,7 +134,7 @@ impl<D: Database, H: Handler> Node<SharedStore<D>, H> {
         let failure = match &lease {
             Some(lease) => {
                 let held = hold_waiting(&store, lease).await?;
-                tracing::info!(node = %lease.node, ttl_ms = lease.ttl.as_millis(), advertise = lease.advertise.as_deref(), "node lease held");
+                tracing::info!(node = %lease.node, ttl_ms = lease.ttl.as_millis(), advertise = lease.advertise.as_ref().map(Advertised::as_str), "node lease held");
                 Some(Box::pin(async move { format!("node lease lost: {}", held.lost().await) }) as Failure)
             }
             None => None,
@@ -177,7 +177,7 @@ async fn hold_waiting<D: Database>(
     let give_up = tokio::time::Instant::now() + lease.ttl + lease.ttl / 10;
     let mut logged = false;
     loop {
-        match store.hold_lease(&lease.node, lease.ttl, lease.advertise.as_deref()).await {
+        match store.hold_lease(&lease.node, lease.ttl, lease.advertise.as_ref()).await {
             Err(forkless_store::Error::LeaseLost(why))
                 if why.contains("held by another") && tokio::time::Instant::now() < give_up =>
             {

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use axum::extract::Request;
 use axum::response::Response;
 use forkless_core::{IdHashBuilder, SessionId};
-use forkless_store::{Owner, Store};
+use forkless_store::{Advertised, NodeName, Owner, Store};
 
 use crate::clock::now;
 use crate::error::{Error, OwnerUnavailable};
@@ -33,9 +33,9 @@ pub(crate) enum Step {
     /// Send it to the owner at `base`.
     Forward {
         /// The owner's node id.
-        node: String,
+        node: NodeName,
         /// Its advertised base URL.
-        base: String,
+        base: Advertised,
     },
     /// The owner's lease lapsed: take the session over here, then serve it.
     Adopt,
@@ -60,9 +60,7 @@ pub(crate) fn decide(owner: Owner, arrival: Arrival, restorable: Restorable) -> 
         (Owner::Node { node, .. }, Arrival::Forwarded) => {
             Err(Error::OwnerUnavailable { node: node.to_string(), why: OwnerUnavailable::Moved })
         }
-        (Owner::Node { node, advertise: Some(base) }, Arrival::Direct) => {
-            Ok(Step::Forward { node: node.to_string(), base })
-        }
+        (Owner::Node { node, advertise: Some(base) }, Arrival::Direct) => Ok(Step::Forward { node, base }),
         // No address to send it to. A restorable session's state is all in the store, so it
         // is served here (its handler's in-process state, such as a cancellation's target,
         // stays on its owner); any other would lose its owner's state.
@@ -79,22 +77,22 @@ pub(crate) fn decide(owner: Owner, arrival: Arrival, restorable: Restorable) -> 
 /// store round trip. An entry is dropped when its hop fails or the owner refuses; at
 /// [`Routes::MAX`] entries the cache starts over.
 #[derive(Debug, Default)]
-pub(crate) struct Routes(Mutex<HashMap<SessionId, (String, String), IdHashBuilder>>);
+pub(crate) struct Routes(Mutex<HashMap<SessionId, (NodeName, Advertised), IdHashBuilder>>);
 
 impl Routes {
     /// Entries kept at most.
     const MAX: usize = 65_536;
 
-    fn get(&self, id: SessionId) -> Option<(String, String)> {
+    fn get(&self, id: SessionId) -> Option<(NodeName, Advertised)> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
     }
 
-    fn put(&self, id: SessionId, node: &str, base: &str) {
+    fn put(&self, id: SessionId, node: &NodeName, base: &Advertised) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() >= Self::MAX {
             map.clear();
         }
-        map.insert(id, (node.to_owned(), base.to_owned()));
+        map.insert(id, (node.clone(), base.clone()));
     }
 
     pub(crate) fn forget(&self, id: SessionId) {
@@ -164,8 +162,8 @@ impl<S: Store, H: Handler> App<S, H> {
                 }
                 continue;
             }
-            tracing::warn!(session = %id, node, base, reason = why.as_str(), "the session's owner could not be reached");
-            return Err(self.answer(Err(Error::OwnerUnavailable { node, why })));
+            tracing::warn!(session = %id, %node, %base, reason = why.as_str(), "the session's owner could not be reached");
+            return Err(self.answer(Err(Error::OwnerUnavailable { node: node.to_string(), why })));
         }
     }
 
@@ -215,18 +213,22 @@ impl<S: Store, H: Handler> App<S, H> {
 mod tests {
     use super::*;
 
-    fn b() -> forkless_store::NodeName {
-        forkless_store::NodeName::new("b").expect("a name")
+    fn b() -> NodeName {
+        NodeName::new("b").expect("a name")
+    }
+
+    fn at(base: &str) -> Advertised {
+        Advertised::new(base).expect("an address")
     }
 
     fn node(advertise: Option<&str>) -> Owner {
-        Owner::Node { node: b(), advertise: advertise.map(str::to_owned) }
+        Owner::Node { node: b(), advertise: advertise.map(at) }
     }
 
     #[test]
     fn a_session_owned_elsewhere_goes_to_its_owner_once() {
         let step = decide(node(Some("http://b:8080")), Arrival::Direct, Restorable::No).unwrap();
-        assert_eq!(step, Step::Forward { node: "b".into(), base: "http://b:8080".into() });
+        assert_eq!(step, Step::Forward { node: b(), base: at("http://b:8080") });
         let again = decide(node(Some("http://b:8080")), Arrival::Forwarded, Restorable::Yes);
         assert!(matches!(again, Err(Error::OwnerUnavailable { why: OwnerUnavailable::Moved, .. })));
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{GUARD, listener_connected, new_record, until_delivered};
+use super::{GUARD, listener_connected, name, new_record, until_delivered};
 use crate::shared::{Database, SharedStore};
 use crate::{Publishing, Store, StreamWatch};
 
@@ -51,8 +51,8 @@ async fn leases<D: Database>(
 ) -> Vec<crate::shared::NodeLease<D>> {
     match leases {
         Leases::Held => vec![
-            a.hold_lease("na", TTL, None).await.expect("lease a"),
-            b.hold_lease("nb", TTL, None).await.expect("lease b"),
+            a.hold_lease(&name("na"), TTL, None).await.expect("lease a"),
+            b.hold_lease(&name("nb"), TTL, None).await.expect("lease b"),
         ],
         Leases::None => Vec::new(),
     }

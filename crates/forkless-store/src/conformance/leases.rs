@@ -9,27 +9,27 @@ use std::time::Duration;
 use forkless_core::Seq;
 
 use super::GUARD;
-use super::{created, emit_standalone as emit};
+use super::{created, emit_standalone as emit, name};
 use crate::shared::{Database, LeaseOp, SharedStore};
 use crate::{Error, Reader, Store};
 
 pub(super) async fn one_holder<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let ttl = Duration::from_secs(5);
-    let held = a.hold_lease("n1", ttl, None).await.expect("a free node id is leased");
-    let refused = b.hold_lease("n1", ttl, None).await;
+    let held = a.hold_lease(&name("n1"), ttl, None).await.expect("a free node id is leased");
+    let refused = b.hold_lease(&name("n1"), ttl, None).await;
     assert!(matches!(refused, Err(Error::LeaseLost(_))), "a held node id is refused");
     held.release().await.expect("release");
-    b.hold_lease("n1", ttl, None).await.expect("a released node id is leased at once");
+    b.hold_lease(&name("n1"), ttl, None).await.expect("a released node id is leased at once");
 }
 
 pub(super) async fn lapsed<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let record = created(&a, 65).await;
     let ttl = Duration::from_millis(600);
     // A process that stops renewing (paused, or cut off) without giving its lease up.
-    drop(a.hold_lease("n2", ttl, None).await.expect("lease"));
+    drop(a.hold_lease(&name("n2"), ttl, None).await.expect("lease"));
     let taken = tokio::time::timeout(GUARD, async {
         loop {
-            match b.hold_lease("n2", ttl, None).await {
+            match b.hold_lease(&name("n2"), ttl, None).await {
                 Ok(lease) => return lease,
                 Err(Error::LeaseLost(_)) => tokio::time::sleep(ttl / 10).await,
                 Err(e) => panic!("{e}"),
@@ -51,7 +51,7 @@ pub(super) async fn renewed<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let record = created(&a, 66).await;
     let ttl = Duration::from_millis(300);
     let started = std::time::Instant::now();
-    let held = a.hold_lease("n3", ttl, None).await.expect("lease");
+    let held = a.hold_lease(&name("n3"), ttl, None).await.expect("lease");
     // Wait until the keeper's renewals carried the lease three times past its first time to
     // live (each landed renewal moves `held_until` on), then check it at once.
     tokio::time::timeout(GUARD, async {
@@ -64,7 +64,7 @@ pub(super) async fn renewed<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     held.check().expect("still held");
     emit(&a, &record, 1).await.expect("its holder still serves");
     assert!(
-        matches!(b.hold_lease("n3", ttl, None).await, Err(Error::LeaseLost(_))),
+        matches!(b.hold_lease(&name("n3"), ttl, None).await, Err(Error::LeaseLost(_))),
         "and nobody else can take it"
     );
 }

@@ -177,6 +177,11 @@ pub async fn listener_connected<S: Store>(store: &S) {
     .expect("the hint listener connected");
 }
 
+/// A node's name, for a lease.
+pub(super) fn name(node: &str) -> crate::NodeName {
+    crate::NodeName::new(node).expect("a valid node name")
+}
+
 /// The wall clock, for checks of what a store keeps until a real instant (a database expires
 /// spent keys on its own clock).
 pub(super) fn wall_clock() -> Timestamp {

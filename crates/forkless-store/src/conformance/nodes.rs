@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use forkless_core::{GetOutcome, GetRequest, SeededEntropy, Seq, SessionRecord};
 
-use super::{GUARD, T0, cfg, created, emit_standalone as emit, leases, payload};
+use super::{GUARD, T0, cfg, created, emit_standalone as emit, leases, name, payload};
 use crate::shared::{Database, Loaded, SharedStore, Takeover};
-use crate::{Error, NodeName, Owner, Ownership, Publishing, Spending, Store};
+use crate::{Advertised, Error, Owner, Ownership, Publishing, Spending, Store};
 use crate::{Reader, StreamEnd, transact};
 
 /// Every check of two nodes, by name.
@@ -201,8 +201,8 @@ async fn removal_stops_watchers<S: Store>(a: S, b: S) {
 
 async fn taken_over<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let ttl = Duration::from_millis(600);
-    let lease_a = a.hold_lease("na", ttl, None).await.expect("lease");
-    let _lease_b = b.hold_lease("nb", ttl, None).await.expect("lease");
+    let lease_a = a.hold_lease(&name("na"), ttl, None).await.expect("lease");
+    let _lease_b = b.hold_lease(&name("nb"), ttl, None).await.expect("lease");
     // Node a owns two sessions, each with a request in flight.
     let sessions = [created(&a, 67).await, created(&a, 68).await];
     let request = |seed| forkless_core::StreamId::generate(&mut SeededEntropy::new(seed));
@@ -236,12 +236,13 @@ async fn taken_over<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
 
 async fn owners_named<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
     let ttl = Duration::from_millis(600);
-    let lease_a = a.hold_lease("oa", ttl, Some("http://127.0.0.1:9001")).await.expect("lease");
-    let _lease_b = b.hold_lease("ob", ttl, None).await.expect("lease");
+    let address = Advertised::new("http://127.0.0.1:9001").expect("an address");
+    let lease_a = a.hold_lease(&name("oa"), ttl, Some(&address)).await.expect("lease");
+    let _lease_b = b.hold_lease(&name("ob"), ttl, None).await.expect("lease");
     let record = created(&a, 69).await;
     let id = record.id();
     assert_eq!(a.owner(id).await.unwrap(), Owner::Here, "the creating node owns it");
-    let named = Owner::Node { node: name("oa"), advertise: Some("http://127.0.0.1:9001".into()) };
+    let named = Owner::Node { node: name("oa"), advertise: Some(address.clone()) };
     assert_eq!(b.owner(id).await.unwrap(), named, "another node is told who owns it and where");
     assert_eq!(
         b.adopt(id, Takeover::Restore, T0).await.unwrap(),
@@ -372,8 +373,4 @@ async fn unchanged_loads<D: Database>(a: SharedStore<D>, b: SharedStore<D>) {
         other => panic!("a moved session reads as {other:?}"),
     }
     assert_eq!(a.load(id).await.unwrap().expect("the session").version, moved, "node a reads b's write");
-}
-
-fn name(node: &str) -> NodeName {
-    NodeName::new(node).expect("a valid node name")
 }

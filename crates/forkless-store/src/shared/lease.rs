@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::{Database, Inner, SharedStore};
-use crate::{Error, Result};
+use crate::{Advertised, Error, NodeName, Result};
 
 impl<D: Database> SharedStore<D> {
     /// Hold `node`'s lease (refused with [`Error::LeaseLost`] while another live process
@@ -27,18 +27,21 @@ impl<D: Database> SharedStore<D> {
     /// `advertise` is the base URL other nodes send this node's sessions' requests to.
     pub async fn hold_lease(
         &self,
-        node: &str,
+        node: &NodeName,
         ttl: Duration,
-        advertise: Option<&str>,
+        advertise: Option<&Advertised>,
     ) -> Result<NodeLease<D>> {
-        // A name other nodes could not read back is refused before anything is leased.
-        let name = crate::NodeName::new(node).map_err(|e| Error::Backend(e.to_string()))?;
         let token = format!("{:016x}", {
             use std::hash::{BuildHasher, RandomState};
             RandomState::new().hash_one((std::process::id(), std::time::SystemTime::now()))
         });
         let started = Instant::now();
-        let op = LeaseOp::Acquire { node, token: &token, ttl, advertise };
+        let op = LeaseOp::Acquire {
+            node: node.as_str(),
+            token: &token,
+            ttl,
+            advertise: advertise.map(Advertised::as_str),
+        };
         if !self.inner.db.lease(op).await? {
             return Err(Error::LeaseLost(format!("node id {node} is held by another live process")));
         }
@@ -46,15 +49,15 @@ impl<D: Database> SharedStore<D> {
         if self.inner.lease.set(Arc::clone(&state)).is_err() {
             return Err(Error::LeaseLost("this store already holds a node lease".into()));
         }
-        let _ = self.inner.node_id.set(name);
+        let _ = self.inner.node_id.set(node.clone());
         let keeper = tokio::spawn(keep(
             Arc::downgrade(&self.inner),
             Arc::clone(&state),
-            node.to_owned(),
+            node.to_string(),
             token.clone(),
             ttl,
         ));
-        Ok(NodeLease { inner: Arc::clone(&self.inner), state, node: node.to_owned(), token, keeper })
+        Ok(NodeLease { inner: Arc::clone(&self.inner), state, node: node.to_string(), token, keeper })
     }
 }
 

@@ -49,7 +49,7 @@ mod tasks;
 mod unstored;
 
 pub use crate::Takeover;
-pub use crate::{InvalidNodeName, NodeName};
+pub use crate::{Advertised, InvalidAdvertised, InvalidNodeName, NodeName};
 use cache::Cache;
 pub use commit::{Pipeline, RETRY_FIRST, SETTLE_RETRIES};
 pub use database::{

@@ -15,7 +15,7 @@
 use forkless_core::{EndReason, SessionId, TaskId, Timestamp};
 
 use super::{Database, SharedStore};
-use crate::{Error, NodeName, Orphan, Owner, Ownership, Result, Store, Takeover, transact};
+use crate::{Advertised, Error, NodeName, Orphan, Owner, Ownership, Result, Store, Takeover, transact};
 
 impl<D: Database> Ownership for SharedStore<D> {
     fn node(&self) -> Option<NodeName> {
@@ -45,6 +45,12 @@ impl<D: Database> Ownership for SharedStore<D> {
 /// A node name the database returned: one the store wrote, or the row is corrupt.
 fn named(node: String) -> Result<NodeName> {
     NodeName::new(node).map_err(|e| Error::Corrupt(format!("a stored owner: {e}")))
+}
+
+/// A stored advertised address, read back: refused as corrupt if no node could have leased it.
+fn address(url: Option<String>) -> Result<Option<Advertised>> {
+    url.map(|url| Advertised::new(url).map_err(|e| Error::Corrupt(format!("a stored node address: {e}"))))
+        .transpose()
 }
 
 impl<D: Database> SharedStore<D> {
@@ -94,7 +100,9 @@ impl<D: Database> SharedStore<D> {
         Ok(match self.inner.db.owner(session).await? {
             None => Owner::Here,
             Some(facts) if facts.node == me.as_str() => Owner::Here,
-            Some(facts) if facts.live => Owner::Node { node: named(facts.node)?, advertise: facts.advertise },
+            Some(facts) if facts.live => {
+                Owner::Node { node: named(facts.node)?, advertise: address(facts.advertise)? }
+            }
             Some(facts) => Owner::Lapsed { node: named(facts.node)? },
         })
     }

@@ -57,9 +57,6 @@ impl ServeArgs {
         if self.node_id.is_some() && !matches!(self.store, StoreSpec::Postgres(_) | StoreSpec::Redis(_)) {
             return Err(Error::Config("--node-id needs a shared store (postgres://… or redis://…)".into()));
         }
-        if let Some(url) = &self.advertise {
-            check_advertise(url)?;
-        }
         if self.lease_ttl < 300 {
             return Err(Error::Config(format!(
                 "--lease-ttl {} ms is too short (at least 300 ms)",
@@ -169,24 +166,6 @@ impl ServeArgs {
         }
         config.validate().map_err(|e| Error::Config(e.to_string()))?;
         Ok(config)
-    }
-}
-
-/// `--advertise` must be a plain `http://HOST:PORT` base: other nodes add the request's path.
-fn check_advertise(url: &str) -> Result<(), Error> {
-    let uri = url.parse::<http::Uri>().ok();
-    let plain = uri.as_ref().is_some_and(|u| {
-        u.scheme_str() == Some("http")
-            && u.authority().is_some_and(|a| a.port_u16().is_some())
-            && matches!(u.path(), "" | "/")
-            && u.query().is_none()
-    });
-    if plain {
-        Ok(())
-    } else {
-        Err(Error::Config(format!(
-            "--advertise {url:?} must be an http://HOST:PORT base URL (no path; other nodes add the endpoint path)"
-        )))
     }
 }
 

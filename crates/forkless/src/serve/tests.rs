@@ -119,9 +119,9 @@ fn bad_values_are_refused() {
 #[test]
 fn advertise_is_a_plain_http_base_for_a_node() {
     let node = ["--store", "postgres://db/x", "--node-id", "a", "--advertise"];
-    let with = |url: &str| parse(&[&node[..], &[url]].concat()).expect("parsed").server_config();
-    assert!(with("http://10.0.0.1:8080").is_ok());
-    assert!(with("http://10.0.0.1:8080/").is_ok());
+    let with = |url: &str| parse(&[&node[..], &[url]].concat());
+    assert!(with("http://10.0.0.1:8080").expect("parsed").server_config().is_ok());
+    assert!(with("http://10.0.0.1:8080/").expect("parsed").server_config().is_ok());
     for bad in ["https://10.0.0.1:8080", "http://10.0.0.1", "http://10.0.0.1:8080/mcp", "10.0.0.1:8080"] {
         let refused = with(bad).expect_err(bad).to_string();
         assert!(refused.contains("--advertise") && refused.contains("http://HOST:PORT"), "{refused}");
