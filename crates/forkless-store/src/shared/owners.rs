@@ -153,3 +153,22 @@ impl<D: Database> SharedStore<D> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_read_back_is_checked_as_a_lease_would_have_been() {
+        assert_eq!(named("n1".into()).expect("a name").to_string(), "n1");
+        assert!(matches!(named("a b".into()), Err(Error::Corrupt(_))));
+        assert!(matches!(address(None), Ok(None)));
+        let good = address(Some("http://10.0.0.1:8080".into())).expect("an address");
+        assert_eq!(good.map(|a| a.to_string()), Some("http://10.0.0.1:8080".to_owned()));
+        // Another node would send this session's requests to a path or a scheme it never
+        // advertised: refused as corrupt instead.
+        for bad in ["http://10.0.0.1:8080/mcp", "https://10.0.0.1:8080", "garbage"] {
+            assert!(matches!(address(Some(bad.into())), Err(Error::Corrupt(_))), "{bad}");
+        }
+    }
+}
