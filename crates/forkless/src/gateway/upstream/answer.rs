@@ -114,11 +114,12 @@ impl Upstream {
         if status == StatusCode::ACCEPTED {
             return self.lost(&id, "the upstream accepted the request without answering it").await;
         }
-        let head = response.headers().clone();
+        // Only `initialize`'s head is kept (its session id): no copy of every call's head.
+        let head = initialize.then(|| response.headers().clone());
         let answered = if is_sse(&response) {
-            self.read_stream(response, &id, initialize.then_some(&head)).await
+            self.read_stream(response, &id, head.as_ref()).await
         } else {
-            self.read_body(response, &id, initialize.then_some(&head)).await
+            self.read_body(response, &id, head.as_ref()).await
         };
         if self.clone().input_round(&message).await {
             return;
