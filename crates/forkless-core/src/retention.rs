@@ -208,9 +208,10 @@ impl SessionRecord {
             oldest.select_nth_unstable(excess);
             oldest.truncate(excess);
         }
-        for (_, id) in oldest {
-            self.drop_bytes_of(id);
-            self.streams.remove(id);
+        let mut ids: Vec<StreamId> = oldest.into_iter().map(|(_, id)| id).collect();
+        ids.sort_unstable();
+        for gone in self.streams.remove_sorted(&ids) {
+            self.retained_bytes = self.retained_bytes.saturating_sub(gone.retained_bytes());
         }
     }
 }

@@ -32,11 +32,57 @@ const TOUCHED: usize = 8;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct StreamMap {
     /// Shared as a whole too: a copy that changes nothing (most loads) costs one pointer.
-    chunks: Arc<Vec<Arc<Vec<Stream>>>>,
+    chunks: Arc<Chunks>,
     len: usize,
     /// A token shared by every copy of this map taken since [`Self::mark_clean`].
     clean: Option<Arc<()>>,
     touched: Touched,
+}
+
+/// The chunk list, and each chunk's last id beside it: finding a stream's chunk reads one
+/// small array rather than two pointers per probe (a new request's stream is looked up
+/// several times on its way into the store).
+///
+/// Invariant: `lasts[c]` is the id of `list[c]`'s last stream.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Chunks {
+    list: Vec<Arc<Vec<Stream>>>,
+    lasts: Vec<StreamId>,
+}
+
+impl std::ops::Deref for Chunks {
+    type Target = [Arc<Vec<Stream>>];
+
+    fn deref(&self) -> &Self::Target {
+        &self.list
+    }
+}
+
+impl Chunks {
+    /// Chunk `c`, to change (copied first if another version shares it); its last id is
+    /// read again by [`Self::changed`].
+    fn chunk_mut(&mut self, c: usize) -> &mut Vec<Stream> {
+        Arc::make_mut(&mut self.list[c])
+    }
+
+    /// Chunk `c`'s streams changed: its last id, read again.
+    fn changed(&mut self, c: usize) {
+        if let Some(last) = self.list[c].last() {
+            self.lasts[c] = last.id();
+        }
+    }
+
+    /// A new chunk at `c` (never an empty one: no chunk is).
+    fn insert(&mut self, c: usize, chunk: Vec<Stream>) {
+        let Some(last) = chunk.last().map(Stream::id) else { return };
+        self.list.insert(c, Arc::new(chunk));
+        self.lasts.insert(c, last);
+    }
+
+    fn remove(&mut self, c: usize) -> Arc<Vec<Stream>> {
+        self.lasts.remove(c);
+        self.list.remove(c)
+    }
 }
 
 /// The streams changed since [`StreamMap::mark_clean`], so that the change walk from a clean
@@ -96,7 +142,7 @@ impl StreamChange<'_> {
 impl StreamMap {
     /// The chunk that holds `id` if any stream does: the first whose last id is not below it.
     fn chunk_of(&self, id: StreamId) -> usize {
-        self.chunks.partition_point(|c| c.last().is_some_and(|s| s.id() < id))
+        self.chunks.lasts.partition_point(|&last| last < id)
     }
 
     fn position(&self, id: StreamId) -> Option<(usize, usize)> {
@@ -113,7 +159,8 @@ impl StreamMap {
     pub(crate) fn get_mut(&mut self, id: StreamId) -> Option<&mut Stream> {
         let (c, at) = self.position(id)?;
         self.touched.add(id);
-        Some(&mut Arc::make_mut(&mut Arc::make_mut(&mut self.chunks)[c])[at])
+        // The id stays: its chunk's last id needs no update.
+        Some(&mut Arc::make_mut(&mut self.chunks).chunk_mut(c)[at])
     }
 
     /// Insert; false if the id is taken.
@@ -121,7 +168,7 @@ impl StreamMap {
         let id = stream.id();
         if self.chunks.is_empty() {
             self.touched.add(id);
-            Arc::make_mut(&mut self.chunks).push(Arc::new(vec![stream]));
+            Arc::make_mut(&mut self.chunks).insert(0, vec![stream]);
             self.len = 1;
             return true;
         }
@@ -132,14 +179,16 @@ impl StreamMap {
         let chunks = Arc::make_mut(&mut self.chunks);
         let mut c = c;
         if chunks[c].len() >= CHUNK {
-            let right = Arc::make_mut(&mut chunks[c]).split_off(CHUNK / 2);
-            chunks.insert(c + 1, Arc::new(right));
+            let right = chunks.chunk_mut(c).split_off(CHUNK / 2);
+            chunks.changed(c);
+            chunks.insert(c + 1, right);
             if at > CHUNK / 2 {
                 c += 1;
                 at -= CHUNK / 2;
             }
         }
-        Arc::make_mut(&mut chunks[c]).insert(at, stream);
+        chunks.chunk_mut(c).insert(at, stream);
+        chunks.changed(c);
         self.len += 1;
         true
     }
@@ -148,20 +197,73 @@ impl StreamMap {
         let (c, at) = self.position(id)?;
         self.touched.add(id);
         let chunks = Arc::make_mut(&mut self.chunks);
-        let removed = Arc::make_mut(&mut chunks[c]).remove(at);
+        let removed = chunks.chunk_mut(c).remove(at);
         self.len -= 1;
         let left = chunks[c].len();
         if left == 0 {
             chunks.remove(c);
-        } else if left < CHUNK / 4 {
-            // Fold a small chunk into a neighbour so removals do not leave a trail of tiny ones.
-            let (a, b) = if c + 1 < chunks.len() { (c, c + 1) } else { (c.saturating_sub(1), c) };
-            if a != b && chunks[a].len() + chunks[b].len() <= CHUNK {
-                let tail = chunks.remove(b);
-                Arc::make_mut(&mut chunks[a]).extend(tail.iter().cloned());
+        } else {
+            chunks.changed(c);
+            if left < CHUNK / 4 {
+                // Fold a small chunk into a neighbour so removals do not leave a trail of tiny
+                // ones.
+                let (a, b) = if c + 1 < chunks.len() { (c, c + 1) } else { (c.saturating_sub(1), c) };
+                if a != b && chunks[a].len() + chunks[b].len() <= CHUNK {
+                    let tail = chunks.remove(b);
+                    chunks.chunk_mut(a).extend(tail.iter().cloned());
+                    chunks.changed(a);
+                }
             }
         }
         Some(removed)
+    }
+
+    /// Remove every stream named in `ids` (sorted, without repeats) in one pass: each chunk
+    /// holding one is copied (if shared) and filtered once, where removing them one by one
+    /// would look each up and shift its chunk each time. The streams removed, in id order.
+    pub(crate) fn remove_sorted(&mut self, ids: &[StreamId]) -> Vec<Stream> {
+        let mut removed = Vec::with_capacity(ids.len());
+        if ids.is_empty() || self.len == 0 {
+            return removed;
+        }
+        let chunks = Arc::make_mut(&mut self.chunks);
+        let (mut rest, mut c) = (ids, 0);
+        while c < chunks.len() && !rest.is_empty() {
+            let (here, after) = rest.split_at(rest.partition_point(|&id| id <= chunks.lasts[c]));
+            rest = after;
+            if here.is_empty() || !chunks[c].iter().any(|s| here.binary_search(&s.id()).is_ok()) {
+                c += 1;
+                continue;
+            }
+            let (gone, kept): (Vec<Stream>, Vec<Stream>) = std::mem::take(chunks.chunk_mut(c))
+                .into_iter()
+                .partition(|s| here.binary_search(&s.id()).is_ok());
+            for s in &gone {
+                self.touched.add(s.id());
+            }
+            self.len -= gone.len();
+            removed.extend(gone);
+            if kept.is_empty() {
+                chunks.remove(c);
+            } else {
+                *chunks.chunk_mut(c) = kept;
+                chunks.changed(c);
+                c += 1;
+            }
+        }
+        // Fold small chunks into their neighbours, as single removals do.
+        let mut c = 0;
+        while c + 1 < chunks.len() {
+            let (a, b) = (chunks[c].len(), chunks[c + 1].len());
+            if (a < CHUNK / 4 || b < CHUNK / 4) && a + b <= CHUNK {
+                let tail = chunks.remove(c + 1);
+                chunks.chunk_mut(c).extend(tail.iter().cloned());
+                chunks.changed(c);
+            } else {
+                c += 1;
+            }
+        }
+        removed
     }
 
     pub(crate) const fn len(&self) -> usize {
@@ -181,7 +283,8 @@ impl StreamMap {
                 f(&mut s);
                 if s != self.chunks[c][at] {
                     self.touched.add(s.id());
-                    Arc::make_mut(&mut Arc::make_mut(&mut self.chunks)[c])[at] = s;
+                    // Same id (only metadata changes): the chunk's last id stays.
+                    Arc::make_mut(&mut self.chunks).chunk_mut(c)[at] = s;
                 }
             }
         }

@@ -22,6 +22,7 @@ fn stream(n: u64, high_water: u64) -> Stream {
 enum Op {
     Insert(u64),
     Remove(u64),
+    RemoveMany(Vec<u64>),
     Touch(u64),
     Snapshot,
     MarkClean,
@@ -31,6 +32,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0u64..200).prop_map(Op::Insert),
         2 => (0u64..200).prop_map(Op::Remove),
+        1 => prop::collection::vec(0u64..200, 0..60).prop_map(Op::RemoveMany),
         2 => (0u64..200).prop_map(Op::Touch),
         1 => Just(Op::Snapshot),
         1 => Just(Op::MarkClean),
@@ -84,6 +86,15 @@ proptest! {
                 Op::Remove(k) => {
                     prop_assert_eq!(map.remove(stream(k, 0).id()).is_some(), model.remove(&k).is_some());
                 }
+                Op::RemoveMany(mut keys) => {
+                    keys.sort_unstable();
+                    keys.dedup();
+                    let ids: Vec<_> = keys.iter().map(|&k| stream(k, 0).id()).collect();
+                    let gone: Vec<_> = map.remove_sorted(&ids).iter().map(Stream::id).collect();
+                    let expected: Vec<_> =
+                        keys.iter().filter(|k| model.remove(k).is_some()).map(|&k| stream(k, 0).id()).collect();
+                    prop_assert_eq!(gone, expected);
+                }
                 Op::Touch(k) => {
                     let id = stream(k, 0).id();
                     if let Some(s) = map.get_mut(id) {
@@ -101,6 +112,12 @@ proptest! {
             }
             prop_assert_eq!(map.len(), model.len());
             prop_assert!(map.chunks.iter().all(|c| !c.is_empty() && c.len() <= CHUNK));
+            // Each chunk's last id kept beside it, where lookups find chunks.
+            let lasts: Vec<_> = map.chunks.iter().filter_map(|c| c.last().map(Stream::id)).collect();
+            prop_assert_eq!(&map.chunks.lasts, &lasts);
+            for k in model.keys() {
+                prop_assert_eq!(map.get(stream(*k, 0).id()), model.get(k));
+            }
             prop_assert!(map.iter().eq(model.values()));
             for k in [0, 57, 199] {
                 prop_assert_eq!(map.get(stream(k, 0).id()), model.get(&k));
