@@ -55,7 +55,7 @@ impl<S: Store, H: Handler> App<S, H> {
                 if let Some(old) = grant.fenced {
                     Metrics::inc(&metrics.fences);
                     shared.fail_pending_on(old);
-                    metrics.stream_opened("standalone");
+                    metrics.stream_opened(crate::metrics::Opened::Standalone);
                     tracing::info!(session = %sid, fenced = %old, stream = %grant.stream, "standalone stream reset");
                 }
                 tracing::debug!(session = %sid, stream = %grant.stream, resumed = grant.resumed, after = grant.after.get(), "GET attached");

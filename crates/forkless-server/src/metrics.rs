@@ -7,6 +7,24 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The kind of SSE stream `forkless_streams_opened_total` counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Opened {
+    /// A request's stream (a POST answered over SSE).
+    Request = 0,
+    /// A session's standalone stream (opened by `initialize`, read by GET).
+    Standalone = 1,
+}
+
+impl Opened {
+    const fn as_str(self) -> &'static str {
+        match self {
+            Self::Request => "request",
+            Self::Standalone => "standalone",
+        }
+    }
+}
+
 /// A counter per label set. Few label sets ever exist, so they are found by a scan that
 /// allocates nothing; only a new label set is copied.
 #[derive(Debug, Default)]
@@ -92,7 +110,8 @@ fn counter(out: &mut String, name: &str, help: &str, v: &AtomicU64) {
 pub(crate) struct Metrics {
     pub(crate) sessions_created: AtomicU64,
     sessions_ended: Labelled,
-    streams_opened: Labelled,
+    /// By [`Opened`]: counted on every request answered over SSE, so plain atomics.
+    streams_opened: [AtomicU64; 2],
     pub(crate) events_appended: AtomicU64,
     get_outcomes: Labelled,
     pub(crate) fences: AtomicU64,
@@ -131,7 +150,7 @@ impl Default for Metrics {
         Self {
             sessions_created: AtomicU64::new(0),
             sessions_ended: Labelled::default(),
-            streams_opened: Labelled::default(),
+            streams_opened: [AtomicU64::new(0), AtomicU64::new(0)],
             events_appended: AtomicU64::new(0),
             get_outcomes: Labelled::default(),
             fences: AtomicU64::new(0),
@@ -174,8 +193,8 @@ impl Metrics {
         self.sessions_ended.inc(&[("reason", reason)]);
     }
 
-    pub(crate) fn stream_opened(&self, kind: &'static str) {
-        self.streams_opened.inc(&[("kind", kind)]);
+    pub(crate) fn stream_opened(&self, kind: Opened) {
+        self.streams_opened[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn get_outcome(&self, outcome: &'static str, reason: &'static str) {
@@ -235,7 +254,12 @@ impl Metrics {
         let mut out = String::new();
         counter(&mut out, "forkless_sessions_created_total", "Sessions created.", &self.sessions_created);
         self.sessions_ended.render(&mut out, "forkless_sessions_ended_total", "Sessions ended, by reason.");
-        self.streams_opened.render(&mut out, "forkless_streams_opened_total", "SSE streams opened, by kind.");
+        let name = "forkless_streams_opened_total";
+        let _ = writeln!(out, "# HELP {name} SSE streams opened, by kind.\n# TYPE {name} counter");
+        for kind in [Opened::Request, Opened::Standalone] {
+            let n = self.streams_opened[kind as usize].load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}{{kind=\"{}\"}} {n}", kind.as_str());
+        }
         counter(
             &mut out,
             "forkless_events_appended_total",

@@ -177,7 +177,7 @@ impl<S: Store, H: Handler> App<S, H> {
         let record = self.create_session(revision, reset_contract, principal, client).await?;
         let sid = record.id();
         Metrics::inc(&self.common.metrics.sessions_created);
-        self.common.metrics.stream_opened("standalone");
+        self.common.metrics.stream_opened(crate::metrics::Opened::Standalone);
         let shared = Arc::new(SessionShared::new(
             sid,
             revision,

@@ -31,7 +31,7 @@ use crate::context::Outlet;
 use crate::handler::Handler;
 use crate::jsonrpc::{self, RpcError};
 use crate::listeners::Publish;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Opened};
 use crate::request_state::RequestStates;
 use crate::session::{AppendError, Outbox, RequestStream, SessionShared};
 use crate::tasks::TaskTable;
@@ -196,7 +196,7 @@ impl<H: Handler> Answerer<H> {
                 None => return Err(forkless_store::Error::Core(forkless_core::Error::StreamExists)),
             },
         };
-        self.metrics.stream_opened("request");
+        self.metrics.stream_opened(Opened::Request);
         if let Detached::Done(Finished::AtOnce(payload)) = task {
             // Done at once, but on a stream its handler opened to send something first (or
             // withdrawn): the answer goes on the open stream.
@@ -219,7 +219,7 @@ impl<H: Handler> Answerer<H> {
             .append(shared.id, target, payload.clone(), EventKind::Final)
             .await
             .map_err(AppendError::into_store)?;
-        self.metrics.stream_opened("request");
+        self.metrics.stream_opened(Opened::Request);
         Ok(Answered::Finished { stream: stream.id, event, payload })
     }
 
@@ -320,7 +320,7 @@ impl<H: Handler> Answerer<H> {
             // Claimed for an answer (only this POST claims, and then it never opens), or open
             // without a grant (only a handler's opening can end so, never this POST's).
             .ok_or(forkless_store::Error::Core(forkless_core::Error::StreamExists))?;
-        self.metrics.stream_opened("request");
+        self.metrics.stream_opened(Opened::Request);
         Ok(grant)
     }
 }
