@@ -15,7 +15,7 @@ use crate::jsonrpc::RpcError;
 use crate::listeners::Publish;
 use crate::request_state::{Binding, RequestStates};
 use crate::session::SendError;
-use crate::session::{RequestStream, SessionShared, notification_payload};
+use crate::session::{RequestCancel, RequestStream, SessionShared, notification_payload};
 use crate::tasks::TaskStarter;
 use forkless_core::{AppendTarget, EndReason, EventKind, Revision, SessionId};
 use serde_json::{Value, json};
@@ -137,7 +137,7 @@ pub struct RequestContext {
     pub(crate) session: SessionHandle,
     pub(crate) request_id: Value,
     pub(crate) progress_token: Option<Value>,
-    pub(crate) cancel: CancellationToken,
+    pub(crate) cancel: RequestCancel,
     pub(crate) outlet: Outlet,
     pub(crate) logs: LogOptIn,
     pub(crate) tasks: Option<TaskStarter>,
@@ -236,7 +236,7 @@ impl RequestContext {
     /// Cancelled by `notifications/cancelled` for this request, by the end of the session, by
     /// server shutdown, and (2026-07-28 only) by the client closing the response stream.
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancel
+        self.cancel.token(&self.session.shared.cancel)
     }
 
     /// The tasks extension, for this request: `Some` when the request declared
@@ -312,7 +312,7 @@ impl RequestContext {
             }
             Outlet::Standalone => AppendTarget::Standalone,
             Outlet::Direct(tx, closed) => {
-                if self.cancel.is_cancelled() {
+                if self.cancel.is_cancelled(&self.session.shared.cancel) {
                     return Err(SendError::Cancelled);
                 }
                 let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
@@ -378,6 +378,6 @@ impl RequestContext {
                 };
             }
         };
-        self.session.shared.request(target, method, params, &self.cancel).await
+        self.session.shared.request(target, method, params, self.cancellation()).await
     }
 }

@@ -14,10 +14,12 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+mod cancel;
 mod errors;
 mod id_key;
 mod request_stream;
 
+pub(crate) use cancel::RequestCancel;
 pub(crate) use errors::AppendError;
 pub use errors::SendError;
 pub(crate) use id_key::{IdKey, id_key};
@@ -100,7 +102,7 @@ pub(crate) struct SessionShared {
     /// Server-to-client requests awaiting the client's response, by JSON id.
     pending: Mutex<HashMap<IdKey, Pending>>,
     /// Client requests in flight, by JSON id, for `notifications/cancelled`.
-    in_flight: Mutex<HashMap<IdKey, CancellationToken>>,
+    in_flight: Mutex<HashMap<IdKey, RequestCancel>>,
     /// Whose share of the sessions this one counts against (`crate::quota`), if anyone's.
     pub(crate) quota_key: OnceLock<Arc<str>>,
     /// When a request last named this session (milliseconds of the wall clock): the
@@ -186,11 +188,12 @@ impl SessionShared {
         self.drained.notify_waiters();
     }
 
-    /// A client request starts: its cancellation token, registered under its id.
-    pub(crate) fn begin_request(&self, id: &Value) -> CancellationToken {
-        let token = self.cancel.child_token();
-        lock(&self.in_flight).insert(id_key(id), token.clone());
-        token
+    /// A client request starts: its cancellation (its token made when first asked for),
+    /// registered under its id.
+    pub(crate) fn begin_request(&self, id: &Value) -> RequestCancel {
+        let cancel = RequestCancel::default();
+        lock(&self.in_flight).insert(id_key(id), cancel.clone());
+        cancel
     }
 
     /// A client request finished (its answer is out, or it is withdrawn).
@@ -242,8 +245,8 @@ impl SessionShared {
     /// `notifications/cancelled` for `id`; false if no such request is in flight.
     pub(crate) fn cancel_request(&self, id: &Value) -> bool {
         match lock(&self.in_flight).get(&id_key(id)) {
-            Some(token) => {
-                token.cancel();
+            Some(cancel) => {
+                cancel.cancel(&self.cancel);
                 true
             }
             None => false,

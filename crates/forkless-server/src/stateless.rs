@@ -22,7 +22,7 @@ use crate::context::{Closed, Outlet};
 use crate::error::Error;
 use crate::handler::{Handler, TaskSupport};
 use crate::jsonrpc::{self, Message};
-use crate::session::SessionShared;
+use crate::session::{RequestCancel, SessionShared};
 use crate::tasks;
 
 use crate::answer::Call;
@@ -181,7 +181,10 @@ impl<S: Store, H: Handler> App<S, H> {
                 // the keyed request, whose answer is kept for its re-issue.
                 let (app, id) = (self.clone(), call.id.clone());
                 let execution = tokio::spawn(async move {
-                    let out = app.answerer.run(shared, &mut call, cancel, Outlet::Nowhere).await;
+                    let out = app
+                        .answerer
+                        .run(shared, &mut call, RequestCancel::made(cancel), Outlet::Nowhere)
+                        .await;
                     let out = out.map(|mut result| {
                         wire::complete(&method, &mut result);
                         result
@@ -199,7 +202,8 @@ impl<S: Store, H: Handler> App<S, H> {
             }
             AnswerMode::Json => {
                 let guard = closing.drop_guard();
-                let out = self.answerer.run(shared, &mut call, cancel, Outlet::Nowhere).await;
+                let out =
+                    self.answerer.run(shared, &mut call, RequestCancel::made(cancel), Outlet::Nowhere).await;
                 let out = out.map(|mut result| {
                     wire::complete(&method, &mut result);
                     result
@@ -217,7 +221,12 @@ impl<S: Store, H: Handler> App<S, H> {
                 tokio::spawn(async move {
                     let out = app
                         .answerer
-                        .run(shared, &mut call, task_cancel.clone(), Outlet::Direct(tx.clone(), closed))
+                        .run(
+                            shared,
+                            &mut call,
+                            RequestCancel::made(task_cancel.clone()),
+                            Outlet::Direct(tx.clone(), closed),
+                        )
                         .await;
                     let out = out.map(|mut result| {
                         wire::complete(&method, &mut result);

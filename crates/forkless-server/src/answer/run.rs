@@ -11,7 +11,6 @@ use std::sync::Arc;
 use forkless_store::Spent;
 use futures::FutureExt as _;
 use serde_json::{Map, Value, json};
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::Answerer;
@@ -20,7 +19,7 @@ use crate::handler::{Handler, TaskSupport};
 use crate::input::Rounds;
 use crate::jsonrpc::RpcError;
 use crate::request_state::{Binding, Refused};
-use crate::session::SessionShared;
+use crate::session::{RequestCancel, SessionShared};
 use crate::tasks::TaskStarter;
 
 /// One client request's identity and input.
@@ -38,7 +37,7 @@ impl<H: Handler> Answerer<H> {
         &self,
         shared: Arc<SessionShared>,
         call: &mut Call,
-        cancel: CancellationToken,
+        cancel: RequestCancel,
         outlet: Outlet,
     ) -> Result<Value, RpcError> {
         if call.method == "ping" {
@@ -55,11 +54,10 @@ impl<H: Handler> Answerer<H> {
             }
             false => (None, None),
         };
-        let started = tokio::time::Instant::now();
         // Awaited where it is made: a future bound to a name first would take its room in this
         // state machine twice.
-        let out = self.handling(&shared, call, cancel, outlet, state, rounds.as_ref()).await;
-        self.metrics.request_took(started.elapsed().as_secs_f64());
+        let (out, took) = timed(self.handling(&shared, call, cancel, outlet, state, rounds.as_ref())).await;
+        self.metrics.request_took(took.as_secs_f64());
         // 2026-07-28: a round that stopped on unanswered input is answered with what it asked.
         if let Some((rounds, seal)) = &rounds
             && let Some(requests) = rounds.unanswered(&out)
@@ -103,7 +101,7 @@ impl<H: Handler> Answerer<H> {
         &self,
         shared: &Arc<SessionShared>,
         call: &mut Call,
-        cancel: CancellationToken,
+        cancel: RequestCancel,
         outlet: Outlet,
         state: Option<Value>,
         rounds: Option<&(Arc<Rounds>, StateSeal)>,
@@ -188,8 +186,45 @@ impl<H: Handler> Answerer<H> {
 
     /// Whether a request was cancelled by the client (rather than by the end of its session or
     /// of the server, which answer it with an error).
-    pub(crate) fn withdrawn(&self, shared: &SessionShared, cancel: &CancellationToken) -> bool {
-        cancel.is_cancelled() && shared.ended().is_none() && !self.shutdown.is_cancelled()
+    pub(crate) fn withdrawn(&self, shared: &SessionShared, cancel: &RequestCancel) -> bool {
+        cancel.is_cancelled(&shared.cancel) && shared.ended().is_none() && !self.shutdown.is_cancelled()
+    }
+}
+
+/// Run `fut`, and say how long it took from the end of its first poll: a handler done on its
+/// first poll (most are) took no time the request histogram's buckets can tell (the smallest is
+/// a millisecond) and costs no clock read; a longer one's first poll, a few microseconds, is
+/// not counted.
+fn timed<F: Future>(fut: F) -> Timed<F> {
+    Timed { fut, started: None }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`timed`].
+    struct Timed<F> {
+        #[pin]
+        fut: F,
+        started: Option<tokio::time::Instant>,
+    }
+}
+
+impl<F: Future> Future for Timed<F> {
+    type Output = (F::Output, std::time::Duration);
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = self.project();
+        match this.fut.poll(cx) {
+            std::task::Poll::Ready(out) => {
+                std::task::Poll::Ready((out, this.started.map(|t| t.elapsed()).unwrap_or_default()))
+            }
+            std::task::Poll::Pending => {
+                this.started.get_or_insert_with(tokio::time::Instant::now);
+                std::task::Poll::Pending
+            }
+        }
     }
 }
 

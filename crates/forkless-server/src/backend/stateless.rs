@@ -62,7 +62,7 @@ impl<C: Connector> MessageBackend<C> {
         let (parked, questions) = mpsc::channel(1);
         let cancel = CancellationToken::new();
         let mut running = ctx.clone();
-        running.cancel = cancel.clone();
+        running.cancel = crate::session::RequestCancel::made(cancel.clone());
         running.parked = Some(parked);
         let (per_session, method) = (self.cfg.sharing == Sharing::PerSession, method.to_owned());
         let run = tokio::spawn(async move {
