@@ -293,7 +293,6 @@ impl Engine {
         } else {
             slot.record.append(target, size, kind, now, limits)?
         };
-        let low_before = slot.record.stream(id.stream).map(forkless_core::Stream::low_water);
         let origin = if matches!(target, AppendTarget::Answer(_)) { Origin::New } else { Origin::Existing };
         persist(Effect::Event { record: &slot.record, id, payload: &payload, origin });
         // Everything before this event is already visible.
@@ -312,7 +311,8 @@ impl Engine {
             Some(EvictedBy::StreamTtl) | None => 0,
         };
         let meta = slot.record.stream(id.stream).ok_or(Error::StreamUnknown)?;
-        if low_before.is_some_and(|before| meta.low_water() > before) {
+        // Each event evicted raised the stream's low-water mark by one.
+        if plan.events > 0 {
             persist(Effect::Trim { session, stream: id.stream, low_water: meta.low_water() });
             persist(Effect::Header(&slot.record));
             persist(Effect::Stream { session, meta, origin });
