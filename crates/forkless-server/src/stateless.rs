@@ -181,7 +181,7 @@ impl<S: Store, H: Handler> App<S, H> {
                 // the keyed request, whose answer is kept for its re-issue.
                 let (app, id) = (self.clone(), call.id.clone());
                 let execution = tokio::spawn(async move {
-                    let out = app
+                    let (out, _) = app
                         .answerer
                         .run(shared, &mut call, RequestCancel::made(cancel), Outlet::Nowhere)
                         .await;
@@ -202,7 +202,7 @@ impl<S: Store, H: Handler> App<S, H> {
             }
             AnswerMode::Json => {
                 let guard = closing.drop_guard();
-                let out =
+                let (out, _) =
                     self.answerer.run(shared, &mut call, RequestCancel::made(cancel), Outlet::Nowhere).await;
                 let out = out.map(|mut result| {
                     wire::complete(&method, &mut result);
@@ -219,7 +219,7 @@ impl<S: Store, H: Handler> App<S, H> {
                 let app = self.clone();
                 let task_cancel = cancel.clone();
                 tokio::spawn(async move {
-                    let out = app
+                    let (out, _) = app
                         .answerer
                         .run(
                             shared,

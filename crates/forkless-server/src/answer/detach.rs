@@ -4,8 +4,6 @@
 //! This module owns that hand-off; what runs is [`super::run`]'s.
 
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use futures::FutureExt as _;
 
@@ -39,31 +37,5 @@ where
     match (&mut fut).now_or_never() {
         Some(v) => Detached::Done(v),
         None => Detached::Running(tokio::spawn(fut)),
-    }
-}
-
-/// Run `fut`, and say whether it was done on its first poll.
-pub(crate) fn first_poll<F: Future>(fut: F) -> FirstPoll<F> {
-    FirstPoll { fut, first: true }
-}
-
-pin_project_lite::pin_project! {
-    /// The future of [`first_poll`]: `fut` itself, held once. (An `async fn` taking `fut` and
-    /// pinning it holds it twice, the argument and the pinned copy, and every request's
-    /// future is moved into a task whole.)
-    pub(crate) struct FirstPoll<F> {
-        #[pin]
-        fut: F,
-        first: bool,
-    }
-}
-
-impl<F: Future> Future for FirstPoll<F> {
-    type Output = (F::Output, bool);
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let at_once = std::mem::replace(this.first, false);
-        this.fut.poll(cx).map(|out| (out, at_once))
     }
 }

@@ -37,7 +37,7 @@ use crate::session::{AppendError, Outbox, RequestStream, SessionShared};
 use crate::tasks::TaskTable;
 
 pub(crate) use detach::{Detached, start_detached};
-pub(crate) use run::Call;
+pub(crate) use run::{Call, Polled};
 
 /// Runs requests and delivers their answers (see the module documentation).
 pub(crate) struct Answerer<H> {
@@ -89,7 +89,7 @@ impl<H: Handler> Answerer<H> {
                 let (this, shared) = (self.clone(), shared.clone());
                 start_detached(async move {
                     let cancel = shared.begin_request(&call.id);
-                    let out = this.run(shared.clone(), &mut call, cancel, Outlet::Standalone).await;
+                    let (out, _) = this.run(shared.clone(), &mut call, cancel, Outlet::Standalone).await;
                     shared.finish_request(&call.id);
                     jsonrpc::response_payload(&call.id, &out)
                 })
@@ -241,7 +241,7 @@ impl<H: Handler> Answerer<H> {
             start_detached(async move {
                 let cancel = shared.begin_request(&call.id);
                 let outlet = Outlet::Stream(stream.clone());
-                let out = this.run(shared.clone(), &mut call, cancel.clone(), outlet).await;
+                let (out, _) = this.run(shared.clone(), &mut call, cancel.clone(), outlet).await;
                 // A cancelled request gets no response; its stream still completes.
                 let payload =
                     (!this.withdrawn(&shared, &cancel)).then(|| jsonrpc::response_payload(&call.id, &out));
@@ -277,11 +277,10 @@ impl<H: Handler> Answerer<H> {
     ) -> Finished {
         let cancel = shared.begin_request(&call.id);
         let outlet = Outlet::Stream(stream.clone());
-        let (out, at_once) =
-            detach::first_poll(self.run(shared.clone(), &mut call, cancel.clone(), outlet)).await;
+        let (out, polled) = self.run(shared.clone(), &mut call, cancel.clone(), outlet).await;
         // A cancelled request gets no response; its stream still completes.
         let payload = (!self.withdrawn(&shared, &cancel)).then(|| jsonrpc::response_payload(&call.id, &out));
-        if at_once {
+        if polled == Polled::AtOnce {
             shared.finish_request(&call.id);
             return Finished::AtOnce(payload);
         }

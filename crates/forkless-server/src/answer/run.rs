@@ -39,9 +39,9 @@ impl<H: Handler> Answerer<H> {
         call: &mut Call,
         cancel: RequestCancel,
         outlet: Outlet,
-    ) -> Result<Value, RpcError> {
+    ) -> (Result<Value, RpcError>, Polled) {
         if call.method == "ping" {
-            return Ok(json!({}));
+            return (Ok(json!({})), Polled::AtOnce);
         }
         // 2026-07-28: a retry's requestState is checked (and used up) before the handler runs.
         // Only then: the session revisions' hot path allocates nothing for it.
@@ -49,14 +49,18 @@ impl<H: Handler> Answerer<H> {
             true => {
                 // Boxed in a statement of its own: this rare step's state stays out of `run`'s.
                 let opening = Box::pin(self.opened_state(&shared, call));
-                let (state, earlier) = opening.await?.unzip();
+                let (state, earlier) = match opening.await {
+                    Ok(opened) => opened.unzip(),
+                    Err(refused) => return (Err(refused), Polled::Longer),
+                };
                 (state, Some(self.rounds(&shared, call, earlier.unwrap_or_default())))
             }
             false => (None, None),
         };
         // Awaited where it is made: a future bound to a name first would take its room in this
         // state machine twice.
-        let (out, took) = timed(self.handling(&shared, call, cancel, outlet, state, rounds.as_ref())).await;
+        let (out, polled, took) =
+            timed(self.handling(&shared, call, cancel, outlet, state, rounds.as_ref())).await;
         self.metrics.request_took(took.as_secs_f64());
         // 2026-07-28: a round that stopped on unanswered input is answered with what it asked.
         if let Some((rounds, seal)) = &rounds
@@ -68,11 +72,11 @@ impl<H: Handler> Answerer<H> {
                 name: seal.name.as_deref(),
             };
             let sealed = seal.states.seal(&Value::Null, rounds.answers(), &binding, crate::clock::now());
-            return Ok(
-                json!({ "resultType": "input_required", "inputRequests": requests, "requestState": sealed }),
-            );
+            let asked =
+                json!({ "resultType": "input_required", "inputRequests": requests, "requestState": sealed });
+            return (Ok(asked), polled);
         }
-        out
+        (out, polled)
     }
 
     /// 2026-07-28: the rounds of input of a request that may be retried with input (`earlier`:
@@ -191,10 +195,20 @@ impl<H: Handler> Answerer<H> {
     }
 }
 
-/// Run `fut`, and say how long it took from the end of its first poll: a handler done on its
-/// first poll (most are) took no time the request histogram's buckets can tell (the smallest is
-/// a millisecond) and costs no clock read; a longer one's first poll, a few microseconds, is
-/// not counted.
+/// Whether a request's handler was done on its first poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Polled {
+    /// Done on its first poll: its answer is known before anything else happens.
+    AtOnce,
+    /// It waited for something (or a step before it did).
+    Longer,
+}
+
+/// Run `fut`, and say whether it was done on its first poll and how long it took from the end
+/// of that poll: a handler done on its first poll (most are) took no time the request
+/// histogram's buckets can tell (the smallest is a millisecond) and costs no clock read; a
+/// longer one's first poll, a few microseconds, is not counted. (This one wrapper tells both:
+/// each wrapper around the handler's future is one more move of it.)
 fn timed<F: Future>(fut: F) -> Timed<F> {
     Timed { fut, started: None }
 }
@@ -209,7 +223,7 @@ pin_project_lite::pin_project! {
 }
 
 impl<F: Future> Future for Timed<F> {
-    type Output = (F::Output, std::time::Duration);
+    type Output = (F::Output, Polled, std::time::Duration);
 
     fn poll(
         self: std::pin::Pin<&mut Self>,
@@ -217,9 +231,10 @@ impl<F: Future> Future for Timed<F> {
     ) -> std::task::Poll<Self::Output> {
         let this = self.project();
         match this.fut.poll(cx) {
-            std::task::Poll::Ready(out) => {
-                std::task::Poll::Ready((out, this.started.map(|t| t.elapsed()).unwrap_or_default()))
-            }
+            std::task::Poll::Ready(out) => std::task::Poll::Ready(match this.started {
+                None => (out, Polled::AtOnce, std::time::Duration::ZERO),
+                Some(started) => (out, Polled::Longer, started.elapsed()),
+            }),
             std::task::Poll::Pending => {
                 this.started.get_or_insert_with(tokio::time::Instant::now);
                 std::task::Poll::Pending
