@@ -9,7 +9,7 @@ use crate::error::{EndReason, Error};
 use crate::id::StreamId;
 use crate::record::SessionRecord;
 use crate::session::SessionState;
-use crate::stream::{Stream, StreamKind, StreamState};
+use crate::stream::{EventKind, Stream, StreamKind, StreamState};
 use crate::time::Timestamp;
 
 /// What retention takes from one stream: its oldest `events` retained events, `bytes` of
@@ -196,9 +196,9 @@ impl SessionRecord {
     /// the oldest is paid once per `session_max_streams / 8` requests rather than on each.
     /// Open or attached streams are never dropped: if none can go, [`Self::check_room`]
     /// refuses with [`Error::TooManyStreams`].
-    pub(crate) fn make_room(&mut self, limits: &Limits) {
+    pub(crate) fn make_room(&mut self, limits: &Limits) -> Vec<Stream> {
         if !self.opening_drops_streams(limits) {
-            return;
+            return Vec::new();
         }
         let max = limits.session_max_streams;
         let excess = self.streams.len() - (max - max / 8);
@@ -210,9 +210,41 @@ impl SessionRecord {
         }
         let mut ids: Vec<StreamId> = oldest.into_iter().map(|(_, id)| id).collect();
         ids.sort_unstable();
-        for gone in self.streams.remove_sorted(&ids) {
+        let dropped = self.streams.remove_sorted(&ids);
+        for gone in &dropped {
             self.retained_bytes = self.retained_bytes.saturating_sub(gone.retained_bytes());
         }
+        dropped
+    }
+
+    /// Retention by count ahead of an answer ([`AppendTarget::Answer`] of `size` bytes on the
+    /// new stream `stream`) that would open a stream past the limit
+    /// ([`Self::opening_drops_streams`]): the streams that append would drop first, dropped
+    /// now and returned, so that a store applying the answer in place drops their events too
+    /// without comparing two versions of the record. Refused, changing nothing, exactly when
+    /// the answer would be; the answer's own append then drops nothing more.
+    pub fn make_room_for_answer(
+        &mut self,
+        stream: StreamId,
+        size: u64,
+        kind: EventKind,
+        limits: &Limits,
+    ) -> Result<Vec<Stream>, Error> {
+        if kind != EventKind::Final {
+            return Err(Error::AnswerNotFinal);
+        }
+        self.check_active()?;
+        if size > limits.stream_max_bytes {
+            return Err(Error::EventTooLarge { size, max: limits.stream_max_bytes });
+        }
+        if self.retained_bytes.saturating_add(size) > limits.session_max_bytes {
+            return Err(Error::SessionBudgetExceeded { max: limits.session_max_bytes });
+        }
+        if self.streams.get(stream).is_some() {
+            return Err(Error::StreamExists);
+        }
+        self.check_request_stream_room(limits)?;
+        Ok(self.make_room(limits))
     }
 }
 

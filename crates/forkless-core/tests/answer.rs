@@ -92,6 +92,13 @@ fn a_refused_answer_changes_nothing() {
         (AppendTarget::Answer(fresh), 1, true, Error::TooManyStreams { max: 1 }),
     ];
     for (target, size, complete, why) in cases {
+        if let AppendTarget::Answer(stream) = target {
+            // A store making room first is refused alike.
+            let mut ahead = r.clone();
+            let made = ahead.make_room_for_answer(stream, size, EventKind::ending_if(complete), limits);
+            assert_eq!(made.map(|_| ()), Err(why.clone()));
+            assert_eq!(ahead, before);
+        }
         assert_eq!(r.append(target, size, EventKind::ending_if(complete), at(2), limits), Err(why));
         assert_eq!(r, before, "refused with {why}, and nothing changed");
     }
@@ -158,8 +165,28 @@ proptest! {
                     }
                 }
                 Step::Answer => {
+                    // A store's way round: the room made first (the streams it drops named),
+                    // then the answer.
+                    let before = r.clone();
+                    let mut ahead = r.clone();
+                    let made = ahead.make_room_for_answer(id, 1, EventKind::Final, &cfg.limits);
                     let got = r.append(AppendTarget::Answer(id), 1, EventKind::Final, at(t), &cfg.limits);
-                    prop_assert_eq!(predicted, got.map(|_| ()));
+                    prop_assert_eq!(predicted.clone(), got.map(|_| ()));
+                    match made {
+                        Ok(gone) => {
+                            let answered = ahead.append(AppendTarget::Answer(id), 1, EventKind::Final, at(t), &cfg.limits);
+                            prop_assert_eq!(answered, got);
+                            prop_assert_eq!(&ahead, &r, "the same record either way");
+                            for s in &gone {
+                                prop_assert!(before.stream(s.id()).is_some() && r.stream(s.id()).is_none());
+                            }
+                            prop_assert_eq!(before.stream_count() + 1 - gone.len(), r.stream_count());
+                        }
+                        Err(why) => {
+                            prop_assert_eq!(Err(why), predicted);
+                            prop_assert_eq!(&ahead, &before, "refused, and nothing changed");
+                        }
+                    }
                 }
                 Step::Finish(n) if !open.is_empty() => {
                     let (id, epoch) = open.remove(n % open.len());

@@ -277,19 +277,30 @@ impl Engine {
         let slot = &mut *guard;
         let size = payload.len() as u64;
         let retained_before = slot.record.retained_bytes();
-        let id = if let AppendTarget::Answer(_) = target
+        let id = if let AppendTarget::Answer(stream) = target
             && slot.record.opening_drops_streams(limits)
         {
-            // An answer that makes room drops other streams: worked out on a copy and
-            // announced like any record change, so their logs go too. (Otherwise it changes
-            // only its own new stream, which the event's effect carries, and the core refuses
-            // it before changing anything.)
-            let mut next = slot.record.clone();
-            let id = next.append(target, size, kind, now, limits)?;
-            let old = std::mem::replace(&mut slot.record, next);
-            let freed = slot.sync_logs(&old, &mut persist);
+            // An answer that makes room drops other streams first: the core names them (or
+            // refuses the answer, changing nothing), and their logs go with them. (Otherwise
+            // it changes only its own new stream, which the event's effect carries.)
+            let mut freed = 0;
+            for gone in slot.record.make_room_for_answer(stream, size, kind, limits)? {
+                persist(Effect::DropStream { session, stream: gone.id() });
+                freed += slot.logs.remove(&gone.id()).map_or(0, |log| log.cold_bytes());
+            }
             self.cool(freed, 0);
-            id
+            // The core refused nothing above, so the answer's append is not refused; if it
+            // were, the streams dropped are dropped where they are kept too.
+            match slot.record.append(target, size, kind, now, limits) {
+                Ok(id) => id,
+                Err(e) => {
+                    persist(Effect::End);
+                    self.retain(retained_before, slot.record.retained_bytes());
+                    slot.record.mark_clean();
+                    slot.version = slot.version.next();
+                    return Err(e.into());
+                }
+            }
         } else {
             slot.record.append(target, size, kind, now, limits)?
         };
