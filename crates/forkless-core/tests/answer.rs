@@ -96,7 +96,7 @@ fn a_refused_answer_changes_nothing() {
             // A store making room first is refused alike.
             let mut ahead = r.clone();
             let made = ahead.make_room_for_answer(stream, size, EventKind::ending_if(complete), limits);
-            assert_eq!(made.map(|_| ()), Err(why.clone()));
+            assert_eq!(made.map(|_| ()), Err(why));
             assert_eq!(ahead, before);
         }
         assert_eq!(r.append(target, size, EventKind::ending_if(complete), at(2), limits), Err(why));
@@ -171,7 +171,7 @@ proptest! {
                     let mut ahead = r.clone();
                     let made = ahead.make_room_for_answer(id, 1, EventKind::Final, &cfg.limits);
                     let got = r.append(AppendTarget::Answer(id), 1, EventKind::Final, at(t), &cfg.limits);
-                    prop_assert_eq!(predicted.clone(), got.map(|_| ()));
+                    prop_assert_eq!(predicted, got.map(|_| ()));
                     match made {
                         Ok(gone) => {
                             let answered = ahead.append(AppendTarget::Answer(id), 1, EventKind::Final, at(t), &cfg.limits);
