@@ -369,7 +369,12 @@ mod tests {
         Metrics::inc(&m.sessions_created);
         m.get_outcome("rejected", "cursor_malformed");
         m.replayed(5);
+        m.stream_opened(Opened::Request);
+        m.stream_opened(Opened::Request);
+        m.stream_opened(Opened::Standalone);
         let text = m.render();
+        assert!(text.contains("forkless_streams_opened_total{kind=\"request\"} 2\n"), "{text}");
+        assert!(text.contains("forkless_streams_opened_total{kind=\"standalone\"} 1\n"));
         assert!(text.contains("forkless_sessions_created_total 1\n"));
         assert!(
             text.contains(
